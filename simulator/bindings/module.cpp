@@ -1,0 +1,124 @@
+// Thin nanobind bindings of the simulator core (fuseflow._simulator).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "fuseflow/sim/graph.h"
+#include "fuseflow/sim/writer.h"
+
+namespace nb = nanobind;
+using namespace fuseflow::sim;
+
+namespace {
+
+Params to_params(const nb::dict& d) {
+  Params p;
+  for (auto [k, v] : d) {
+    std::string key = nb::cast<std::string>(k);
+    if (nb::isinstance<nb::bool_>(v)) p.ints[key] = nb::cast<bool>(v);
+    else if (nb::isinstance<nb::int_>(v)) p.ints[key] = nb::cast<int64_t>(v);
+    else if (nb::isinstance<nb::float_>(v)) p.floats[key] = nb::cast<double>(v);
+    else if (nb::isinstance<nb::str>(v)) p.strings[key] = nb::cast<std::string>(v);
+    else if (nb::isinstance<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(v)) {
+      auto a = nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(v);
+      p.int_arrays[key].assign(a.data(), a.data() + a.shape(0));
+    } else if (nb::isinstance<nb::ndarray<const float, nb::ndim<1>, nb::c_contig>>(v)) {
+      auto a = nb::cast<nb::ndarray<const float, nb::ndim<1>, nb::c_contig>>(v);
+      p.float_arrays[key].assign(a.data(), a.data() + a.shape(0));
+    } else {
+      throw std::invalid_argument("parameter '" + key +
+                                  "' must be int, float, str, or a contiguous 1-D int64/float32 numpy array");
+    }
+  }
+  return p;
+}
+
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& v) {
+  auto* copy = new std::vector<T>(v);
+  nb::capsule owner(copy, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(copy->data(), {copy->size()}, owner);
+}
+
+nb::dict counters_dict(const Counters& c) {
+  nb::dict d;
+  d["tokens_in"] = c.tokens_in; d["tokens_out"] = c.tokens_out;
+  d["mem_read_bytes"] = c.mem_reads; d["mem_write_bytes"] = c.mem_writes;
+  d["alu_ops"] = c.alu_ops; d["reductions"] = c.reductions;
+  d["stall_input"] = c.stall_input; d["stall_output"] = c.stall_output;
+  bool active = c.first_active != UINT64_MAX;
+  d["first_active"] = active ? static_cast<int64_t>(c.first_active) : -1;
+  d["last_active"] = active ? static_cast<int64_t>(c.last_active) : -1;
+  return d;
+}
+
+nb::list token_list(const std::vector<Token>& toks, bool values) {
+  nb::list out;
+  for (const Token& t : toks) {
+    if (t.is_data()) {
+      if (values) out.append(nb::float_(t.f)); else out.append(nb::int_(t.i));
+    } else {
+      out.append(nb::str(describe(t).c_str()));
+    }
+  }
+  return out;
+}
+
+nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes) {
+  RunResult r;
+  {
+    nb::gil_scoped_release release;
+    r = g.run(max_cycles, record);
+  }
+  nb::dict out;
+  out["cycles"] = r.cycles;
+  nb::list nodes;
+  for (size_t i = 0; i < g.size(); ++i) {
+    Node& n = g.node(i);
+    nb::dict d = counters_dict(n.counters());
+    d["name"] = n.name(); d["kind"] = n.kind();
+    if (auto* w = dynamic_cast<WriterBase*>(&n)) {
+      if (n.kind() == "write_val") d["vals"] = to_numpy(w->vals());
+      else { d["seg"] = to_numpy(w->seg()); d["crd"] = to_numpy(w->crd()); }
+    }
+    nodes.append(d);
+  }
+  out["nodes"] = nodes;
+  if (record) {
+    std::vector<bool> is_value(g.size(), false);
+    for (int v : value_nodes) if (v >= 0 && v < static_cast<int>(g.size())) is_value[v] = true;
+    nb::list traces;
+    for (auto& e : r.traces) {
+      nb::dict d;
+      d["src"] = e.src; d["src_port"] = e.src_port; d["dst"] = e.dst; d["dst_port"] = e.dst_port;
+      d["tokens"] = token_list(e.tokens, is_value[e.src]);
+      traces.append(d);
+    }
+    out["traces"] = traces;
+  }
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_simulator, m) {
+  m.doc() = "fuseflow's cycle-level sparse streaming dataflow simulator (C++ core).";
+  static nb::exception<SimError> sim_error(m, "SimError");
+  nb::class_<Graph>(m, "Graph", "A graph of SAM primitives joined by bounded FIFOs.")
+      .def(nb::init<size_t, uint64_t>(), nb::arg("fifo_depth"), nb::arg("latency") = 1,
+           "Create an empty graph whose edges hold `fifo_depth` tokens and deliver after `latency` cycles.")
+      .def("add_node",
+           [](Graph& g, const std::string& kind, const std::string& name,
+              const std::vector<std::pair<int, int>>& inputs, const nb::dict& params) {
+             return g.add_node(kind, name, inputs, to_params(params));
+           },
+           nb::arg("kind"), nb::arg("name"), nb::arg("inputs"), nb::arg("params"),
+           "Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.")
+      .def("run", &run_graph, nb::arg("max_cycles"), nb::arg("record") = false,
+           nb::arg("value_nodes") = std::vector<int>{},
+           "Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with "
+           "`record`, every edge's token trace (edges leaving `value_nodes` print as floats).")
+      .def("__len__", &Graph::size);
+}

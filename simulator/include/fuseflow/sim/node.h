@@ -1,0 +1,87 @@
+// The node base class: ports, counters and the per-cycle step contract.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fuseflow/sim/token.h"
+
+namespace fuseflow::sim {
+
+struct Counters {
+  uint64_t tokens_in = 0, tokens_out = 0;
+  uint64_t mem_reads = 0, mem_writes = 0;  // bytes
+  uint64_t alu_ops = 0, reductions = 0;
+  uint64_t stall_input = 0, stall_output = 0;
+  uint64_t first_active = std::numeric_limits<uint64_t>::max(), last_active = 0;
+};
+
+enum class Step { Progress, StallInput, StallOutput };
+
+// Scalar/array parameters a node is built from (filled from Python).
+struct Params {
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> floats;
+  std::map<std::string, std::string> strings;
+  std::map<std::string, std::vector<int64_t>> int_arrays;
+  std::map<std::string, std::vector<float>> float_arrays;
+  int64_t get_int(const std::string& k) const;
+  int64_t get_int(const std::string& k, int64_t dflt) const;
+  double get_float(const std::string& k, double dflt) const;
+  std::string get_string(const std::string& k, const std::string& dflt) const;
+  const std::vector<int64_t>& get_ints(const std::string& k) const;
+  const std::vector<float>& get_floats(const std::string& k) const;
+};
+
+class Node {
+ public:
+  Node(std::string name, std::string kind, int n_in, int n_out)
+      : name_(std::move(name)), kind_(std::move(kind)), in_(n_in, nullptr), out_(n_out) {}
+  virtual ~Node() = default;
+
+  // Advance one cycle; must not consume or produce more than the ports allow.
+  virtual Step step() = 0;
+  // Writers are sinks: the run ends when every sink is finished.
+  virtual bool is_sink() const { return false; }
+
+  bool finished() const { return finished_; }
+  const std::string& name() const { return name_; }
+  const std::string& kind() const { return kind_; }
+  Counters& counters() { return c_; }
+  const Counters& counters() const { return c_; }
+  std::vector<Fifo*>& inputs() { return in_; }
+  std::vector<std::vector<Fifo*>>& outputs() { return out_; }
+  void set_now(uint64_t now, uint64_t latency) { now_ = now; latency_ = latency; }
+
+ protected:
+  bool has(int i, size_t k = 0) const { return in_[i] && in_[i]->ready(now_, k); }
+  const Token& peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
+  Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
+  bool room(int o, size_t n = 1) const {
+    for (auto* f : out_[o]) if (f->space() < n) return false;
+    return true;
+  }
+  void emit(int o, const Token& t) {
+    for (auto* f : out_[o]) f->push(t, now_ + latency_);
+    ++c_.tokens_out;
+  }
+  void finish() { finished_ = true; }
+  // Follow a parent stream one fiber at a time: a child stop S(k) consumes the
+  // parent's element for that fiber and, for k > 0, the parent's S(k-1).
+  // Returns false (consuming nothing) if the needed parent tokens are not ready.
+  bool follow_parent(int port, int k);
+  // True when follow_parent(port, k) would succeed (consumes nothing).
+  bool parent_ready(int port, int k) const;
+  [[noreturn]] void protocol_error(const std::string& what) const;
+
+  std::string name_, kind_;
+  std::vector<Fifo*> in_;
+  std::vector<std::vector<Fifo*>> out_;
+  Counters c_;
+  bool finished_ = false;
+  uint64_t now_ = 0, latency_ = 1;
+};
+
+}  // namespace fuseflow::sim

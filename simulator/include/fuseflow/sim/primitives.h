@@ -1,0 +1,38 @@
+// Factories for every SAM primitive, grouped by family (one source file each).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "fuseflow/sim/node.h"
+
+namespace fuseflow::sim {
+
+using NodePtr = std::unique_ptr<Node>;
+
+// scan.cpp: root, level scanners (dense / compressed) and iterate-locate.
+NodePtr make_root(const std::string& name, const Params& p);
+NodePtr make_scan(const std::string& name, const Params& p);
+NodePtr make_locate(const std::string& name, const Params& p);
+// joiner.cpp: N-way intersect and union (inputs: N crds then N refs).
+NodePtr make_intersect(const std::string& name, int n_inputs, const Params& p);
+NodePtr make_union(const std::string& name, int n_inputs, const Params& p);
+// repeat.cpp: repeat-signal generator and repeater.
+NodePtr make_repsiggen(const std::string& name, const Params& p);
+NodePtr make_repeat(const std::string& name, const Params& p);
+// compute.cpp: array loads and ALUs.
+NodePtr make_load(const std::string& name, const Params& p);
+NodePtr make_alu(const std::string& name, int n_inputs, const Params& p);
+// reduce.cpp: innermost reduction and sparse accumulators of order 1 and 2.
+NodePtr make_reduce(const std::string& name, const Params& p);
+NodePtr make_spacc(const std::string& name, const Params& p);
+// drop.cpp: coordinate and value droppers.
+NodePtr make_crd_drop(const std::string& name, const Params& p);
+NodePtr make_val_drop(const std::string& name, const Params& p);
+// writer.cpp: level writers.
+NodePtr make_write_crd(const std::string& name, int n_inputs, const Params& p);
+NodePtr make_write_val(const std::string& name, const Params& p);
+
+// Build any primitive by its sam op mnemonic; throws std::invalid_argument.
+NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
+
+}  // namespace fuseflow::sim

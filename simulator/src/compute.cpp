@@ -1,0 +1,117 @@
+// Array loads and ALUs over value streams.
+#include <cmath>
+#include <stdexcept>
+
+#include "fuseflow/sim/primitives.h"
+
+namespace fuseflow::sim {
+namespace {
+
+// load(ref) -> val: reads values at refs; N (absent operand) loads 0.
+class Load : public Node {
+ public:
+  Load(const std::string& n, const Params& p) : Node(n, "load", 1, 1), vals_(p.get_floats("vals")) {}
+  Step step() override {
+    if (!has(0)) return Step::StallInput;
+    if (!room(0)) return Step::StallOutput;
+    Token t = take(0);
+    if (t.is_data()) {
+      if (t.i < 0 || t.i >= static_cast<int64_t>(vals_.size()))
+        throw SimError("load '" + name_ + "': reference " + std::to_string(t.i) + " out of range (" +
+                       std::to_string(vals_.size()) + " values)");
+      emit(0, Token::value(vals_[t.i]));
+      c_.mem_reads += 4;
+    } else if (t.is_empty()) {
+      emit(0, Token::value(0.0f));
+    } else {
+      emit(0, t);
+      if (t.is_done()) finish();
+    }
+    return Step::Progress;
+  }
+ private:
+  std::vector<float> vals_;
+};
+
+enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs };
+
+Op parse_op(const std::string& s) {
+  static const std::pair<const char*, Op> table[] = {
+      {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}, {"max", Op::Max},
+      {"min", Op::Min}, {"rsub", Op::RSub}, {"rdiv", Op::RDiv}, {"neg", Op::Neg}, {"relu", Op::Relu},
+      {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs}};
+  for (auto& [name, op] : table) if (s == name) return op;
+  throw std::invalid_argument("unknown ALU op '" + s + "'");
+}
+
+bool is_unary(Op op) { return op >= Op::Neg; }
+
+float apply(Op op, float a, float b) {
+  switch (op) {
+    case Op::Add: return a + b;
+    case Op::Sub: return a - b;
+    case Op::Mul: return a * b;
+    case Op::Div: return a / b;
+    case Op::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Op::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case Op::RSub: return b - a;
+    case Op::RDiv: return b / a;
+    case Op::Neg: return -a;
+    case Op::Relu: return a > 0.0f ? a : 0.0f;
+    case Op::Exp: return std::exp(a);
+    case Op::Sqrt: return std::sqrt(a);
+    case Op::Rsqrt: return 1.0f / std::sqrt(a);
+    case Op::Tanh: return std::tanh(a);
+    case Op::Abs: return std::fabs(a);
+  }
+  return 0.0f;
+}
+
+// alu(vals...) -> val. A binary op with one input uses the `scalar` parameter as
+// its second operand (rsub / rdiv put the scalar first). Control tokens must agree.
+class Alu : public Node {
+ public:
+  Alu(const std::string& n, int n_in, const Params& p)
+      : Node(n, "alu", n_in, 1), op_(parse_op(p.get_string("op", ""))),
+        scalar_(static_cast<float>(p.get_float("scalar", 0.0))) {
+    int want = is_unary(op_) ? 1 : (p.floats.count("scalar") ? 1 : 2);
+    if (n_in != want)
+      throw std::invalid_argument("alu '" + n + "' op '" + p.get_string("op", "") + "' takes " +
+                                  std::to_string(want) + " input(s), got " + std::to_string(n_in));
+  }
+  Step step() override {
+    for (size_t i = 0; i < in_.size(); ++i) if (!has(i)) return Step::StallInput;
+    if (!room(0)) return Step::StallOutput;
+    const Token& a = peek(0);
+    if (a.is_data() || a.is_empty()) {
+      float x = a.is_data() ? a.f : 0.0f;
+      float y = scalar_;
+      if (in_.size() == 2) {
+        const Token& b = peek(1);
+        if (!b.is_data() && !b.is_empty()) protocol_error("value streams are misaligned");
+        y = b.is_data() ? b.f : 0.0f;
+      }
+      for (size_t i = 0; i < in_.size(); ++i) take(i);
+      emit(0, Token::value(apply(op_, x, y)));
+      ++c_.alu_ops;
+      return Step::Progress;
+    }
+    for (size_t i = 1; i < in_.size(); ++i)
+      if (peek(i).kind != a.kind || peek(i).level != a.level) protocol_error("value streams are misaligned");
+    Token t = a;
+    for (size_t i = 0; i < in_.size(); ++i) take(i);
+    emit(0, t);
+    if (t.is_done()) finish();
+    return Step::Progress;
+  }
+ private:
+  Op op_;
+  float scalar_;
+};
+
+}  // namespace
+
+NodePtr make_load(const std::string& name, const Params& p) { return std::make_unique<Load>(name, p); }
+NodePtr make_alu(const std::string& name, int n, const Params& p) { return std::make_unique<Alu>(name, n, p); }
+
+}  // namespace fuseflow::sim

@@ -1,0 +1,195 @@
+// Innermost reductions and sparse accumulators.
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "fuseflow/sim/primitives.h"
+
+namespace fuseflow::sim {
+namespace {
+
+bool is_max(const Params& p, const std::string& n) {
+  std::string k = p.get_string("kind", "sum");
+  if (k != "sum" && k != "max") throw std::invalid_argument("'" + n + "': unknown reduction '" + k + "'");
+  return k == "max";
+}
+
+float combine(bool max, float a, float b) {
+  if (!max) return a + b;
+  if (std::isnan(a) || std::isnan(b)) return NAN;
+  return std::max(a, b);
+}
+
+// reduce(val) -> val: one value per fiber (empty fibers give the identity);
+// S0 -> value; S(n>0) -> value then S(n-1), in the same cycle.
+class Reduce : public Node {
+ public:
+  Reduce(const std::string& n, const Params& p) : Node(n, "reduce", 1, 1), max_(is_max(p, n)) { reset(); }
+  Step step() override {
+    if (!has(0)) return Step::StallInput;
+    const Token& t = peek(0);
+    if (t.is_data() || t.is_empty()) {
+      acc_ = combine(max_, acc_, t.is_data() ? t.f : 0.0f);
+      ++c_.reductions;
+      take(0);
+      return Step::Progress;
+    }
+    if (t.is_stop()) {
+      if (!room(0, t.level > 0 ? 2 : 1)) return Step::StallOutput;
+      Token s = take(0);
+      emit(0, Token::value(acc_));
+      if (s.level > 0) emit(0, Token::stop(s.level - 1));
+      reset();
+      return Step::Progress;
+    }
+    if (!room(0)) return Step::StallOutput;
+    emit(0, take(0));
+    finish();
+    return Step::Progress;
+  }
+ private:
+  void reset() { acc_ = max_ ? -std::numeric_limits<float>::infinity() : 0.0f; }
+  bool max_;
+  float acc_ = 0.0f;
+};
+
+// Output tokens queued per port; each port drains one token per cycle.
+class Spacc : public Node {
+ public:
+  // order 1 ports: in (inner crd, outer crd, val) -> out (crd, val)
+  // order 2 ports: in (crd_k, crd_l, outer crd, val) -> out (crd_k, crd_l, val)
+  Spacc(const std::string& n, const Params& p, int order)
+      : Node(n, "spacc", order + 2, order + 1), order_(order), max_(is_max(p, n)), pending_(order + 1) {}
+
+  Step step() override {
+    bool drained = drain();
+    if (flushing()) return drained ? Step::Progress : Step::StallOutput;
+    if (done_pending_) {
+      for (int o = 0; o <= order_; ++o) emit(o, Token::done());
+      finish();
+      return Step::Progress;
+    }
+    return order_ == 1 ? step1() : step2();
+  }
+
+ private:
+  bool flushing() const {
+    for (auto& q : pending_) if (!q.empty()) return true;
+    return false;
+  }
+  bool drain() {
+    bool any = false;
+    for (int o = 0; o <= order_; ++o)
+      if (!pending_[o].empty() && room(o)) { emit(o, pending_[o].front()); pending_[o].pop_front(); any = true; }
+    return any;
+  }
+  void accumulate(int64_t k, int64_t l, float v) {
+    auto [it, fresh] = acc_.try_emplace({k, l}, v);
+    if (!fresh) it->second = combine(max_, it->second, v);
+    ++c_.reductions;
+  }
+  int val_port() const { return order_ + 1; }
+  int outer_port() const { return order_; }
+
+  Step step1() {
+    if (!has(0) || !has(val_port())) return Step::StallInput;
+    const Token& k = peek(0);
+    if (k.is_data()) {
+      const Token& v = peek(val_port());
+      accumulate(0, k.i, v.is_data() ? v.f : 0.0f);
+      take(0); take(val_port());
+      return Step::Progress;
+    }
+    if (k.is_stop()) {
+      int m = k.level;
+      if (!follow_parent(outer_port(), m)) return Step::StallInput;
+      take(0); take(val_port());
+      if (m >= 1) {
+        for (auto& [key, v] : acc_) {
+          pending_[0].push_back(Token::data(key.second));
+          pending_[1].push_back(Token::value(v));
+        }
+        acc_.clear();
+        pending_[0].push_back(Token::stop(m - 1));
+        pending_[1].push_back(Token::stop(m - 1));
+        drain();
+      }
+      return Step::Progress;
+    }
+    if (k.is_done()) return finish_inputs();
+    protocol_error("coordinate stream carries N");
+  }
+
+  Step step2() {
+    if (!has(1) || !has(val_port())) return Step::StallInput;
+    const Token& l = peek(1);
+    if (l.is_data()) {
+      if (!has(0)) return Step::StallInput;
+      const Token& k = peek(0);
+      if (!k.is_data()) protocol_error("outer inner-coordinate stream misaligned");
+      const Token& v = peek(val_port());
+      accumulate(k.i, l.i, v.is_data() ? v.f : 0.0f);
+      take(1); take(val_port());
+      return Step::Progress;
+    }
+    if (l.is_stop()) {
+      int m = l.level;
+      // S0 ends one k fiber; S1 ends a fiber of the reduced variable; S2+ ends the enclosing one.
+      if (!parent_ready(0, m) || (m >= 1 && !parent_ready(outer_port(), m - 1))) return Step::StallInput;
+      if (!follow_parent(0, m)) return Step::StallInput;
+      if (m >= 1 && !follow_parent(outer_port(), m - 1)) protocol_error("outer stream misaligned");
+      take(1); take(val_port());
+      if (m >= 2) {
+        int64_t cur = INT64_MIN;
+        bool first = true;
+        for (auto& [key, v] : acc_) {
+          if (first || key.first != cur) {
+            if (!first) { pending_[1].push_back(Token::stop(0)); pending_[2].push_back(Token::stop(0)); }
+            pending_[0].push_back(Token::data(key.first));
+            cur = key.first;
+            first = false;
+          }
+          pending_[1].push_back(Token::data(key.second));
+          pending_[2].push_back(Token::value(v));
+        }
+        acc_.clear();
+        pending_[0].push_back(Token::stop(m - 2));
+        pending_[1].push_back(Token::stop(m - 1));
+        pending_[2].push_back(Token::stop(m - 1));
+        drain();
+      }
+      return Step::Progress;
+    }
+    if (l.is_done()) return finish_inputs();
+    protocol_error("coordinate stream carries N");
+  }
+
+  Step finish_inputs() {
+    for (size_t i = 0; i < in_.size(); ++i) if (!has(i)) return Step::StallInput;
+    for (size_t i = 0; i < in_.size(); ++i) {
+      if (!peek(i).is_done()) protocol_error("inputs end at different times");
+      take(i);
+    }
+    done_pending_ = true;
+    return Step::Progress;
+  }
+
+  int order_;
+  bool max_;
+  bool done_pending_ = false;
+  std::map<std::pair<int64_t, int64_t>, float> acc_;
+  std::vector<std::deque<Token>> pending_;
+};
+
+}  // namespace
+
+NodePtr make_reduce(const std::string& name, const Params& p) { return std::make_unique<Reduce>(name, p); }
+NodePtr make_spacc(const std::string& name, const Params& p) {
+  int64_t order = p.get_int("order", 1);
+  if (order != 1 && order != 2) throw std::invalid_argument("spacc '" + name + "': order must be 1 or 2");
+  return std::make_unique<Spacc>(name, p, static_cast<int>(order));
+}
+
+}  // namespace fuseflow::sim

@@ -1,0 +1,139 @@
+// Root, level scanners and iterate-locate.
+#include <stdexcept>
+
+#include "fuseflow/sim/primitives.h"
+
+namespace fuseflow::sim {
+namespace {
+
+// Emits the root reference stream `0 D`.
+class Root : public Node {
+ public:
+  explicit Root(const std::string& n) : Node(n, "root", 0, 1) {}
+  Step step() override {
+    if (!room(0)) return Step::StallOutput;
+    if (!sent_) { emit(0, Token::data(0)); sent_ = true; }
+    else { emit(0, Token::done()); finish(); }
+    return Step::Progress;
+  }
+ private:
+  bool sent_ = false;
+};
+
+// Maps each input ref to one fiber of (ref, crd) closed by a stop token.
+// Outputs: 0 = ref, 1 = crd. Dense levels iterate 0..dim-1 with ref = parent*dim + i.
+class Scan : public Node {
+ public:
+  Scan(const std::string& n, const Params& p) : Node(n, "scan", 1, 2) {
+    dense_ = p.get_string("format", "compressed") == "dense";
+    if (dense_) {
+      dim_ = p.get_int("dim");
+      if (dim_ < 0) throw std::invalid_argument("scan '" + n + "': negative dim");
+    } else {
+      seg_ = p.get_ints("seg");
+      crd_ = p.get_ints("crd");
+      if (seg_.empty()) throw std::invalid_argument("scan '" + n + "': empty seg array");
+    }
+  }
+  Step step() override {
+    if (in_fiber_) {
+      if (!room(0) || !room(1)) return Step::StallOutput;
+      if (pos_ < end_) {
+        if (dense_) {
+          emit(0, Token::data(base_ * dim_ + pos_));
+          emit(1, Token::data(pos_));
+        } else {
+          emit(0, Token::data(pos_));
+          emit(1, Token::data(crd_[pos_]));
+          c_.mem_reads += 8;
+        }
+        ++pos_;
+        return Step::Progress;
+      }
+      // Fiber finished: merge a following input stop into our stop token.
+      if (!has(0)) return Step::StallInput;
+      const Token& t = peek(0);
+      Token s = Token::stop(0);
+      if (t.is_stop()) { s = Token::stop(t.level + 1); take(0); }
+      emit(0, s);
+      emit(1, s);
+      in_fiber_ = false;
+      return Step::Progress;
+    }
+    if (!has(0)) return Step::StallInput;
+    const Token& t = peek(0);
+    if (t.is_data()) {
+      int64_t r = t.i;
+      if (dense_) { base_ = r; pos_ = 0; end_ = dim_; }
+      else {
+        if (r < 0 || r + 1 >= static_cast<int64_t>(seg_.size()))
+          throw SimError("scan '" + name_ + "': reference " + std::to_string(r) + " out of range");
+        pos_ = seg_[r]; end_ = seg_[r + 1];
+        c_.mem_reads += 16;
+      }
+      take(0);
+      in_fiber_ = true;
+      return Step::Progress;
+    }
+    if (t.is_empty()) { take(0); in_fiber_ = true; pos_ = end_ = 0; return Step::Progress; }
+    if (!room(0) || !room(1)) return Step::StallOutput;
+    if (t.is_stop()) {  // an empty parent fiber: no child fibers, one level up
+      Token s = Token::stop(t.level + 1);
+      take(0);
+      emit(0, s); emit(1, s);
+      return Step::Progress;
+    }
+    take(0);
+    emit(0, Token::done()); emit(1, Token::done());
+    finish();
+    return Step::Progress;
+  }
+ private:
+  bool dense_ = false, in_fiber_ = false;
+  int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0;
+  std::vector<int64_t> seg_, crd_;
+};
+
+// locate(crd, parent_ref): ref = parent_ref * dim + crd for a dense level.
+class Locate : public Node {
+ public:
+  Locate(const std::string& n, const Params& p) : Node(n, "locate", 2, 1), dim_(p.get_int("dim")) {}
+  Step step() override {
+    if (!has(0)) return Step::StallInput;
+    if (!room(0)) return Step::StallOutput;
+    const Token& t = peek(0);
+    if (t.is_data()) {
+      if (!has(1)) return Step::StallInput;
+      const Token& r = peek(1);
+      if (r.is_data()) emit(0, Token::data(r.i * dim_ + t.i));
+      else if (r.is_empty()) emit(0, Token::empty());
+      else protocol_error("parent ref stream has " + describe(r) + " under a coordinate");
+      take(0);
+      return Step::Progress;
+    }
+    if (t.is_stop()) {
+      if (!follow_parent(1, t.level)) return Step::StallInput;
+      emit(0, take(0));
+      return Step::Progress;
+    }
+    if (t.is_done()) {
+      if (!has(1)) return Step::StallInput;
+      if (!peek(1).is_done()) protocol_error("parent ref stream not done when coordinates are");
+      take(1);
+      emit(0, take(0));
+      finish();
+      return Step::Progress;
+    }
+    protocol_error("coordinate stream carries N");
+  }
+ private:
+  int64_t dim_;
+};
+
+}  // namespace
+
+NodePtr make_root(const std::string& name, const Params&) { return std::make_unique<Root>(name); }
+NodePtr make_scan(const std::string& name, const Params& p) { return std::make_unique<Scan>(name, p); }
+NodePtr make_locate(const std::string& name, const Params& p) { return std::make_unique<Locate>(name, p); }
+
+}  // namespace fuseflow::sim
