@@ -1,0 +1,38 @@
+"""The exceptions fuseflow raises for user-facing problems.
+
+Every error a user can cause derives from :class:`FuseflowError`, so the CLI can print one
+readable line (``file:line:col: error: ...`` when a source location is known) and exit non-zero.
+"""
+from __future__ import annotations
+
+
+class FuseflowError(Exception):
+    """Base class of fuseflow's user-facing errors; `location` is ``file:line:col`` or ``None``."""
+
+    def __init__(self, message: str, location: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        return f"{self.location}: error: {self.message}" if self.location else self.message
+
+
+class FormatError(FuseflowError):
+    """An unknown or inconsistent sparse format specification."""
+
+
+class UnsupportedError(FuseflowError):
+    """Input the compiler cannot lower (an op, a pattern, an index map)."""
+
+
+class VerificationError(FuseflowError):
+    """Malformed IR: a parse failure or a verifier diagnostic."""
+
+
+class SimulationError(FuseflowError):
+    """The simulator stopped: deadlock, cycle limit or a stream protocol violation."""
+
+
+class MismatchError(FuseflowError):
+    """Simulated outputs differ from eager PyTorch beyond the stated tolerance."""
