@@ -1,0 +1,177 @@
+"""PyTorch → linalg-on-tensors with ``#sparse_tensor.encoding`` on declared-sparse operands.
+
+Everything is exported dense through ``torch.export`` (torch has no DCSR layout and CSC does not
+import); formats are attached to the imported function's arguments afterwards. Parameters and
+buffers are lifted to named function arguments (``lin.weight``) with ``torch.func.functional_call``,
+so every tensor a graph reads is bound by name, sparse or not. Each imported op's location is
+wrapped in a NameLoc carrying its FX node name, which the ``unfused`` schedule groups by.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from fuseflow.errors import FormatError, UnsupportedError
+from fuseflow.formats import Format, encoding_attr, parse_format
+from fuseflow.mlir import ir, new_context
+
+
+@dataclass
+class ImportedModel:
+    """The imported linalg module plus what is needed to feed and check it."""
+
+    module: ir.Module
+    input_names: list[str]
+    input_formats: dict[str, Format]
+    param_values: dict[str, np.ndarray]
+    n_user_args: int
+    output_names: list[str]
+    single_output: bool
+    notes: list[str] = field(default_factory=list)
+
+
+class _Lifted(torch.nn.Module):
+    """Calls `model` with its parameters and buffers passed as extra positional inputs."""
+
+    def __init__(self, model: torch.nn.Module, n_args: int, state_names: Sequence[str]):
+        super().__init__()
+        self.model = model
+        self.n_args = n_args
+        self.state_names = list(state_names)
+
+    def forward(self, *flat):
+        args, state = flat[: self.n_args], flat[self.n_args:]
+        return torch.func.functional_call(self.model, dict(zip(self.state_names, state)), args)
+
+
+def arg_names(model: torch.nn.Module, n: int) -> list[str]:
+    """Names of forward's positional parameters (falls back to arg0, arg1, ...)."""
+    try:
+        params = [p for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = [p.name for p in params][:n]
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"arg{i}" for i in range(len(names), n)]
+
+
+def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
+    """A dense float copy of an input and the format implied by a torch sparse layout."""
+    if not isinstance(arg, torch.Tensor):
+        raise UnsupportedError(f"input {name!r} is a {type(arg).__name__}; only tensors are supported")
+    implied = {torch.sparse_csr: "csr", torch.sparse_csc: "csc", torch.sparse_coo: "coo"}.get(arg.layout)
+    if arg.layout == torch.sparse_bsr or arg.layout == torch.sparse_bsc:
+        raise UnsupportedError(f"input {name!r}: block-sparse layouts are not supported yet")
+    dense = arg.to_dense() if implied else arg
+    return dense.detach(), implied
+
+
+def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
+    """torch.sparse.mm exports as aten._sparse_mm, which torch-mlir cannot lower: use aten.mm."""
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten._sparse_mm.default:
+            node.target = torch.ops.aten.mm.default
+    ep.graph_module.recompile()
+
+
+def _named_location_cache(importer):
+    """The importer's ContextCache, with each node location wrapped in NameLoc(fx node name)."""
+    from torch_mlir.extras.fx_importer import ContextCache
+
+    class NamedLocationCache(ContextCache):
+        __slots__ = ()
+
+        def get_node_location(self, node):
+            loc = super().get_node_location(node) or ir.Location.unknown(context=self._c)
+            return ir.Location.name(node.name, childLoc=loc, context=self._c)
+
+    return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
+
+
+def import_model(model: torch.nn.Module, args: Sequence[Any],
+                 formats: Mapping[str, Any] | None = None) -> ImportedModel:
+    """Export `model` on `args`, import it to linalg and attach the declared formats."""
+    from torch_mlir import fx
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    formats = dict(formats or {})
+    names = arg_names(model, len(args))
+    dense_args, implied = [], {}
+    for name, a in zip(names, args):
+        d, fmt = densify(a, name)
+        dense_args.append(d.float() if d.is_floating_point() else d)
+        if fmt:
+            implied[name] = fmt
+    state = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    state_names = list(state)
+    all_names = names + state_names
+    unknown = [k for k in formats if k not in all_names]
+    if unknown:
+        raise FormatError(f"formats names {unknown[0]!r}, which is neither an argument nor a parameter; "
+                          f"known: {', '.join(all_names)}")
+    notes = []
+    inputs = dense_args + [state[n].detach().float() for n in state_names]
+    for name, t in zip(all_names, inputs):
+        if t.dtype != torch.float32:
+            notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
+    lifted = _Lifted(model, len(args), state_names).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            ep = torch.export.export(lifted, tuple(inputs))
+        except Exception as e:  # torch.export reports many kinds of errors
+            raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
+    _normalise_sparse_mm(ep)
+
+    ctx = new_context()
+    torch_d.register_dialect(ctx)
+    importer = FxImporter(context=ctx)
+    importer._cc = _named_location_cache(importer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            module = fx.export_and_import(ep, output_type="linalg-on-tensors", func_name="main",
+                                          fx_importer=importer)
+        except Exception as e:
+            msg = str(e)
+            first = next((ln.strip() for ln in msg.splitlines() if "error" in ln), msg.splitlines()[0])
+            raise UnsupportedError(f"torch-mlir could not lower the model: {first}") from None
+
+    fmts: dict[str, Format] = {}
+    for name, t in zip(all_names, inputs):
+        spec = formats.get(name, implied.get(name, "dense"))
+        fmts[name] = parse_format(spec, t.dim(), what=f"{name!r}")
+    out_names = _attach(module, all_names, fmts)
+    example = lifted(*inputs)
+    single = not isinstance(example, (tuple, list))
+    return ImportedModel(module, all_names, fmts,
+                         {n: state[n].detach().float().numpy() for n in state_names},
+                         len(args), out_names, single, notes)
+
+
+def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format]) -> list[str]:
+    """Set argument encodings and name attributes on @main; returns output names."""
+    func = module.body.operations[0]
+    with module.context, ir.Location.unknown():
+        block = func.regions[0].blocks[0]
+        for arg, name in zip(block.arguments, names):
+            enc = encoding_attr(fmts[name])
+            if enc:
+                t = ir.RankedTensorType(arg.type)
+                arg.set_type(ir.RankedTensorType.get(list(t.shape), t.element_type, ir.Attribute.parse(enc)))
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get([
+            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in names])
+        outs = [f"out{i}" for i in range(len(ftype.results))]
+        func.attributes["res_attrs"] = ir.ArrayAttr.get([
+            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in outs])
+    return outs

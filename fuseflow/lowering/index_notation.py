@@ -1,0 +1,342 @@
+"""From a fusion region of linalg ops to one index-notation expression per region output.
+
+Index-variable unification (DESIGN §5.1) happens by substitution: walking from a region output
+backwards, each op's loop dimensions are bound to the variables its consumer uses for the result,
+and its other (reduction) dimensions get fresh variables. A producer inside the region is inlined
+into its consumer (streamed, recomputed per use); a value from outside the region is a named
+tensor access. Views (transpose, broadcast, cast) permute variables; they are never tensors.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+from fuseflow.errors import UnsupportedError
+from fuseflow.mlir import ir, location_str
+
+
+@dataclass(frozen=True)
+class Access:
+    """Tensor `tensor` read at `vars` (one per tensor mode, in mode order); `use` keeps views apart."""
+
+    tensor: str
+    vars: tuple[str, ...]
+    use: int
+
+
+@dataclass(frozen=True)
+class Const:
+    value: float
+
+
+@dataclass(frozen=True)
+class Call:
+    """An elementwise ALU op (sam.alu names: add, sub, mul, div, max, min, exp, relu, ...)."""
+
+    op: str
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """Reduction (sum or max) of `body` over `vars`."""
+
+    kind: str
+    vars: tuple[str, ...]
+    body: "Expr"
+
+
+Expr = Union[Access, Const, Call, Reduce]
+
+
+@dataclass
+class Assign:
+    """``out(vars) = expr``: one region output in index notation."""
+
+    out: str
+    vars: tuple[str, ...]
+    expr: Expr
+    dims: dict[str, int]
+    loc: str | None
+
+
+UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.sqrt": "sqrt", "math.rsqrt": "rsqrt",
+         "math.tanh": "tanh", "math.absf": "abs"}
+BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
+          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
+PASS_THROUGH = ("arith.extf", "arith.truncf")
+VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast")
+COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
+IGNORED_OPS = ("tensor.empty", "linalg.fill", "arith.constant", "func.return")
+
+_ACC = object()  # marker: the accumulator block argument of a reduction
+
+
+def op_location(op) -> str | None:
+    return location_str(op.location)
+
+
+def unsupported(op, what: str) -> UnsupportedError:
+    return UnsupportedError(what, location_str(op.location))
+
+
+def fold(op: str, args: tuple[float, ...]) -> float:
+    a = args[0]
+    b = args[1] if len(args) > 1 else 0.0
+    table: dict[str, Callable[[], float]] = {
+        "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+        "div": lambda: a / b if b else (math.nan if a == 0 else math.copysign(math.inf, a)),
+        "max": lambda: max(a, b), "min": lambda: min(a, b), "neg": lambda: -a,
+        "relu": lambda: max(a, 0.0), "exp": lambda: math.exp(a), "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
+        "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf, "tanh": lambda: math.tanh(a), "abs": lambda: abs(a),
+    }
+    return table[op]()
+
+
+def call(op: str, *args: Expr) -> Expr:
+    if all(isinstance(a, Const) for a in args):
+        return Const(fold(op, tuple(a.value for a in args)))
+    return Call(op, tuple(args))
+
+
+def _dim_positions(amap: ir.AffineMap, op, what: str) -> list[int]:
+    out = []
+    for e in amap.results:
+        if not isinstance(e, ir.AffineDimExpr):
+            try:
+                e = ir.AffineDimExpr(e)
+            except (ValueError, TypeError):
+                raise unsupported(op, f"'{op.name}' {what} uses index expression '{e}'; only plain loop "
+                                      "dimensions are supported") from None
+        out.append(e.position)
+    return out
+
+
+def _maps(op) -> tuple[list[ir.AffineMap], list[str]]:
+    name = op.name
+    if name == "linalg.generic":
+        maps = [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]]
+        iters = ["reduction" if "reduction" in str(a) else "parallel" for a in op.attributes["iterator_types"]]
+        return maps, iters
+    if name == "linalg.matmul":
+        text = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
+        iters = ["parallel", "parallel", "reduction"]
+    else:  # linalg.batch_matmul
+        text = ["(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)",
+                "(d0, d1, d2, d3) -> (d0, d1, d2)"]
+        iters = ["parallel", "parallel", "parallel", "reduction"]
+    if "indexing_maps" in op.attributes:
+        return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]], iters
+    return [ir.AffineMap.parse(f"affine_map<{t}>") if hasattr(ir.AffineMap, "parse")
+            else ir.Attribute.parse(f"affine_map<{t}>").value for t in text], iters
+
+
+def _segments(op) -> tuple[list[ir.Value], list[ir.Value]]:
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    ops = list(op.operands)
+    return ops[: sizes[0]], ops[sizes[0]: sizes[0] + sizes[1]]
+
+
+def _float_constant(value: ir.Value) -> float | None:
+    owner = value.owner
+    if not isinstance(owner, ir.OpView) and not isinstance(owner, ir.Operation):
+        return None
+    op = owner.operation if isinstance(owner, ir.OpView) else owner
+    if op.name != "arith.constant":
+        return None
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value
+    if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
+        return ir.FloatAttr(attr.get_splat_value()).value
+    return None
+
+
+@dataclass
+class RegionParser:
+    """Builds index-notation expressions for the outputs of one fusion region."""
+
+    region_ops: set  # Operation handles of compute ops inside the region
+    tensor_name: Callable[[ir.Value], str | None]  # name of an external tensor, or None
+    dims: dict[str, int] = field(default_factory=dict)
+    _vars: int = 0
+    _uses: int = 0
+
+    def fresh(self, size: int) -> str:
+        letters = "ijklmnpqrstuvwxyzabcdefgh"
+        n = self._vars
+        self._vars += 1
+        name = letters[n % len(letters)] + (str(n // len(letters)) if n >= len(letters) else "")
+        self.dims[name] = size
+        return name
+
+    def output(self, value: ir.Value, name: str) -> Assign:
+        shape = list(ir.RankedTensorType(value.type).shape)
+        vs = tuple(self.fresh(d) for d in shape)
+        owner = value.owner
+        expr = self.expr(value, vs)
+        return Assign(name, vs, expr, dict(self.dims), location_str(owner.location) if hasattr(owner, "location") else None)
+
+    def expr(self, value: ir.Value, vs: tuple[str, ...]) -> Expr:
+        ext = self.tensor_name(value)
+        if ext is not None:
+            self._uses += 1
+            return Access(ext, vs, self._uses)
+        owner = value.owner
+        op = owner.operation if isinstance(owner, ir.OpView) else owner
+        if not isinstance(op, ir.Operation):
+            raise UnsupportedError("a block argument that is not a function input cannot be a tensor operand")
+        name = op.name
+        if name == "tensor.cast":
+            return self.expr(op.operands[0], vs)
+        if name == "linalg.transpose":
+            perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+            src = [""] * len(perm)
+            for i, p in enumerate(perm):
+                src[p] = vs[i]
+            return self.expr(op.operands[0], tuple(src))
+        if name == "linalg.broadcast":
+            added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+            return self.expr(op.operands[0], tuple(v for i, v in enumerate(vs) if i not in added))
+        if name in ("arith.constant", "linalg.fill"):
+            c = _float_constant(value) if name == "arith.constant" else _float_constant(op.operands[0])
+            if c is None:
+                raise unsupported(op, "a non-splat constant tensor inside a model is not supported; "
+                                      "pass it as an argument or register it as a parameter")
+            return Const(c)
+        if name in COMPUTE_OPS:
+            if op not in self.region_ops:
+                raise unsupported(op, f"internal: '{name}' result crosses a region boundary unnamed")
+            return self.compute(op, value.result_number, vs)
+        raise unsupported(op, f"unsupported op '{name}': fuseflow cannot lower it to sam")
+
+    def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:
+        maps, iters = _maps(op)
+        ins, outs = _segments(op)
+        n_in = len(ins)
+        env: dict[int, str] = {}
+        for p, d in enumerate(_dim_positions(maps[n_in + result], op, "result")):
+            if d in env:
+                raise unsupported(op, f"'{op.name}' writes a diagonal (repeated loop dimension {d})")
+            env[d] = vs[p]
+        bounds = self._loop_bounds(op, maps, ins + outs)
+        red = [d for d, it in enumerate(iters) if it == "reduction"]
+        for d in range(len(iters)):
+            if d not in env:
+                env[d] = self.fresh(bounds[d])
+        if op.name == "linalg.generic":
+            block = op.regions[0].blocks[0]
+            yielded = list(block.operations)[-1].operands[result]
+            args = list(block.arguments)
+        else:
+            block, args, yielded = None, [], None
+
+        def scalar(v: ir.Value):
+            if block is None:
+                raise AssertionError
+            if isinstance(v.owner, ir.Block) and v.owner == block:
+                k = v.arg_number
+                if k >= n_in:
+                    return _ACC
+                tensor = ins[k]
+                if not isinstance(tensor.type, ir.RankedTensorType):
+                    c = _float_constant(tensor)
+                    if c is None:
+                        raise unsupported(op, "a non-constant scalar operand is not supported")
+                    return Const(c)
+                dims = _dim_positions(maps[k], op, f"operand {k}")
+                return self.expr(tensor, tuple(env[d] for d in dims))
+            c = _float_constant(v)
+            if c is not None:
+                return Const(c)
+            o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+            if not isinstance(o, ir.Operation):
+                raise unsupported(op, "unsupported value in a linalg body")
+            n = o.name
+            if n in PASS_THROUGH:
+                return scalar(o.operands[0])
+            if n in UNARY:
+                return call(UNARY[n], scalar(o.operands[0]))
+            if n in BINARY:
+                a, b = scalar(o.operands[0]), scalar(o.operands[1])
+                if a is _ACC or b is _ACC:
+                    return (BINARY[n], b if a is _ACC else a)
+                return call(BINARY[n], a, b)
+            if n == "arith.select":
+                relu = _relu_operand(o)
+                if relu is not None:
+                    return call("relu", scalar(relu))
+            raise unsupported(o, f"unsupported op '{n}' in the body of '{op.name}'")
+
+        if op.name == "linalg.generic":
+            body = scalar(yielded)
+        else:
+            a = self.expr(ins[0], tuple(env[d] for d in _dim_positions(maps[0], op, "operand 0")))
+            b = self.expr(ins[1], tuple(env[d] for d in _dim_positions(maps[1], op, "operand 1")))
+            body = ("add", call("mul", a, b))
+        if not red:
+            if isinstance(body, tuple) or body is _ACC:
+                raise unsupported(op, f"'{op.name}' reads its output without a reduction")
+            return body
+        if not isinstance(body, tuple) or body[0] not in ("add", "max"):
+            raise unsupported(op, f"'{op.name}' reduction must be out + f(ins) or max(out, f(ins))")
+        kind = "sum" if body[0] == "add" else "max"
+        reduced = Reduce(kind, tuple(env[d] for d in red), body[1])
+        init = self.expr(outs[result], vs)
+        identity = 0.0 if kind == "sum" else -math.inf
+        if isinstance(init, Const) and init.value == identity:
+            return reduced
+        return call("add" if kind == "sum" else "max", init, reduced)
+
+    def _loop_bounds(self, op, maps, operands) -> dict[int, int]:
+        bounds: dict[int, int] = {}
+        for m, v in zip(maps, operands):
+            if not isinstance(v.type, ir.RankedTensorType):
+                continue
+            shape = ir.RankedTensorType(v.type).shape
+            for p, e in enumerate(m.results):
+                try:
+                    bounds.setdefault(ir.AffineDimExpr(e).position, shape[p])
+                except (ValueError, TypeError):
+                    pass
+        return bounds
+
+
+def _relu_operand(select: ir.Operation) -> ir.Value | None:
+    """select(cmpf ugt|ogt x, 0), x, 0) is ReLU; returns x."""
+    cond, t, f = select.operands
+    c = cond.owner.operation if isinstance(cond.owner, ir.OpView) else cond.owner
+    if not isinstance(c, ir.Operation) or c.name != "arith.cmpf":
+        return None
+    pred = c.attributes["predicate"]
+    if not isinstance(pred, ir.IntegerAttr) or pred.value not in (2, 9):  # ogt, ugt
+        return None
+    x, zero = c.operands
+    if _float_constant(zero) != 0.0 or _float_constant(f) != 0.0 or t != x:
+        return None
+    return x
+
+
+def accesses(e: Expr) -> list[Access]:
+    if isinstance(e, Access):
+        return [e]
+    if isinstance(e, Call):
+        return [a for x in e.args for a in accesses(x)]
+    if isinstance(e, Reduce):
+        return accesses(e.body)
+    return []
+
+
+def render(e: Expr) -> str:
+    """Readable form, e.g. ``sum_j(A(i,j) * x(j))``."""
+    if isinstance(e, Access):
+        return f"{e.tensor}({','.join(e.vars)})"
+    if isinstance(e, Const):
+        return f"{e.value:g}"
+    if isinstance(e, Reduce):
+        return f"{e.kind}_{''.join(e.vars)}({render(e.body)})"
+    sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+    if e.op in sym and len(e.args) == 2:
+        return f"({render(e.args[0])} {sym[e.op]} {render(e.args[1])})"
+    return f"{e.op}({', '.join(render(a) for a in e.args)})"

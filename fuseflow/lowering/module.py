@@ -1,0 +1,121 @@
+"""Lower a partitioned linalg module to a sam module: one ``sam.graph`` per fusion region.
+
+Tensors crossing a region boundary are materialised: the producer region writes them (format
+inferred from its iteration: a level is dense when it covers the full range) and the consumer
+region scans them by name.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fuseflow.errors import UnsupportedError
+from fuseflow.formats import Format
+from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, render
+from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func
+from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
+from fuseflow.mlir import ir
+
+
+def _format_of(t: ir.RankedTensorType) -> Format:
+    from fuseflow.mlir import sparse_tensor
+
+    rank = len(t.shape)
+    if t.encoding is None:
+        return Format(("dense",) * rank, tuple(range(rank)))
+    enc = sparse_tensor.EncodingAttr(t.encoding)
+    levels = []
+    for lt in enc.lvl_types:
+        s = str(sparse_tensor.EncodingAttr.get_lvl_fmt(lt) if hasattr(sparse_tensor.EncodingAttr, "get_lvl_fmt") else lt)
+        levels.append("dense" if "dense" in s.lower() or s in ("65536", "LevelFormat.dense") else "compressed")
+    dim_to_lvl = enc.dim_to_lvl
+    order = tuple(ir.AffineDimExpr(e).position for e in dim_to_lvl.results) if dim_to_lvl else tuple(range(rank))
+    return Format(tuple(levels), order)
+
+
+def _consumers(value: ir.Value) -> list[ir.Operation]:
+    """Compute ops / returns that read `value`, looking through views."""
+    out = []
+    for use in value.uses:
+        op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if op.name in VIEW_OPS:
+            out.extend(c for r in op.results for c in _consumers(r))
+        else:
+            out.append(op)
+    return out
+
+
+def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, dict]:
+    """Return the sam module text and a summary {region: [expressions]}."""
+    func = main_func(module)
+    Partition.of(func)
+    block = func.regions[0].blocks[0]
+    names: dict = {}
+    arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
+    res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None
+    tensors: dict[str, TensorInfo] = {}
+    for i, arg in enumerate(block.arguments):
+        name = f"arg{i}"
+        if arg_attrs is not None and "fuseflow.name" in ir.DictAttr(arg_attrs[i]):
+            name = ir.StringAttr(ir.DictAttr(arg_attrs[i])["fuseflow.name"]).value
+        names[arg] = name
+        t = ir.RankedTensorType(arg.type)
+        tensors[name] = TensorInfo(name, tuple(t.shape), _format_of(t), "input")
+    ret = [op for op in body_ops(func) if op.name == "func.return"][0]
+    out_names = []
+    for i, v in enumerate(ret.operands):
+        name = f"out{i}"
+        if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
+            name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
+        out_names.append(name)
+        if v in names:  # returns an input (or a value already named) unchanged
+            raise UnsupportedError(f"output {name} is an input passed through unchanged; nothing to compute")
+        names[v] = name
+
+    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS]
+    region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
+    order: list[str] = []
+    for op in ops:
+        if region_of[op] not in order:
+            order.append(region_of[op])
+    # Boundary values: results read by another region or returned.
+    k = 0
+    outputs_of: dict[str, list[ir.Value]] = {r: [] for r in order}
+    for op in ops:
+        for res in op.results:
+            cons = _consumers(res)
+            crossing = [c for c in cons if c.name == "func.return" or region_of.get(c) != region_of[op]]
+            if crossing:
+                if res not in names:
+                    names[res] = f"t{k}"
+                    k += 1
+                outputs_of[region_of[op]].append(res)
+    graphs, summary = [], {}
+    for region in order:
+        in_region = {op for op in ops if region_of[op] == region}
+        parser = RegionParser(in_region, lambda v: None if _produced_in(v, in_region) else names.get(v))
+        lowering = SamLowering(region, {}, node_budget)
+        exprs = []
+        for res in outputs_of[region]:
+            asg = parser.output(res, names[res])
+            used = {a.tensor for a in _accs(asg.expr)}
+            lowering.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lowering.tensors})
+            lowering.lower(asg)
+            exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
+        tensors.update(lowering.outputs)
+        graphs.append(lowering.text())
+        summary[region] = exprs
+    outs = _attr(out_names)
+    text = "module attributes {sam.outputs = " + outs + "} {\n" + "\n".join(graphs) + "\n}\n"
+    return text, summary
+
+
+def _produced_in(v: ir.Value, region_ops: set) -> bool:
+    owner = v.owner
+    op = owner.operation if isinstance(owner, ir.OpView) else owner
+    return isinstance(op, ir.Operation) and op in region_ops
+
+
+def _accs(e):
+    from fuseflow.lowering.index_notation import accesses
+
+    return accesses(e)

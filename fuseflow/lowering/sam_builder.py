@@ -1,0 +1,335 @@
+"""Lower one index-notation assignment to a sam graph (DESIGN §5.3-5.6).
+
+For each index variable in dataflow order, the expression's *iteration tree* at that variable
+says how operands co-iterate: multiplication intersects, addition unions, an op with f(0) != 0
+iterates the full range; dense operands under an intersection are reached with ``locate``.
+Accesses that lack the variable are repeated along it. After the last variable, values are
+loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) and written.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from fuseflow.errors import UnsupportedError
+from fuseflow.formats import Format
+from fuseflow.lowering.index_notation import Access, Assign, Call, Const, Expr, Reduce, accesses, fold
+from fuseflow.lowering.order import default_order, storage_vars
+
+ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
+COMMUTATIVE = {"add", "mul", "max", "min"}
+
+
+@dataclass
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    fmt: Format
+    role: str  # "input" | "output"
+
+
+# --- iteration trees ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Leaf:
+    access: Access
+
+
+@dataclass(frozen=True)
+class Inter:
+    parts: tuple
+
+
+@dataclass(frozen=True)
+class Union_:
+    parts: tuple
+
+
+@dataclass(frozen=True)
+class Full:
+    part: object  # an iteration tree or None
+
+
+def _join(kind, parts):
+    parts = tuple(p for p in parts if p is not None)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else kind(parts)
+
+
+def iteration(e: Expr, v: str):
+    """How `e` must iterate variable `v` so that every nonzero of `e` is visited."""
+    if isinstance(e, Access):
+        return Leaf(e) if v in e.vars else None
+    if isinstance(e, Const):
+        return None
+    if isinstance(e, Reduce):
+        raise UnsupportedError("a reduction feeding another op inside one region is not supported yet; "
+                               "place a region boundary after the reduction")
+    subs = [iteration(a, v) for a in e.args]
+    if e.op == "mul":
+        return _join(Inter, subs)
+    if e.op == "div":
+        if subs[1] is None:
+            return subs[0]
+        return Full(_join(Union_, subs))
+    if len(e.args) == 1:
+        return subs[0] if e.op in ZERO_PRESERVING_UNARY else Full(subs[0])
+    missing = [a for a, s in zip(e.args, subs) if s is None]
+    if missing and all(isinstance(a, Const) for a in missing):
+        zero = fold(e.op, tuple(a.value if isinstance(a, Const) else 0.0 for a in e.args))
+        if zero == 0.0:
+            return _join(Union_, subs)
+    if missing:
+        return Full(_join(Union_, subs))
+    return _join(Union_, subs)
+
+
+# --- text emission -------------------------------------------------------------------------------
+def _attr(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v} : i64"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "0x7FC00000 : f32"
+        if math.isinf(v):
+            return ("0x7F800000" if v > 0 else "0xFF800000") + " : f32"
+        return f"{v:.9e} : f32"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_attr(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_attr(x)}" for k, x in v.items()) + "}"
+    raise TypeError(type(v))
+
+
+@dataclass
+class GraphText:
+    """Accumulates sam ops in generic form with hash-consing of pure ops (CSE)."""
+
+    lines: list[str] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)
+    n: int = 0
+    nodes: int = 0
+
+    def op(self, name: str, operands: list[str], attrs: dict, results: list[str],
+           segments: list[int] | None = None, result_segments: list[int] | None = None,
+           pure: bool = True) -> list[str]:
+        key = (name, tuple(operands), tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+        if pure and key in self.memo:
+            return self.memo[key]
+        a = dict(attrs)
+        text_attrs = ", ".join(f"{k} = {_attr(x)}" for k, x in sorted(a.items()))
+        if segments is not None:
+            text_attrs += (", " if text_attrs else "") + f"operandSegmentSizes = array<i32: {', '.join(map(str, segments))}>"
+        if result_segments is not None:
+            text_attrs += f", resultSegmentSizes = array<i32: {', '.join(map(str, result_segments))}>"
+        names = []
+        for t in results:
+            nm = f"%{self.n}"
+            self.n += 1
+            self.types[nm] = t
+            names.append(nm)
+        lhs = (", ".join(names) + " = ") if names else ""
+        in_types = ", ".join(self.types[o] for o in operands)
+        out_types = ", ".join(results)
+        out_types = f"({out_types})" if len(results) != 1 else out_types
+        self.lines.append(f'    {lhs}"sam.{name}"({", ".join(operands)}) {{{text_attrs}}} : ({in_types}) -> {out_types}')
+        self.nodes += 1
+        if pure:
+            self.memo[key] = names
+        return names
+
+
+REF, CRD, VAL, SIG = "!sam.ref", "!sam.crd", "!sam.val<f32>", "!sam.rsig"
+_RANGE = object()  # payload owner of a dense range generator (no tensor behind it)
+
+
+@dataclass
+class _State:
+    ref: str
+    level: int = 0
+
+
+class SamLowering:
+    """Builds the sam graph text of one region from its assignments."""
+
+    def __init__(self, name: str, tensors: dict[str, TensorInfo], node_budget: int = 100_000):
+        self.name = name
+        self.tensors = tensors
+        self.g = GraphText()
+        self.node_budget = node_budget
+        self.outputs: dict[str, TensorInfo] = {}
+
+    # -- per-variable iteration ------------------------------------------------------------------
+    def _fmt(self, a: Access) -> Format:
+        return self.tensors[a.tensor].fmt
+
+    def _level(self, a: Access, st: _State) -> tuple[str, int, int, int]:
+        fmt = self._fmt(a)
+        mode = fmt.mode_order[st.level]
+        return fmt.levels[st.level], mode, st.level, self.tensors[a.tensor].shape[mode]
+
+    def _scan(self, a: Access, v: str) -> tuple[str, dict, bool]:
+        st = self.state[a]
+        kind, mode, level, dim = self._level(a, st)
+        ref, crd = self.g.op("scan", [st.ref], {"tensor": a.tensor, "mode": mode, "level": level,
+                                                "format": kind, "dim": dim, "index_var": v}, [REF, CRD])
+        return crd, {a: ref}, kind == "dense"
+
+    def _range(self, v: str) -> tuple[str, dict, bool]:
+        """A dense coordinate generator over v's full range (for ops with f(0) != 0)."""
+        parent = self.g.op("root", [], {"tensor": ""}, [REF])[0]
+        for crd in self.crd_history:  # bring the generator to the current nesting depth
+            parent = self.g.op("repeat", [parent, self._sig(crd)], {"tensor": "", "index_var": ""}, [REF])[0]
+        ref, crd = self.g.op("scan", [parent], {"tensor": "", "mode": 0, "level": 0, "format": "dense",
+                                                "dim": self.dims[v], "index_var": v}, [REF, CRD])
+        return crd, {_RANGE: ref}, True
+
+    def _joiner(self, kind: str, parts: list, v: str):
+        crds, refs, owners = [], [], []
+        for crd, rs, _ in parts:
+            for a, r in rs.items():
+                crds.append(crd)
+                refs.append(r)
+                owners.append(a)
+        n = len(crds)
+        outs = self.g.op(kind, crds + refs, {"index_var": v}, [CRD] + [REF] * n,
+                         segments=[n, n], result_segments=[1, n])
+        merged = {a: r for a, r in zip(owners, outs[1:]) if a is not _RANGE}
+        full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
+        return outs[0], merged, full
+
+    def _lower(self, t, v: str):
+        if isinstance(t, Leaf):
+            return self._scan(t.access, v)
+        if isinstance(t, Full):
+            if t.part is None:
+                return self._range(v)
+            p = self._lower(t.part, v)
+            return p if p[2] else self._joiner("union", [p, self._range(v)], v)
+        if isinstance(t, Union_):
+            return self._joiner("union", [self._lower(p, v) for p in t.parts], v)
+        # Intersection: dense leaves are located at the coordinates of the others.
+        dense = [p for p in t.parts if isinstance(p, Leaf) and self._level(p.access, self.state[p.access])[0] == "dense"]
+        rest = [p for p in t.parts if p not in dense]
+        if not rest:
+            rest, dense = [dense[0]], dense[1:]
+        parts = [self._lower(p, v) for p in rest]
+        crd, refs, full = parts[0] if len(parts) == 1 else self._joiner("intersect", parts, v)
+        for leaf in dense:
+            a = leaf.access
+            st = self.state[a]
+            _, mode, level, dim = self._level(a, st)
+            refs[a] = self.g.op("locate", [crd, st.ref], {"tensor": a.tensor, "mode": mode, "level": level,
+                                                         "dim": dim, "index_var": v}, [REF])[0]
+        return crd, refs, full
+
+    def _sig(self, crd: str) -> str:
+        return self.g.op("repsiggen", [crd], {}, [SIG])[0]
+
+    # -- whole assignment --------------------------------------------------------------------------
+    def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
+        self.dims = asg.dims
+        expr, red_kind, red_vars = asg.expr, None, ()
+        if isinstance(expr, Reduce):
+            red_kind, red_vars, expr = expr.kind, expr.vars, expr.body
+        accs = accesses(expr)
+        for a in accs:
+            if len(set(a.vars)) != len(a.vars):
+                raise UnsupportedError(f"tensor {a.tensor} is indexed on its diagonal; not supported", asg.loc)
+        chains = {f"{a.tensor}": storage_vars(a.vars, self._fmt(a).mode_order) for a in accs}
+        all_vars = list(asg.vars) + [v for v in red_vars if v not in asg.vars]
+        order = order or default_order(asg.vars, all_vars, chains, asg.loc)
+        roots = {}
+        for a in accs:
+            if a.tensor not in roots:
+                roots[a.tensor] = self.g.op("root", [], {"tensor": a.tensor}, [REF])[0]
+        self.state = {a: _State(roots[a.tensor]) for a in accs}
+        self.crd_history = []
+        crd_of, full_of = {}, {}
+        for v in order:
+            tree = iteration(expr, v)
+            if tree is None:
+                tree = Full(None)
+            crd, refs, full = self._lower(tree, v)
+            crd_of[v], full_of[v] = crd, full
+            sig = None
+            for a, st in self.state.items():
+                if a in refs:
+                    st.ref = refs[a]
+                    st.level += 1
+                else:
+                    sig = sig or self._sig(crd)
+                    st.ref = self.g.op("repeat", [st.ref, sig], {"tensor": a.tensor, "index_var": v}, [REF])[0]
+            self.crd_history.append(crd)
+            if self.g.nodes > self.node_budget:
+                raise UnsupportedError(f"region {self.name}: graph exceeds the node budget of {self.node_budget}", asg.loc)
+        val = self._value(expr)
+        out_order = [v for v in order if v not in red_vars]
+        out_crds = {v: crd_of[v] for v in out_order}
+        # Reductions: innermost variables reduce; an outer one needs a sparse accumulator.
+        pos = {v: i for i, v in enumerate(order)}
+        for v in sorted(red_vars, key=lambda x: -pos[x]):
+            after = [u for u in order[pos[v] + 1:] if u not in red_vars]
+            if not after:
+                val = self.g.op("reduce", [val], {"kind": red_kind, "index_var": v}, [VAL])[0]
+            elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1:]):
+                inner = [out_crds[u] for u in after]
+                outs = self.g.op("spacc", inner + [crd_of[v], val],
+                                 {"order": len(after), "kind": red_kind, "index_var": v},
+                                 [CRD] * len(after) + [VAL], segments=[len(after), 1, 1],
+                                 result_segments=[len(after), 1])
+                for u, c in zip(after, outs[:-1]):
+                    out_crds[u] = c
+                    full_of[u] = False
+                val = outs[-1]
+            else:
+                raise UnsupportedError(f"reduction over {v} with {len(after)} inner variables needs a spacc of "
+                                       f"order {len(after)} (only 1 and 2 exist)", asg.loc)
+        # Writers.
+        mode_of = {v: i for i, v in enumerate(asg.vars)}
+        levels = []
+        prev = None
+        for lvl, v in enumerate(out_order):
+            kind = "dense" if full_of[v] else "compressed"
+            levels.append(kind)
+            operands = [out_crds[v]] + ([prev] if prev else [])
+            self.g.op("write_crd", operands, {"tensor": asg.out, "mode": mode_of[v], "level": lvl, "format": kind},
+                      [], segments=[1, 1 if prev else 0], pure=False)
+            prev = out_crds[v]
+        self.g.op("write_val", [val], {"tensor": asg.out}, [], pure=False)
+        shape = tuple(self.dims[v] for v in asg.vars)
+        self.outputs[asg.out] = TensorInfo(asg.out, shape, Format(tuple(levels), tuple(mode_of[v] for v in out_order)),
+                                           "output")
+        return order
+
+    def _value(self, e: Expr) -> str:
+        if isinstance(e, Access):
+            return self.g.op("load", [self.state[e].ref], {"tensor": e.tensor}, [VAL])[0]
+        if isinstance(e, Const):
+            raise UnsupportedError("a region output that is a constant is not supported")
+        if isinstance(e, Reduce):
+            raise UnsupportedError("a reduction feeding another op inside one region is not supported yet; "
+                                   "place a region boundary after the reduction")
+        if len(e.args) == 1:
+            return self.g.op("alu", [self._value(e.args[0])], {"op": e.op, "scalar": 0.0}, [VAL], segments=[1])[0]
+        a, b = e.args
+        if isinstance(b, Const):
+            return self.g.op("alu", [self._value(a)], {"op": e.op, "scalar": float(b.value)}, [VAL], segments=[1])[0]
+        if isinstance(a, Const):
+            op = e.op if e.op in COMMUTATIVE else {"sub": "rsub", "div": "rdiv"}[e.op]
+            return self.g.op("alu", [self._value(b)], {"op": op, "scalar": float(a.value)}, [VAL], segments=[1])[0]
+        return self.g.op("alu", [self._value(a), self._value(b)], {"op": e.op, "scalar": 0.0}, [VAL],
+                         segments=[2])[0]
+
+    def text(self) -> str:
+        entries = []
+        for t in list(self.tensors.values()) + list(self.outputs.values()):
+            entries.append({"name": t.name, "role": t.role, "shape": [int(s) for s in t.shape],
+                            "levels": list(t.fmt.levels), "mode_order": [int(m) for m in t.fmt.mode_order]})
+        body = "\n".join(self.g.lines)
+        return f'  "sam.graph"() ({{\n{body}\n  }}) {{sym_name = {_attr(self.name)}, tensors = {_attr(entries)}}} : () -> ()'

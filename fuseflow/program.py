@@ -1,0 +1,173 @@
+"""The Python API: ``compile`` a PyTorch model, ``simulate`` it, ``check`` it against PyTorch."""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.frontend.export import ImportedModel, densify, import_model
+from fuseflow.lowering.module import lower_module
+from fuseflow.lowering.regions import assign_regions, main_func
+from fuseflow.mlir import ir
+from fuseflow.sim.arch import Arch
+from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
+
+SCHEDULES = ("unfused", "full", "op")
+
+
+@dataclass
+class RegionResult:
+    """One region's run: name, cycles and per-node counters."""
+
+    name: str
+    cycles: int
+    nodes: list[dict]
+
+    def totals(self) -> dict[str, int]:
+        keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
+        return {k: int(sum(n[k] for n in self.nodes)) for k in keys}
+
+
+@dataclass
+class SimResult:
+    """Outputs and cycle counts of one simulated program run."""
+
+    program: "Program"
+    args: tuple
+    outputs: tuple
+    regions: list[RegionResult]
+    arch: Arch
+    max_abs_error: float | None = None
+
+    @property
+    def cycles(self) -> int:
+        """Total cycles: regions run one after another."""
+        return sum(r.cycles for r in self.regions)
+
+    def check(self, rtol: float | None = None, atol: float | None = None) -> float:
+        """Compare with eager PyTorch; returns the max abs error, raises MismatchError beyond tolerance.
+
+        Default tolerance: rtol 1e-5 and atol 1e-5 scaled by the longest reduction (f32 sums
+        reassociate differently in the simulator and in PyTorch). NaN must match NaN.
+        """
+        expected = self.program.reference(*self.args)
+        scale = max(1, self.program.max_reduction)
+        rtol = 1e-5 * scale if rtol is None else rtol
+        atol = 1e-5 * scale if atol is None else atol
+        worst = 0.0
+        for i, (got, want) in enumerate(zip(self.outputs, expected)):
+            g = got.to_dense().numpy() if got.is_sparse or got.layout != torch.strided else got.numpy()
+            w = want.detach().to_dense().float().numpy() if want.layout != torch.strided else want.detach().float().numpy()
+            if g.shape != w.shape:
+                raise MismatchError(f"output {i}: shape {g.shape} differs from PyTorch's {w.shape}")
+            nan_g, nan_w = np.isnan(g), np.isnan(w)
+            if (nan_g != nan_w).any():
+                raise MismatchError(f"output {i}: NaN pattern differs from PyTorch at {int((nan_g != nan_w).sum())} places")
+            ok = ~nan_w
+            diff = np.abs(g[ok] - w[ok]) if ok.any() else np.zeros(1)
+            err = float(diff.max()) if diff.size else 0.0
+            inf_mismatch = (np.isinf(g[ok]) != np.isinf(w[ok])).any() if ok.any() else False
+            if inf_mismatch or not np.allclose(g[ok], w[ok], rtol=rtol, atol=atol):
+                raise MismatchError(f"output {i}: max abs error {err:.3g} exceeds tolerance "
+                                    f"(rtol={rtol:.1e}, atol={atol:.1e})")
+            worst = max(worst, err if np.isfinite(err) else 0.0)
+        self.max_abs_error = worst
+        return worst
+
+    def to_json(self) -> dict:
+        return {
+            "total_cycles": self.cycles,
+            "arch": self.arch.name,
+            "schedule": self.program.schedule,
+            "regions": [{"name": r.name, "cycles": r.cycles, **r.totals()} for r in self.regions],
+            "max_abs_error": self.max_abs_error,
+            "notes": list(self.program.imported.notes),
+        }
+
+
+@dataclass
+class Program:
+    """A compiled model: its linalg and sam modules and the cached simulator graph specs."""
+
+    model: torch.nn.Module
+    example_args: tuple
+    imported: ImportedModel
+    schedule: str
+    linalg_text: str
+    sam_text: str
+    summary: dict[str, list[str]]
+    graphs: list[GraphSpec] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+
+    def mlir(self, stage: str = "sam") -> str:
+        """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
+        if stage == "linalg":
+            return self.linalg_text
+        if stage == "sam":
+            return self.sam_text
+        raise FuseflowError(f"unknown stage {stage!r}; expected 'linalg' or 'sam'")
+
+    @property
+    def max_reduction(self) -> int:
+        return max((max(t.shape) if t.shape else 1 for g in self.graphs for t in g.tensors.values()), default=1)
+
+    def ops(self) -> str:
+        """One line per region: its name and the index-notation expression(s) it computes."""
+        return "\n".join(f"{name}: {'; '.join(exprs)}" for name, exprs in self.summary.items())
+
+    def reference(self, *args) -> tuple:
+        with torch.no_grad():
+            out = self.model(*args)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def bind(self, args: Sequence[Any]) -> dict[str, np.ndarray]:
+        if len(args) != self.imported.n_user_args:
+            raise FuseflowError(f"simulate() takes {self.imported.n_user_args} arguments, got {len(args)}")
+        data = {}
+        for name, a in zip(self.imported.input_names, args):
+            d, _ = densify(a, name)
+            data[name] = d.float().numpy()
+        data.update(self.imported.param_values)
+        return data
+
+    def simulate(self, *args, arch: Any = None, record: bool = False) -> SimResult:
+        """Run every region on `args` (default: the example arguments) in program order."""
+        args = tuple(args) if args else self.example_args
+        arch_ = Arch.resolve(arch)
+        env = self.bind(args)
+        runs: list[GraphRun] = []
+        for g in self.graphs:
+            run = run_graph(g, env, arch_, record=record)
+            env.update(run.outputs)
+            runs.append(run)
+        outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
+        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes) for r in runs], arch_)
+        res.traces = [r.traces for r in runs] if record else None
+        return res
+
+
+def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,
+            schedule: str = "unfused", node_budget: int = 100_000) -> Program:
+    """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`."""
+    if schedule not in SCHEDULES:
+        raise FuseflowError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
+    args = tuple(example_args)
+    imported = import_model(model, args, formats)
+    module = imported.module
+    with module.context:
+        linalg_text = str(module)
+        assign_regions(main_func(module), schedule)
+        sam_text, summary = lower_module(module, node_budget)
+        sam_module = ir.Module.parse(sam_text)
+        graphs, outs = parse_graphs(sam_module)
+    return Program(copy.deepcopy(model).eval(), args, imported, schedule, linalg_text, sam_text, summary,
+                   graphs, outs)
+
+
+def dumps(res: SimResult) -> str:
+    return json.dumps(res.to_json(), indent=2)

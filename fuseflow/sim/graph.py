@@ -1,0 +1,187 @@
+"""Turn sam graphs (parsed MLIR) into simulator node specs, bind tensor data, run, decode outputs.
+
+The node specs are plain Python data built once per program (cached); each run creates a fresh
+C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction, not a re-parse.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from fuseflow import _simulator
+from fuseflow.errors import SimulationError, VerificationError
+from fuseflow.formats import Format, pack, unpack
+from fuseflow.mlir import ir
+from fuseflow.sim.arch import Arch
+
+UNARY_OR_BINARY = {"neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs"}
+
+
+@dataclass
+class NodeSpec:
+    kind: str
+    name: str
+    inputs: list[tuple[int, int]]
+    params: dict[str, Any]
+    tensor: str | None = None  # data-bound nodes: scan (compressed), load
+    level: int = 0
+
+
+@dataclass
+class TensorSpec:
+    name: str
+    role: str
+    shape: tuple[int, ...]
+    fmt: Format
+
+
+@dataclass
+class GraphSpec:
+    name: str
+    nodes: list[NodeSpec]
+    tensors: dict[str, TensorSpec]
+    value_nodes: list[int] = field(default_factory=list)
+
+
+def _a(op, name, default=None):
+    try:
+        a = op.attributes[name]
+    except KeyError:
+        return default
+    if isinstance(a, (ir.StringAttr, ir.IntegerAttr, ir.FloatAttr)):
+        return a.value
+    return a
+
+
+def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
+    """Node specs of every sam.graph in `module`, and the program outputs (sam.outputs)."""
+    graphs = []
+    for g in module.body.operations:
+        g = g.operation
+        if g.name != "sam.graph":
+            raise VerificationError(f"expected only sam.graph ops at the top level, found '{g.name}'")
+        tensors = {}
+        for t in g.attributes["tensors"]:
+            d = ir.DictAttr(t)
+            name = ir.StringAttr(d["name"]).value
+            shape = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["shape"]))
+            levels = tuple(ir.StringAttr(x).value for x in ir.ArrayAttr(d["levels"]))
+            order = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["mode_order"]))
+            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order))
+        spec = GraphSpec(ir.StringAttr(g.attributes["sym_name"]).value, [], tensors)
+        where: dict = {}
+        for op in g.regions[0].blocks[0].operations:
+            op = op.operation
+            kind = op.name.split(".", 1)[1]
+            idx = len(spec.nodes)
+            inputs = []
+            for v in op.operands:
+                if v not in where:
+                    raise VerificationError(f"sam.{kind}: operand defined outside the graph")
+                inputs.append(where[v])
+            params: dict[str, Any] = {}
+            tensor = _a(op, "tensor")
+            label = f"{kind}{idx}" + (f"_{tensor}" if tensor else "") + (f"_{_a(op, 'index_var')}" if _a(op, "index_var") else "")
+            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0))
+            if kind == "scan":
+                params["format"] = _a(op, "format")
+                params["dim"] = int(_a(op, "dim"))
+            elif kind == "locate":
+                params["dim"] = int(_a(op, "dim"))
+            elif kind == "alu":
+                params["op"] = _a(op, "op")
+                if len(inputs) == 1 and params["op"] not in UNARY_OR_BINARY:
+                    params["scalar"] = float(_a(op, "scalar", 0.0))
+            elif kind in ("reduce", "spacc"):
+                params["kind"] = _a(op, "kind")
+                if kind == "spacc":
+                    params["order"] = int(_a(op, "order"))
+            elif kind in ("concat", "fork", "join"):
+                raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
+            if kind in ("load", "alu", "reduce") or (kind == "spacc"):
+                spec.value_nodes.append(idx)
+            for r in op.results:
+                where[r] = (idx, r.result_number)
+            spec.nodes.append(node)
+        graphs.append(spec)
+    outs = []
+    if "sam.outputs" in module.operation.attributes:
+        outs = [ir.StringAttr(x).value for x in ir.ArrayAttr(module.operation.attributes["sam.outputs"])]
+    return graphs, outs
+
+
+@dataclass
+class GraphRun:
+    name: str
+    cycles: int
+    nodes: list[dict]
+    outputs: dict[str, np.ndarray]
+    traces: list[dict] | None = None
+
+
+def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False) -> GraphRun:
+    """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs."""
+    packed = {}
+    for name, t in spec.tensors.items():
+        if t.role != "input":
+            continue
+        if name not in data:
+            raise SimulationError(f"graph {spec.name}: no data for input tensor {name!r}")
+        arr = np.asarray(data[name], dtype=np.float32)
+        if tuple(arr.shape) != t.shape:
+            raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
+                                  f"the graph was compiled for {t.shape}")
+        packed[name] = pack(arr, t.fmt)
+    g = _simulator.Graph(arch.fifo_depth, arch.latency)
+    try:
+        for n in spec.nodes:
+            params = dict(n.params)
+            if n.tensor and n.tensor in packed:
+                p = packed[n.tensor]
+                if n.kind == "scan" and params["format"] == "compressed":
+                    params["seg"] = p.segs[n.level]
+                    params["crd"] = p.crds[n.level]
+                elif n.kind == "load":
+                    params["vals"] = p.vals
+            elif n.kind == "load":
+                raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
+            g.add_node(n.kind, n.name, n.inputs, params)
+        res = g.run(arch.max_cycles, record, spec.value_nodes)
+    except _simulator.SimError as e:
+        raise SimulationError(f"graph {spec.name}: {e}") from None
+    except ValueError as e:
+        raise SimulationError(f"graph {spec.name}: {e}") from None
+    outputs = {}
+    for name, t in spec.tensors.items():
+        if t.role != "output":
+            continue
+        levels = sorted((nd for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name),
+                        key=lambda nd: nd["name"])
+        crd_nodes = [(n.level, nd) for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name]
+        crd_nodes.sort(key=lambda x: x[0])
+        vals = [nd["vals"] for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_val" and n.tensor == name]
+        del levels
+        level_dims = [t.shape[m] for m in t.fmt.mode_order]
+        outputs[name] = unpack([nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes], vals[0],
+                               level_dims, t.fmt.mode_order)
+    return GraphRun(spec.name, int(res["cycles"]), res["nodes"], outputs, res.get("traces"))
+
+
+def check_protocol(tokens: list) -> str | None:
+    """Validate one recorded stream against the SAM protocol; returns a problem or None."""
+    if not tokens or tokens[-1] != "D":
+        return "stream does not end with D"
+    if "D" in tokens[:-1]:
+        return "D before the end of the stream"
+    stops = [int(t[1:]) for t in tokens if isinstance(t, str) and t.startswith("S")]
+    if stops:
+        top = max(stops)
+        last = tokens[-2]
+        if not (isinstance(last, str) and last == f"S{top}"):
+            return f"stream ends with {last!r} instead of its outermost stop S{top}"
+    if any(isinstance(t, float) and math.isnan(t) for t in tokens) and False:
+        return None
+    return None
