@@ -253,8 +253,9 @@ class SamLowering:
         crd_of, full_of = {}, {}
         for v in order:
             tree = iteration(expr, v)
-            if tree is None:
-                tree = Full(None)
+            if tree is None or (red_kind == "max" and v in red_vars):
+                # absent entries are zeros that take part in a max: iterate the full range
+                tree = Full(tree)
             crd, refs, full = self._lower(tree, v)
             crd_of[v], full_of[v] = crd, full
             sig = None

@@ -1,0 +1,163 @@
+"""The ``fuseflow`` command: compile, simulate and run sparse models."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError
+
+
+def _load_example(path: str):
+    p = Path(path)
+    if not p.exists():
+        raise FuseflowError(f"{path}: no such file")
+    spec = importlib.util.spec_from_file_location(p.stem, p)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[p.stem] = mod
+    spec.loader.exec_module(mod)
+    if not hasattr(mod, "build"):
+        raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
+    return mod.build()
+
+
+def _table(title: str, rows: list[list], headers: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for h in headers:
+        t.add_column(h, justify="right" if h != "region" else "left")
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    Console().print(t)
+
+
+def cmd_run(a) -> int:
+    import fuseflow
+
+    model, args, formats = _load_example(a.model)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
+    res = prog.simulate(arch=a.arch)
+    err = res.check()
+    if a.json:
+        print(json.dumps(res.to_json(), indent=2))
+        return 0
+    rows = [[r.name, r.cycles, r.totals()["tokens_out"], r.totals()["alu_ops"]] for r in res.regions]
+    rows.append(["total", res.cycles, sum(r.totals()["tokens_out"] for r in res.regions), ""])
+    _table(f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}", rows,
+           ["region", "cycles", "tokens", "alu ops"])
+    print(f"outputs match eager PyTorch: max abs error {err:.3g}")
+    return 0
+
+
+def cmd_compile(a) -> int:
+    import fuseflow
+
+    model, args, formats = _load_example(a.model)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(a.model).stem
+    (out / f"{stem}.linalg.mlir").write_text(prog.mlir("linalg"))
+    (out / f"{stem}.sam.mlir").write_text(prog.mlir("sam"))
+    print(prog.ops())
+    print(f"wrote {out / (stem + '.linalg.mlir')} and {out / (stem + '.sam.mlir')}")
+    return 0
+
+
+def cmd_simulate(a) -> int:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from fuseflow.mlir import MLIRError, ir, new_context
+    from fuseflow.sim.arch import Arch
+    from fuseflow.sim.graph import parse_graphs, run_graph
+
+    path = Path(a.file)
+    if not path.exists():
+        raise FuseflowError(f"{a.file}: no such file")
+    with new_context():
+        try:
+            module = ir.Module.parse(path.read_text())
+        except MLIRError as e:
+            raise FuseflowError(_first_diag(str(e), a.file)) from None
+        graphs, outs = parse_graphs(module)
+    env = {}
+    if a.data:
+        d = Path(a.data)
+        if not d.is_dir():
+            raise FuseflowError(f"{a.data}: not a directory")
+        for f in d.iterdir():
+            if f.suffix == ".npy":
+                env[f.stem] = np.load(f)
+            elif f.suffix == ".npz":
+                env[f.stem] = sp.load_npz(f).toarray()
+    arch = Arch.resolve(a.arch)
+    rows, result = [], {"regions": [], "outputs": {}}
+    for g in graphs:
+        run = run_graph(g, env, arch)
+        env.update(run.outputs)
+        rows.append([g.name, run.cycles])
+        result["regions"].append({"name": g.name, "cycles": run.cycles})
+    result["total_cycles"] = sum(r["cycles"] for r in result["regions"])
+    if a.output_dir:
+        od = Path(a.output_dir)
+        od.mkdir(parents=True, exist_ok=True)
+        for n in outs:
+            np.save(od / f"{n}.npy", env[n])
+    if a.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _table(str(path.name), rows + [["total", result["total_cycles"]]], ["region", "cycles"])
+    return 0
+
+
+def _first_diag(text: str, file: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if "error:" in line:
+            return line.replace('"-"', file).replace("error: ", "", 1) if line.startswith("error:") else line.replace('"-"', file)
+    return text.splitlines()[0]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fuseflow", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="compile a model file, simulate it and check it against PyTorch")
+    r.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
+    r.add_argument("--schedule", default="unfused", help="unfused | full | op")
+    r.add_argument("--arch", default="comal", help="preset (comal, rda) or TOML file")
+    r.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    r.set_defaults(fn=cmd_run)
+    c = sub.add_parser("compile", help="write the linalg and sam modules of a model file")
+    c.add_argument("model")
+    c.add_argument("--schedule", default="unfused")
+    c.add_argument("-o", "--output-dir", default=".")
+    c.set_defaults(fn=cmd_compile)
+    s = sub.add_parser("simulate", help="simulate a sam .mlir file on data from a directory")
+    s.add_argument("file")
+    s.add_argument("--data", help="directory of NAME.npy (dense) or NAME.npz (scipy sparse) inputs")
+    s.add_argument("--arch", default="comal")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("-o", "--output-dir", help="write outputs as NAME.npy here")
+    s.set_defaults(fn=cmd_simulate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TMPDIR", os.path.join(os.getcwd(), "build", "tmp"))
+    os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+    a = parser().parse_args(argv)
+    try:
+        return a.fn(a)
+    except FuseflowError as e:
+        print(f"fuseflow: {e}" if not e.location else str(e), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

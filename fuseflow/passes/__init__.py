@@ -1,0 +1,52 @@
+"""Registry of fuseflow's own passes (name -> Pass), as `fuseflow-opt` and the API see them.
+
+Each pass lives in its own module, takes a module and an options dataclass, and returns the
+(possibly new) module. Upstream MLIR passes are handed to the PassManager by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from fuseflow.errors import FuseflowError
+from fuseflow.passes import lower_to_sam, partition
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Any, Any], Any]
+    options: type
+
+    @property
+    def doc(self) -> str:
+        return (self.run.__doc__ or "").strip()
+
+    @property
+    def summary(self) -> str:
+        return self.doc.splitlines()[0] if self.doc else ""
+
+    def parse_options(self, text: str) -> Any:
+        """`key=value key2=value2` (mlir-opt style) into the options dataclass."""
+        kinds = {f.name.replace("_", "-"): f for f in fields(self.options)}
+        values = {}
+        for item in text.split():
+            if "=" not in item:
+                raise FuseflowError(f"pass {self.name}: option {item!r} must be key=value")
+            k, v = item.split("=", 1)
+            if k not in kinds:
+                raise FuseflowError(f"pass {self.name}: unknown option {k!r}; known: {', '.join(kinds) or 'none'}")
+            f = kinds[k]
+            try:
+                values[f.name] = int(v) if f.type in (int, "int") else v
+            except ValueError:
+                raise FuseflowError(f"pass {self.name}: option {k} expects an integer, got {v!r}") from None
+        return self.options(**values)
+
+
+PASSES: dict[str, Pass] = {
+    p.name: p for p in (
+        Pass("fuseflow-partition", partition.run, partition.Options),
+        Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
+    )
+}
