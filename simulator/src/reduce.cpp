@@ -28,6 +28,12 @@ class Reduce : public Node {
  public:
   Reduce(const std::string& n, const Params& p) : Node(n, "reduce", 1, 1), max_(is_max(p, n)) { reset(); }
   Step step() override {
+    if (pending_stop_ >= 0) {  // the lowered stop did not fit beside its value last cycle
+      if (!room(0)) return Step::StallOutput;
+      emit(0, Token::stop(pending_stop_));
+      pending_stop_ = -1;
+      return Step::Progress;
+    }
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
     if (t.is_data() || t.is_empty()) {
@@ -37,10 +43,13 @@ class Reduce : public Node {
       return Step::Progress;
     }
     if (t.is_stop()) {
-      if (!room(0, t.level > 0 ? 2 : 1)) return Step::StallOutput;
+      if (!room(0)) return Step::StallOutput;
       Token s = take(0);
       emit(0, Token::value(acc_));
-      if (s.level > 0) emit(0, Token::stop(s.level - 1));
+      if (s.level > 0) {
+        if (room(0)) emit(0, Token::stop(s.level - 1));  // same cycle when the FIFO has space
+        else pending_stop_ = s.level - 1;
+      }
       reset();
       return Step::Progress;
     }
@@ -53,6 +62,7 @@ class Reduce : public Node {
   void reset() { acc_ = max_ ? -std::numeric_limits<float>::infinity() : 0.0f; }
   bool max_;
   float acc_ = 0.0f;
+  int pending_stop_ = -1;
 };
 
 // Output tokens queued per port; each port drains one token per cycle.

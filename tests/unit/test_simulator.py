@@ -1,0 +1,153 @@
+"""The C++ simulator on hand-built graphs: stream contents, protocol, backpressure, deadlock."""
+import numpy as np
+import pytest
+
+from fuseflow import _simulator
+from fuseflow.sim.graph import check_protocol
+
+I = lambda *a: np.array(a, dtype=np.int64)  # noqa: E731
+F = lambda *a: np.array(a, dtype=np.float32)  # noqa: E731
+
+
+def spmv_graph(depth: int):
+    """x(i) = sum_j B(i,j) c(j): B 4x4 DCSR rows 0:(0->1, 2->2), 2:(1->3), 3:(0->4, 3->5); c {0:10, 3:20}."""
+    g = _simulator.Graph(depth, 1)
+    rb = g.add_node("root", "rootB", [], {})
+    bi = g.add_node("scan", "Bi", [(rb, 0)], {"format": "compressed", "seg": I(0, 3), "crd": I(0, 2, 3)})
+    bj = g.add_node("scan", "Bj", [(bi, 0)], {"format": "compressed", "seg": I(0, 2, 3, 5), "crd": I(0, 2, 1, 0, 3)})
+    rc = g.add_node("root", "rootc", [], {})
+    sig = g.add_node("repsiggen", "sig", [(bi, 1)], {})
+    rep = g.add_node("repeat", "rep", [(rc, 0), (sig, 0)], {})
+    cj = g.add_node("scan", "cj", [(rep, 0)], {"format": "compressed", "seg": I(0, 2), "crd": I(0, 3)})
+    it = g.add_node("intersect", "ij", [(bj, 1), (cj, 1), (bj, 0), (cj, 0)], {})
+    lb = g.add_node("load", "lB", [(it, 1)], {"vals": F(1, 2, 3, 4, 5)})
+    lc = g.add_node("load", "lc", [(it, 2)], {"vals": F(10, 20)})
+    m = g.add_node("alu", "mul", [(lb, 0), (lc, 0)], {"op": "mul"})
+    r = g.add_node("reduce", "red", [(m, 0)], {"kind": "sum"})
+    g.add_node("write_crd", "x0", [(bi, 1)], {})
+    g.add_node("write_val", "xv", [(r, 0)], {})
+    return g, [lb, lc, m, r]
+
+
+def edge(res, src, dst):
+    names = [n["name"] for n in res["nodes"]]
+    for t in res["traces"]:
+        if names[t["src"]] == src and names[t["dst"]] == dst:
+            return t["tokens"]
+    raise KeyError((src, dst))
+
+
+def test_spmv_streams_follow_the_sam_protocol():
+    g, vals = spmv_graph(10_240_000)
+    res = g.run(100_000, True, vals)
+    assert edge(res, "Bi", "sig") == [0, 2, 3, "S0", "D"]
+    assert edge(res, "Bj", "ij") == [0, 2, "S0", 1, "S0", 0, 3, "S1", "D"]
+    assert edge(res, "ij", "lB") == [0, "S0", "S0", 3, 4, "S1", "D"]
+    assert edge(res, "red", "xv") == [10.0, 0.0, 140.0, "S0", "D"]
+    for t in res["traces"]:
+        assert check_protocol(t["tokens"]) is None, t
+    w = {n["name"]: n for n in res["nodes"]}
+    assert list(w["x0"]["crd"]) == [0, 2, 3] and list(w["x0"]["seg"]) == [0, 3]
+    assert list(w["xv"]["vals"]) == [10.0, 0.0, 140.0]
+
+
+def test_depth_one_fifos_give_same_outputs_and_more_cycles():
+    g1, _ = spmv_graph(10_240_000)
+    r1 = g1.run(100_000, False, [])
+    g2, _ = spmv_graph(1)
+    r2 = g2.run(100_000, False, [])
+    out = lambda r: [list(n.get("vals", [])) + list(n.get("crd", [])) for n in r["nodes"]]  # noqa: E731
+    assert out(r1) == out(r2)
+    assert r2["cycles"] > r1["cycles"]
+
+
+def test_counters_count_alu_ops_and_reductions():
+    g, _ = spmv_graph(10_240_000)
+    nodes = {n["name"]: n for n in g.run(100_000, False, [])["nodes"]}
+    assert nodes["mul"]["alu_ops"] == 3
+    assert nodes["red"]["reductions"] == 3
+    assert nodes["lB"]["mem_read_bytes"] == 12
+
+
+def test_reconvergent_fanout_with_depth_one_fifos_reports_deadlock():
+    g = _simulator.Graph(1, 1)
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "scan_i", [(r, 0)], {"format": "dense", "dim": 8})
+    v = g.add_node("load", "vals", [(s, 0)], {"vals": F(*range(8))})
+    red = g.add_node("reduce", "sum_i", [(v, 0)], {"kind": "sum"})
+    a = g.add_node("alu", "mix", [(red, 0), (v, 0)], {"op": "add"})
+    g.add_node("write_val", "out", [(a, 0)], {})
+    with pytest.raises(_simulator.SimError, match=r"(?s)deadlock.*sum_i \(reduce\).*mix \(alu\)"):
+        g.run(100_000, False, [])
+
+
+def test_cycle_limit_is_an_error_not_a_hang():
+    g, _ = spmv_graph(10)
+    with pytest.raises(_simulator.SimError, match="cycle limit"):
+        g.run(5, False, [])
+
+
+def test_crd_drop_removes_empty_fibers_and_writers_follow_parents():
+    # outer 0 1 2 S0 D; inner 5 S0 S0 6 S1 D (coordinate 1 has an empty fiber)
+    g = _simulator.Graph(64, 1)
+    r = g.add_node("root", "root", [], {})
+    o = g.add_node("scan", "outer", [(r, 0)], {"format": "compressed", "seg": I(0, 3), "crd": I(0, 1, 2)})
+    i = g.add_node("scan", "inner", [(o, 0)], {"format": "compressed", "seg": I(0, 1, 1, 2), "crd": I(5, 6)})
+    d = g.add_node("crd_drop", "drop", [(o, 1), (i, 1)], {})
+    g.add_node("write_crd", "w0", [(d, 0)], {})
+    g.add_node("write_crd", "w1", [(d, 1), (d, 0)], {})
+    res = g.run(1000, True, [])
+    assert edge(res, "drop", "w0") == [0, 2, "S0", "D"]
+    assert edge(res, "drop", "w1") == [5, "S0", 6, "S1", "D"]
+    w = {n["name"]: n for n in res["nodes"]}
+    assert list(w["w1"]["seg"]) == [0, 1, 2] and list(w["w1"]["crd"]) == [5, 6]
+
+
+def test_union_emits_empty_tokens_and_loads_of_them_are_zero():
+    g = _simulator.Graph(64, 1)
+    ra = g.add_node("root", "ra", [], {})
+    rb = g.add_node("root", "rb", [], {})
+    a = g.add_node("scan", "a", [(ra, 0)], {"format": "compressed", "seg": I(0, 2), "crd": I(0, 2)})
+    b = g.add_node("scan", "b", [(rb, 0)], {"format": "compressed", "seg": I(0, 2), "crd": I(2, 3)})
+    u = g.add_node("union", "u", [(a, 1), (b, 1), (a, 0), (b, 0)], {})
+    la = g.add_node("load", "la", [(u, 1)], {"vals": F(1, 2)})
+    lb = g.add_node("load", "lb", [(u, 2)], {"vals": F(10, 20)})
+    s = g.add_node("alu", "add", [(la, 0), (lb, 0)], {"op": "add"})
+    g.add_node("write_crd", "w0", [(u, 0)], {})
+    g.add_node("write_val", "wv", [(s, 0)], {})
+    res = g.run(1000, True, [la, lb, s])
+    assert edge(res, "u", "la") == [0, 1, "N", "S0", "D"]
+    w = {n["name"]: n for n in res["nodes"]}
+    assert list(w["w0"]["crd"]) == [0, 2, 3]
+    assert list(w["wv"]["vals"]) == [1.0, 12.0, 20.0]
+    assert edge(res, "u", "lb") == ["N", 0, 1, "S0", "D"]
+
+
+def test_spacc_order_2_accumulates_across_the_reduced_fibers():
+    # X(k,l) = sum_j T(j,k,l): T dense 2x2x2 of ones -> all 2.0; order (j, k, l)
+    g = _simulator.Graph(64, 1)
+    r = g.add_node("root", "r", [], {})
+    j = g.add_node("scan", "j", [(r, 0)], {"format": "dense", "dim": 2})
+    k = g.add_node("scan", "k", [(j, 0)], {"format": "dense", "dim": 2})
+    l_ = g.add_node("scan", "l", [(k, 0)], {"format": "dense", "dim": 2})
+    v = g.add_node("load", "v", [(l_, 0)], {"vals": F(*range(1, 9))})
+    acc = g.add_node("spacc", "acc", [(k, 1), (l_, 1), (j, 1), (v, 0)], {"order": 2, "kind": "sum"})
+    g.add_node("write_crd", "w0", [(acc, 0)], {})
+    g.add_node("write_crd", "w1", [(acc, 1), (acc, 0)], {})
+    g.add_node("write_val", "wv", [(acc, 2)], {})
+    res = g.run(1000, False, [])
+    w = {n["name"]: n for n in res["nodes"]}
+    assert list(w["w0"]["crd"]) == [0, 1]
+    assert list(w["w1"]["seg"]) == [0, 2, 4]
+    assert list(w["wv"]["vals"]) == [1 + 5, 2 + 6, 3 + 7, 4 + 8]
+
+
+def test_bad_node_parameters_raise_value_error():
+    g = _simulator.Graph(4, 1)
+    with pytest.raises(ValueError, match="unknown primitive kind"):
+        g.add_node("transpose", "t", [], {})
+    r = g.add_node("root", "r", [], {})
+    with pytest.raises(ValueError, match="unknown ALU op"):
+        g.add_node("alu", "a", [(r, 0)], {"op": "pow"})
+    with pytest.raises(ValueError, match="unknown node"):
+        g.add_node("scan", "s", [(7, 0)], {"format": "dense", "dim": 2})
