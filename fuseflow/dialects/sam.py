@@ -268,14 +268,23 @@ class AluOp(Sam.Operation, name="alu", traits=[Pure]):
 
 
 class ReduceOp(Sam.Operation, name="reduce", traits=[Pure]):
-    """Innermost reduction: one value per fiber (sum from 0, max from -inf), stop level - 1."""
+    """Innermost reduction: one value per fiber (sum from 0, max from -inf), stop level - 1.
+
+    `in_parent` (optional) is the coordinate stream of the level above: with it, a stop that
+    closes an empty parent fiber emits no value (the value stream alone is ambiguous there).
+    """
 
     in_val: Operand[ValStream]
+    in_parent: Sequence[Operand[CrdStream]]
     kind: ir.StringAttr
     index_var: ir.StringAttr
     out_val: Result[ValStream] = result(default_factory=_val)
 
     def verify_invariants(self) -> bool:
+        if not _segments(self):
+            return False
+        if len(self.in_parent) > 1:
+            return _err(self, "takes at most one parent coordinate stream")
         kind = _str(self, "kind")
         if kind not in REDUCE_KINDS:
             return _err(self, f"has unknown reduction kind '{kind}'; expected sum or max")

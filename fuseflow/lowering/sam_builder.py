@@ -253,7 +253,7 @@ class SamLowering:
         crd_of, full_of = {}, {}
         for v in order:
             tree = iteration(expr, v)
-            if tree is None or (red_kind == "max" and v in red_vars):
+            if tree is None or red_kind == "max":
                 # absent entries are zeros that take part in a max: iterate the full range
                 tree = Full(tree)
             crd, refs, full = self._lower(tree, v)
@@ -277,7 +277,9 @@ class SamLowering:
         for v in sorted(red_vars, key=lambda x: -pos[x]):
             after = [u for u in order[pos[v] + 1:] if u not in red_vars]
             if not after:
-                val = self.g.op("reduce", [val], {"kind": red_kind, "index_var": v}, [VAL])[0]
+                parent = [crd_of[order[pos[v] - 1]]] if pos[v] > 0 else []
+                val = self.g.op("reduce", [val] + parent, {"kind": red_kind, "index_var": v}, [VAL],
+                                segments=[1, len(parent)])[0]
             elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1:]):
                 inner = [out_crds[u] for u in after]
                 outs = self.g.op("spacc", inner + [crd_of[v], val],

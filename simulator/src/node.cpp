@@ -89,7 +89,7 @@ NodePtr make_node(const std::string& kind, const std::string& name, int n, const
   if (kind == "repeat") return make_repeat(name, p);
   if (kind == "load") return make_load(name, p);
   if (kind == "alu") return make_alu(name, n, p);
-  if (kind == "reduce") return make_reduce(name, p);
+  if (kind == "reduce") return make_reduce(name, n, p);
   if (kind == "spacc") return make_spacc(name, p);
   if (kind == "crd_drop") return make_crd_drop(name, p);
   if (kind == "val_drop") return make_val_drop(name, p);

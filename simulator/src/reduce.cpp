@@ -24,9 +24,14 @@ float combine(bool max, float a, float b) {
 
 // reduce(val) -> val: one value per fiber (empty fibers give the identity);
 // S0 -> value; S(n>0) -> value then S(n-1), in the same cycle.
+// With a second input (the coordinate stream of the level above), a stop that closes an empty
+// *parent* fiber emits no value: the stream alone cannot tell it from an empty fiber.
 class Reduce : public Node {
  public:
-  Reduce(const std::string& n, const Params& p) : Node(n, "reduce", 1, 1), max_(is_max(p, n)) { reset(); }
+  Reduce(const std::string& n, int n_in, const Params& p) : Node(n, "reduce", n_in, 1), max_(is_max(p, n)) {
+    if (n_in != 1 && n_in != 2) throw std::invalid_argument("reduce '" + n + "' takes a value and an optional parent crd");
+    reset();
+  }
   Step step() override {
     if (pending_stop_ >= 0) {  // the lowered stop did not fit beside its value last cycle
       if (!room(0)) return Step::StallOutput;
@@ -44,8 +49,14 @@ class Reduce : public Node {
     }
     if (t.is_stop()) {
       if (!room(0)) return Step::StallOutput;
+      bool fiber = true;
+      if (in_.size() == 2) {
+        if (!parent_ready(1, t.level)) return Step::StallInput;
+        fiber = peek(1).is_data() || peek(1).is_empty();
+        follow_parent(1, t.level);
+      }
       Token s = take(0);
-      emit(0, Token::value(acc_));
+      if (fiber) emit(0, Token::value(acc_));
       if (s.level > 0) {
         if (room(0)) emit(0, Token::stop(s.level - 1));  // same cycle when the FIFO has space
         else pending_stop_ = s.level - 1;
@@ -54,6 +65,10 @@ class Reduce : public Node {
       return Step::Progress;
     }
     if (!room(0)) return Step::StallOutput;
+    if (in_.size() == 2) {
+      if (!has(1)) return Step::StallInput;
+      take(1);
+    }
     emit(0, take(0));
     finish();
     return Step::Progress;
@@ -195,7 +210,7 @@ class Spacc : public Node {
 
 }  // namespace
 
-NodePtr make_reduce(const std::string& name, const Params& p) { return std::make_unique<Reduce>(name, p); }
+NodePtr make_reduce(const std::string& name, int n, const Params& p) { return std::make_unique<Reduce>(name, n, p); }
 NodePtr make_spacc(const std::string& name, const Params& p) {
   int64_t order = p.get_int("order", 1);
   if (order != 1 && order != 2) throw std::invalid_argument("spacc '" + name + "': order must be 1 or 2");

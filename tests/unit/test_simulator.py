@@ -9,7 +9,7 @@ I = lambda *a: np.array(a, dtype=np.int64)  # noqa: E731
 F = lambda *a: np.array(a, dtype=np.float32)  # noqa: E731
 
 
-def spmv_graph(depth: int):
+def spmv_graph(depth: int, parent: bool = True):
     """x(i) = sum_j B(i,j) c(j): B 4x4 DCSR rows 0:(0->1, 2->2), 2:(1->3), 3:(0->4, 3->5); c {0:10, 3:20}."""
     g = _simulator.Graph(depth, 1)
     rb = g.add_node("root", "rootB", [], {})
@@ -23,7 +23,7 @@ def spmv_graph(depth: int):
     lb = g.add_node("load", "lB", [(it, 1)], {"vals": F(1, 2, 3, 4, 5)})
     lc = g.add_node("load", "lc", [(it, 2)], {"vals": F(10, 20)})
     m = g.add_node("alu", "mul", [(lb, 0), (lc, 0)], {"op": "mul"})
-    r = g.add_node("reduce", "red", [(m, 0)], {"kind": "sum"})
+    r = g.add_node("reduce", "red", [(m, 0)] + ([(bi, 1)] if parent else []), {"kind": "sum"})
     g.add_node("write_crd", "x0", [(bi, 1)], {})
     g.add_node("write_val", "xv", [(r, 0)], {})
     return g, [lb, lc, m, r]
@@ -52,9 +52,10 @@ def test_spmv_streams_follow_the_sam_protocol():
 
 
 def test_depth_one_fifos_give_same_outputs_and_more_cycles():
-    g1, _ = spmv_graph(10_240_000)
+    # without the reduce's parent input the graph has no reconvergent fan-out around the reduce
+    g1, _ = spmv_graph(10_240_000, parent=False)
     r1 = g1.run(100_000, False, [])
-    g2, _ = spmv_graph(1)
+    g2, _ = spmv_graph(1, parent=False)
     r2 = g2.run(100_000, False, [])
     out = lambda r: [list(n.get("vals", [])) + list(n.get("crd", [])) for n in r["nodes"]]  # noqa: E731
     assert out(r1) == out(r2)
@@ -78,6 +79,12 @@ def test_reconvergent_fanout_with_depth_one_fifos_reports_deadlock():
     a = g.add_node("alu", "mix", [(red, 0), (v, 0)], {"op": "add"})
     g.add_node("write_val", "out", [(a, 0)], {})
     with pytest.raises(_simulator.SimError, match=r"(?s)deadlock.*sum_i \(reduce\).*mix \(alu\)"):
+        g.run(100_000, False, [])
+
+
+def test_fanout_reconverging_at_a_reduce_deadlocks_with_depth_one_fifos():
+    g, _ = spmv_graph(1, parent=True)
+    with pytest.raises(_simulator.SimError, match=r"(?s)deadlock.*red \(reduce\)"):
         g.run(100_000, False, [])
 
 

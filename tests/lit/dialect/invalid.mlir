@@ -66,7 +66,7 @@
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1 = "sam.load"(%0) {tensor = "A"} : (!sam.ref) -> !sam.val<f32>
   // expected-error @+1 {{has unknown reduction kind 'prod'}}
-  %2 = "sam.reduce"(%1) {index_var = "i", kind = "prod"} : (!sam.val<f32>) -> !sam.val<f32>
+  %2 = "sam.reduce"(%1) {index_var = "i", kind = "prod", operandSegmentSizes = array<i32: 1, 0>} : (!sam.val<f32>) -> !sam.val<f32>
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----

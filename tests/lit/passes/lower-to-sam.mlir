@@ -15,7 +15,7 @@
 // CHECK: %[[LB:.*]] = "sam.load"(%[[X]]#1) {tensor = "B"}
 // CHECK: %[[LC:.*]] = "sam.load"(%[[X]]#2) {tensor = "c"}
 // CHECK: %[[M:.*]] = "sam.alu"(%[[LB]], %[[LC]]) {op = "mul"
-// CHECK: %[[R:.*]] = "sam.reduce"(%[[M]]) {index_var = "j", kind = "sum"}
+// CHECK: %[[R:.*]] = "sam.reduce"(%[[M]], %[[BI]]#1) {index_var = "j", kind = "sum"
 // CHECK: "sam.write_crd"(%[[BI]]#1) {format = "compressed", level = 0 : i64
 // CHECK: "sam.write_val"(%[[R]]) {tensor = "x"}
 // CHECK: sym_name = "r0_generic"

@@ -23,7 +23,7 @@ NodePtr make_repeat(const std::string& name, const Params& p);
 NodePtr make_load(const std::string& name, const Params& p);
 NodePtr make_alu(const std::string& name, int n_inputs, const Params& p);
 // reduce.cpp: innermost reduction and sparse accumulators of order 1 and 2.
-NodePtr make_reduce(const std::string& name, const Params& p);
+NodePtr make_reduce(const std::string& name, int n_inputs, const Params& p);
 NodePtr make_spacc(const std::string& name, const Params& p);
 // drop.cpp: coordinate and value droppers.
 NodePtr make_crd_drop(const std::string& name, const Params& p);
