@@ -84,7 +84,7 @@ def cmd_simulate(a) -> int:
         try:
             module = ir.Module.parse(path.read_text())
         except MLIRError as e:
-            raise FuseflowError(_first_diag(str(e), a.file)) from None
+            raise _first_diag(str(e), a.file) from None
         graphs, outs = parse_graphs(module)
     env = {}
     if a.data:
@@ -116,12 +116,14 @@ def cmd_simulate(a) -> int:
     return 0
 
 
-def _first_diag(text: str, file: str) -> str:
-    for line in text.splitlines():
-        line = line.strip()
-        if "error:" in line:
-            return line.replace('"-"', file).replace("error: ", "", 1) if line.startswith("error:") else line.replace('"-"', file)
-    return text.splitlines()[0]
+def _first_diag(text: str, file: str) -> FuseflowError:
+    """The first MLIR diagnostic as a located error (``file:line:col: error: message``)."""
+    import re
+
+    m = re.search(r'"-":(\d+):(\d+): (?:error: )?(.*)', text)
+    if m:
+        return FuseflowError(m.group(3).strip(), f"{file}:{m.group(1)}:{m.group(2)}")
+    return FuseflowError(text.splitlines()[0] if text else "malformed input")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,92 @@
+"""Bad input gets one clear error: unsupported ops, malformed IR, unknown formats, deadlocks."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fuseflow
+from fuseflow.cli.main import main as fuseflow_main
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+class Sorts(torch.nn.Module):
+    def forward(self, A):
+        return torch.cumsum(A, dim=1)
+
+
+class MatMul(torch.nn.Module):
+    def forward(self, A, B):
+        return A @ B
+
+
+def test_unsupported_op_names_the_op_and_its_source_line():
+    with pytest.raises(fuseflow.UnsupportedError) as e:
+        fuseflow.compile(Sorts(), (torch.rand(4, 4),), formats={"A": "csr"})
+    msg = str(e.value)
+    assert "test_errors.py:" in msg or "unsupported" in msg
+    assert "error:" in msg or "could not lower" in msg
+
+
+def test_unknown_format_name_lists_the_known_ones():
+    with pytest.raises(fuseflow.FormatError, match=r"unknown format 'bsr'.*csr"):
+        fuseflow.compile(MatMul(), (torch.rand(4, 4), torch.rand(4, 2)), formats={"A": "bsr"})
+
+
+def test_format_for_unknown_tensor_is_rejected():
+    with pytest.raises(fuseflow.FormatError, match=r"formats names 'C'.*known: A, B"):
+        fuseflow.compile(MatMul(), (torch.rand(4, 4), torch.rand(4, 2)), formats={"C": "csr"})
+
+
+def test_wrong_arity_and_shapes_at_simulate():
+    prog = fuseflow.compile(MatMul(), (torch.rand(4, 4), torch.rand(4, 2)), formats={"A": "csr"})
+    with pytest.raises(fuseflow.FuseflowError, match="takes 2 arguments"):
+        prog.simulate(torch.rand(4, 4))
+    with pytest.raises(fuseflow.SimulationError, match=r"shape \(5, 4\)"):
+        prog.simulate(torch.rand(5, 4), torch.rand(4, 2))
+
+
+def test_deadlock_on_finite_fifos_is_reported_not_hung():
+    prog = fuseflow.compile(MatMul(), (torch.rand(6, 6), torch.rand(6, 3)), formats={"A": "csr"})
+    with pytest.raises(fuseflow.SimulationError, match=r"(?s)deadlock.*blocked nodes"):
+        prog.simulate(arch={"fifo_depth": 1})
+
+
+def run_cli(*args, stdin=None):
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, input=stdin, cwd=ROOT)
+
+
+def test_fuseflow_opt_reports_malformed_ir_with_location(tmp_path):
+    bad = tmp_path / "bad.mlir"
+    bad.write_text('"sam.graph"() ({\n  %0 = "sam.root"() : () -> !sam.ref\n}) {sym_name = "g", tensors = []} : () -> ()\n')
+    r = run_cli("fuseflow-opt", str(bad))
+    assert r.returncode == 1
+    assert f"{bad}:2: error:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_fuseflow_simulate_user_errors_are_one_line(tmp_path):
+    r = run_cli("fuseflow", "simulate", str(tmp_path / "missing.mlir"))
+    assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("this is not mlir")
+    r = run_cli("fuseflow", "simulate", str(bad))
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "error" in r.stderr
+
+
+def test_unknown_arch_is_a_clear_error(capsys):
+    rc = fuseflow_main(["run", str(ROOT / "examples" / "gcn_layer.py"), "--arch", "nosuch"])
+    assert rc == 1
+    assert "unknown architecture 'nosuch'" in capsys.readouterr().err
+
+
+def test_diagonal_access_is_rejected_with_location():
+    class Diag(torch.nn.Module):
+        def forward(self, A):
+            return torch.diagonal(A)
+
+    with pytest.raises(fuseflow.FuseflowError):
+        fuseflow.compile(Diag(), (torch.rand(4, 4),), formats={"A": "csr"})
