@@ -27,6 +27,7 @@ class RegionResult:
     name: str
     cycles: int
     nodes: list[dict]
+    writes: list[str] = field(default_factory=list)  # tensors the region writes
 
     def totals(self) -> dict[str, int]:
         keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
@@ -43,6 +44,8 @@ class SimResult:
     regions: list[RegionResult]
     arch: Arch
     max_abs_error: float | None = None
+    output_errors: list[float] = field(default_factory=list)
+    traces: list | None = None
 
     @property
     def cycles(self) -> int:
@@ -60,6 +63,7 @@ class SimResult:
         rtol = 1e-5 * scale if rtol is None else rtol
         atol = 1e-5 * scale if atol is None else atol
         worst = 0.0
+        self.output_errors = []
         for i, (got, want) in enumerate(zip(self.outputs, expected)):
             g = got.to_dense().numpy() if got.is_sparse or got.layout != torch.strided else got.numpy()
             w = want.detach().to_dense().float().numpy() if want.layout != torch.strided else want.detach().float().numpy()
@@ -75,7 +79,8 @@ class SimResult:
             if inf_mismatch or not np.allclose(g[ok], w[ok], rtol=rtol, atol=atol):
                 raise MismatchError(f"output {i}: max abs error {err:.3g} exceeds tolerance "
                                     f"(rtol={rtol:.1e}, atol={atol:.1e})")
-            worst = max(worst, err if np.isfinite(err) else 0.0)
+            self.output_errors.append(err if np.isfinite(err) else 0.0)
+            worst = max(worst, self.output_errors[-1])
         self.max_abs_error = worst
         return worst
 
@@ -146,7 +151,7 @@ class Program:
             env.update(run.outputs)
             runs.append(run)
         outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
-        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes) for r in runs], arch_)
+        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes) for r in runs], arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
 

@@ -121,6 +121,10 @@ class GraphRun:
     outputs: dict[str, np.ndarray]
     traces: list[dict] | None = None
 
+    @property
+    def writes(self) -> list[str]:
+        return list(self.outputs)
+
 
 def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs."""

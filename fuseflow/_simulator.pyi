@@ -1,0 +1,27 @@
+"""fuseflow's cycle-level sparse streaming dataflow simulator (C++ core)."""
+
+from collections.abc import Sequence
+
+
+class SimError(Exception):
+    pass
+
+class Graph:
+    """A graph of SAM primitives joined by bounded FIFOs."""
+
+    def __init__(self, fifo_depth: int, latency: int = 1) -> None:
+        """
+        Create an empty graph whose edges hold `fifo_depth` tokens and deliver after `latency` cycles.
+        """
+
+    def add_node(self, kind: str, name: str, inputs: Sequence[tuple[int, int]], params: dict) -> int:
+        """
+        Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.
+        """
+
+    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = []) -> dict:
+        """
+        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats).
+        """
+
+    def __len__(self) -> int: ...
