@@ -1,6 +1,7 @@
 """fuseflow's cycle-level sparse streaming dataflow simulator (C++ core)."""
 
 from collections.abc import Sequence
+from typing import overload
 
 
 class SimError(Exception):
@@ -9,9 +10,16 @@ class SimError(Exception):
 class Graph:
     """A graph of SAM primitives joined by bounded FIFOs."""
 
+    @overload
     def __init__(self, fifo_depth: int, latency: int = 1) -> None:
         """
         Create an empty graph whose edges hold `fifo_depth` tokens and deliver after `latency` cycles.
+        """
+
+    @overload
+    def __init__(self, arch: dict) -> None:
+        """
+        Create an empty graph from an architecture dictionary (fifo_depth, latency, ii, kinds, memory, scan_emit_on_pop, reduce_split_stop, tile timing).
         """
 
     def add_node(self, kind: str, name: str, inputs: Sequence[tuple[int, int]], params: dict) -> int:
@@ -19,9 +27,9 @@ class Graph:
         Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.
         """
 
-    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = []) -> dict:
+    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False) -> dict:
         """
-        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats).
+        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals.
         """
 
     def __len__(self) -> int: ...

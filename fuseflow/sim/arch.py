@@ -1,8 +1,27 @@
-"""Architecture parameters for a simulation: presets, TOML files or dicts (DESIGN §6, §11)."""
+"""Architecture parameters for a simulation: presets, TOML files or dicts (DESIGN §6, §11).
+
+A TOML file has an ``[arch]`` table::
+
+    [arch]
+    fifo_depth = 8            # tokens per edge (10240000 = effectively unbounded)
+    latency = 1               # cycles from a node's action to its outputs' visibility
+    ii = 1                    # cycles between two actions of one node
+    scan_emit_on_pop = false  # scanner emits a fiber's first coordinate the cycle it pops the ref
+    reduce_split_stop = false # reduce spends a second cycle on a stop above S0
+    max_cycles = 1000000000   # the run fails (never hangs) past this
+    [arch.kinds.alu]          # per primitive kind (sam op mnemonic): latency, ii
+    latency = 3
+    [arch.memory]             # off-chip memory model, off unless this table is present
+    channels = 4
+    bytes_per_request = 64
+    latency = 80
+    ii = 1
+    startup = 0
+"""
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -10,17 +29,26 @@ from typing import Any, Mapping
 from fuseflow.errors import FuseflowError
 
 UNBOUNDED = 10_240_000
-PRESETS = ("comal", "rda")
+PRESETS = ("comal", "sam", "rda")
+KINDS = ("root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce", "spacc",
+         "crd_drop", "val_drop", "write_crd", "write_val")
+INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_matmul_latency_per_b",
+            "tile_elementwise_latency_per_b2"}
+BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
+MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """FIFO depth, node latency and a cycle limit; `name` says where it came from."""
+    """A validated architecture: `settings` is what the C++ graph is built from."""
 
     name: str = "comal"
-    fifo_depth: int = UNBOUNDED
-    latency: int = 1
+    settings: dict = field(default_factory=lambda: {"fifo_depth": UNBOUNDED})
     max_cycles: int = 1_000_000_000
+
+    @property
+    def fifo_depth(self) -> int:
+        return int(self.settings.get("fifo_depth", UNBOUNDED))
 
     @staticmethod
     def resolve(arch: "str | Path | Mapping[str, Any] | Arch | None") -> "Arch":
@@ -29,28 +57,60 @@ class Arch:
         if isinstance(arch, Arch):
             return arch
         if isinstance(arch, Mapping):
-            return Arch._from_dict(dict(arch), "dict")
+            return Arch.from_dict(dict(arch), "dict")
         text_name = str(arch)
         if text_name in PRESETS:
             data = resources.files("fuseflow").joinpath("configs", f"{text_name}.toml").read_text()
-            return Arch._from_dict(tomllib.loads(data), text_name)
+            return Arch.from_dict(tomllib.loads(data), text_name)
         path = Path(text_name)
         if not path.exists():
             raise FuseflowError(f"unknown architecture {text_name!r}: not a preset ({', '.join(PRESETS)}) "
                                 "or an existing TOML file")
         try:
-            return Arch._from_dict(tomllib.loads(path.read_text()), str(path))
+            return Arch.from_dict(tomllib.loads(path.read_text()), str(path))
         except tomllib.TOMLDecodeError as e:
             raise FuseflowError(f"{path}: invalid TOML: {e}") from None
 
     @staticmethod
-    def _from_dict(d: dict, name: str) -> "Arch":
+    def from_dict(d: dict, name: str) -> "Arch":
         d = dict(d.get("arch", d))
-        known = {f.name for f in fields(Arch)} - {"name"}
-        bad = sorted(set(d) - known)
-        if bad:
-            raise FuseflowError(f"architecture {name}: unknown setting {bad[0]!r}; known: {', '.join(sorted(known))}")
+        settings: dict[str, Any] = {"fifo_depth": UNBOUNDED}
+        max_cycles = 1_000_000_000
         for k, v in d.items():
-            if not isinstance(v, int) or v < 1:
-                raise FuseflowError(f"architecture {name}: {k} must be a positive integer, got {v!r}")
-        return Arch(name=name, **d)
+            if k in INT_KEYS:
+                settings[k] = _positive(v, f"architecture {name}: {k}")
+            elif k in BOOL_KEYS:
+                if not isinstance(v, bool):
+                    raise FuseflowError(f"architecture {name}: {k} must be true or false, got {v!r}")
+                settings[k] = v
+            elif k == "kinds":
+                settings["kinds"] = {}
+                for kind, kv in dict(v).items():
+                    if kind not in KINDS:
+                        raise FuseflowError(f"architecture {name}: unknown primitive kind {kind!r} in [arch.kinds]")
+                    bad = set(kv) - {"latency", "ii"}
+                    if bad:
+                        raise FuseflowError(f"architecture {name}: kinds.{kind}: unknown setting {sorted(bad)[0]!r}")
+                    settings["kinds"][kind] = {x: _positive(y, f"architecture {name}: kinds.{kind}.{x}")
+                                               for x, y in kv.items()}
+            elif k == "memory":
+                bad = set(v) - MEMORY_KEYS
+                if bad:
+                    raise FuseflowError(f"architecture {name}: memory: unknown setting {sorted(bad)[0]!r}; "
+                                        f"known: {', '.join(sorted(MEMORY_KEYS))}")
+                mem = {x: (bool(y) if x == "enabled" else _positive(y, f"architecture {name}: memory.{x}", zero=x == "startup"))
+                       for x, y in v.items()}
+                if mem.get("enabled", True):
+                    settings["memory"] = mem
+            else:
+                known = sorted(INT_KEYS | BOOL_KEYS | {"kinds", "memory"})
+                raise FuseflowError(f"architecture {name}: unknown setting {k!r}; known: {', '.join(known)}")
+        if "max_cycles" in settings:
+            max_cycles = settings.pop("max_cycles")
+        return Arch(name, settings, max_cycles)
+
+
+def _positive(v: Any, what: str, zero: bool = False) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
+        raise FuseflowError(f"{what} must be a {'non-negative' if zero else 'positive'} integer, got {v!r}")
+    return v

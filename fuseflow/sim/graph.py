@@ -126,7 +126,8 @@ class GraphRun:
         return list(self.outputs)
 
 
-def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False) -> GraphRun:
+def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False,
+              spans: bool = False) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs."""
     packed = {}
     for name, t in spec.tensors.items():
@@ -139,7 +140,7 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
             raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                   f"the graph was compiled for {t.shape}")
         packed[name] = pack(arr, t.fmt)
-    g = _simulator.Graph(arch.fifo_depth, arch.latency)
+    g = _simulator.Graph(arch.settings)
     try:
         for n in spec.nodes:
             params = dict(n.params)
@@ -153,7 +154,7 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
             elif n.kind == "load":
                 raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
             g.add_node(n.kind, n.name, n.inputs, params)
-        res = g.run(arch.max_cycles, record, spec.value_nodes)
+        res = g.run(arch.max_cycles, record, spec.value_nodes, spans)
     except _simulator.SimError as e:
         raise SimulationError(f"graph {spec.name}: {e}") from None
     except ValueError as e:

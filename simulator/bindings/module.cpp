@@ -35,6 +35,52 @@ Params to_params(const nb::dict& d) {
   return p;
 }
 
+KindTiming kind_timing(const nb::handle& h, KindTiming k) {
+  nb::dict d = nb::cast<nb::dict>(h);
+  for (auto [key, v] : d) {
+    std::string name = nb::cast<std::string>(key);
+    if (name == "latency") k.latency = nb::cast<uint64_t>(v);
+    else if (name == "ii") k.ii = nb::cast<uint64_t>(v);
+    else throw std::invalid_argument("unknown per-kind timing setting '" + name + "' (latency, ii)");
+  }
+  return k;
+}
+
+// Timing from the architecture dictionary fuseflow.sim.arch builds (validated there too).
+Timing to_timing(const nb::dict& cfg) {
+  Timing t;
+  for (auto [key, v] : cfg) {
+    std::string k = nb::cast<std::string>(key);
+    if (k == "fifo_depth") t.fifo_depth = nb::cast<size_t>(v);
+    else if (k == "latency") t.default_kind.latency = nb::cast<uint64_t>(v);
+    else if (k == "ii") t.default_kind.ii = nb::cast<uint64_t>(v);
+    else if (k == "scan_emit_on_pop") t.scan_emit_on_pop = nb::cast<bool>(v);
+    else if (k == "reduce_split_stop") t.reduce_split_stop = nb::cast<bool>(v);
+    else if (k == "tile_matmul_latency_per_b") t.tile_matmul_latency_per_b = nb::cast<uint64_t>(v);
+    else if (k == "tile_elementwise_latency_per_b2") t.tile_elementwise_latency_per_b2 = nb::cast<uint64_t>(v);
+    else if (k == "kinds") {
+      for (auto [kind, kv] : nb::cast<nb::dict>(v))
+        t.per_kind[nb::cast<std::string>(kind)] = kind_timing(kv, t.default_kind);
+    } else if (k == "memory") {
+      nb::dict m = nb::cast<nb::dict>(v);
+      t.memory.enabled = true;
+      for (auto [mk, mv] : m) {
+        std::string n = nb::cast<std::string>(mk);
+        if (n == "enabled") t.memory.enabled = nb::cast<bool>(mv);
+        else if (n == "channels") t.memory.channels = nb::cast<int>(mv);
+        else if (n == "bytes_per_request") t.memory.bytes_per_request = nb::cast<int>(mv);
+        else if (n == "latency") t.memory.latency = nb::cast<uint64_t>(mv);
+        else if (n == "ii") t.memory.ii = nb::cast<uint64_t>(mv);
+        else if (n == "startup") t.memory.startup = nb::cast<uint64_t>(mv);
+        else throw std::invalid_argument("unknown memory setting '" + n + "'");
+      }
+    } else {
+      throw std::invalid_argument("unknown architecture setting '" + k + "'");
+    }
+  }
+  return t;
+}
+
 template <class T>
 nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& v) {
   auto* copy = new std::vector<T>(v);
@@ -66,19 +112,26 @@ nb::list token_list(const std::vector<Token>& toks, bool values) {
   return out;
 }
 
-nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes) {
+nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes,
+                   bool spans) {
   RunResult r;
   {
     nb::gil_scoped_release release;
-    r = g.run(max_cycles, record);
+    r = g.run(max_cycles, record, spans);
   }
   nb::dict out;
   out["cycles"] = r.cycles;
+  out["mem_requests"] = r.mem_requests;
   nb::list nodes;
   for (size_t i = 0; i < g.size(); ++i) {
     Node& n = g.node(i);
     nb::dict d = counters_dict(n.counters());
     d["name"] = n.name(); d["kind"] = n.kind();
+    if (spans) {
+      nb::list sp;
+      for (auto& [a, b] : r.spans[i]) sp.append(nb::make_tuple(a, b));
+      d["spans"] = sp;
+    }
     if (auto* w = dynamic_cast<WriterBase*>(&n)) {
       if (n.kind() == "write_val") d["vals"] = to_numpy(w->vals());
       else { d["seg"] = to_numpy(w->seg()); d["crd"] = to_numpy(w->crd()); }
@@ -109,6 +162,9 @@ NB_MODULE(_simulator, m) {
   nb::class_<Graph>(m, "Graph", "A graph of SAM primitives joined by bounded FIFOs.")
       .def(nb::init<size_t, uint64_t>(), nb::arg("fifo_depth"), nb::arg("latency") = 1,
            "Create an empty graph whose edges hold `fifo_depth` tokens and deliver after `latency` cycles.")
+      .def("__init__", [](Graph* g, const nb::dict& arch) { new (g) Graph(to_timing(arch)); }, nb::arg("arch"),
+           "Create an empty graph from an architecture dictionary (fifo_depth, latency, ii, kinds, memory, "
+           "scan_emit_on_pop, reduce_split_stop, tile timing).")
       .def("add_node",
            [](Graph& g, const std::string& kind, const std::string& name,
               const std::vector<std::pair<int, int>>& inputs, const nb::dict& params) {
@@ -117,8 +173,9 @@ NB_MODULE(_simulator, m) {
            nb::arg("kind"), nb::arg("name"), nb::arg("inputs"), nb::arg("params"),
            "Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.")
       .def("run", &run_graph, nb::arg("max_cycles"), nb::arg("record") = false,
-           nb::arg("value_nodes") = std::vector<int>{},
+           nb::arg("value_nodes") = std::vector<int>{}, nb::arg("spans") = false,
            "Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with "
-           "`record`, every edge's token trace (edges leaving `value_nodes` print as floats).")
+           "`record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, "
+           "each node's active cycle intervals.")
       .def("__len__", &Graph::size);
 }

@@ -19,8 +19,8 @@ class Load : public Node {
       if (t.i < 0 || t.i >= static_cast<int64_t>(vals_.size()))
         throw SimError("load '" + name_ + "': reference " + std::to_string(t.i) + " out of range (" +
                        std::to_string(vals_.size()) + " values)");
+      mem_access(0, t.i * 4, 4, false);
       emit(0, Token::value(vals_[t.i]));
-      c_.mem_reads += 4;
     } else if (t.is_empty()) {
       emit(0, Token::value(0.0f));
     } else {

@@ -75,6 +75,22 @@ bool Node::follow_parent(int port, int k) {
   protocol_error("parent stream has " + describe(h) + " before its child stream ended");
 }
 
+void Node::mem_access(int slot, int64_t addr, int bytes, bool write) {
+  (write ? c_.mem_writes : c_.mem_reads) += bytes;
+  if (!mem_ || !mem_->enabled()) return;
+  int64_t line = addr / mem_->line_bytes();
+  int64_t last = (addr + bytes - 1) / mem_->line_bytes();
+  uint64_t ready = 0;
+  for (int64_t l = line; l <= last; ++l) {
+    auto it = lines_.find(slot);
+    if (it != lines_.end() && it->second.first == l) { ready = std::max(ready, it->second.second); continue; }
+    uint64_t done = mem_->request(now_);
+    lines_[slot] = {l, done};
+    ready = std::max(ready, done);
+  }
+  if (!write) mem_ready_ = std::max(mem_ready_, ready);
+}
+
 void Node::protocol_error(const std::string& what) const {
   throw SimError("stream protocol violation at node '" + name_ + "' (" + kind_ + "): " + what);
 }

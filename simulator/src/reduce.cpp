@@ -58,7 +58,8 @@ class Reduce : public Node {
       Token s = take(0);
       if (fiber) emit(0, Token::value(acc_));
       if (s.level > 0) {
-        if (room(0)) emit(0, Token::stop(s.level - 1));  // same cycle when the FIFO has space
+        bool split = timing_ && timing_->reduce_split_stop;
+        if (!split && room(0)) emit(0, Token::stop(s.level - 1));  // same cycle when the FIFO has space
         else pending_stop_ = s.level - 1;
       }
       reset();

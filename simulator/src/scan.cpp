@@ -43,9 +43,9 @@ class Scan : public Node {
           emit(0, Token::data(base_ * dim_ + pos_));
           emit(1, Token::data(pos_));
         } else {
+          mem_access(1, pos_ * 4, 4, false);
           emit(0, Token::data(pos_));
           emit(1, Token::data(crd_[pos_]));
-          c_.mem_reads += 8;
         }
         ++pos_;
         return Step::Progress;
@@ -69,10 +69,15 @@ class Scan : public Node {
         if (r < 0 || r + 1 >= static_cast<int64_t>(seg_.size()))
           throw SimError("scan '" + name_ + "': reference " + std::to_string(r) + " out of range");
         pos_ = seg_[r]; end_ = seg_[r + 1];
-        c_.mem_reads += 16;
+        mem_access(0, r * 4, 8, false);
       }
       take(0);
       in_fiber_ = true;
+      if (timing_ && timing_->scan_emit_on_pop && pos_ < end_ && room(0) && room(1)) {
+        if (dense_) { emit(0, Token::data(base_ * dim_ + pos_)); emit(1, Token::data(pos_)); }
+        else { mem_access(1, pos_ * 4, 4, false); emit(0, Token::data(pos_)); emit(1, Token::data(crd_[pos_])); }
+        ++pos_;
+      }
       return Step::Progress;
     }
     if (t.is_empty()) { take(0); in_fiber_ = true; pos_ = end_ = 0; return Step::Progress; }

@@ -14,8 +14,8 @@ class WriteCrd : public WriterBase {
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
     if (t.is_data()) {
+      mem_access(0, static_cast<int64_t>(crd_.size()) * 4, 4, true);
       crd_.push_back(t.i);
-      c_.mem_writes += 8;
       take(0);
       return Step::Progress;
     }
@@ -28,7 +28,7 @@ class WriteCrd : public WriterBase {
       } else {
         seg_.push_back(static_cast<int64_t>(crd_.size()));
       }
-      c_.mem_writes += 8;
+      mem_access(1, static_cast<int64_t>(seg_.size()) * 4, 4, true);
       take(0);
       return Step::Progress;
     }
@@ -51,8 +51,10 @@ class WriteVal : public WriterBase {
   Step step() override {
     if (!has(0)) return Step::StallInput;
     Token t = take(0);
-    if (t.is_data()) { vals_.push_back(t.f); c_.mem_writes += 4; }
-    else if (t.is_empty()) { vals_.push_back(0.0f); c_.mem_writes += 4; }
+    if (t.is_data() || t.is_empty()) {
+      mem_access(0, static_cast<int64_t>(vals_.size()) * 4, 4, true);
+      vals_.push_back(t.is_data() ? t.f : 0.0f);
+    }
     else if (t.is_done()) finish();
     return Step::Progress;
   }

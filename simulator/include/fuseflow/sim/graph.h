@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fuseflow/sim/primitives.h"
+#include "fuseflow/sim/timing.h"
 
 namespace fuseflow::sim {
 
@@ -14,12 +15,15 @@ struct Edge { int src, src_port, dst, dst_port; std::vector<Token> tokens; };
 
 struct RunResult {
   uint64_t cycles = 0;
+  uint64_t mem_requests = 0;
   std::vector<Edge> traces;  // filled when recording
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> spans;  // per node active [start, end]
 };
 
 class Graph {
  public:
-  // fifo_depth: capacity of every edge; latency: cycles from push to visibility.
+  explicit Graph(const Timing& timing);
+  // Uniform timing: every edge holds fifo_depth tokens; every node has this latency, II 1.
   Graph(size_t fifo_depth, uint64_t latency);
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -27,14 +31,14 @@ class Graph {
   int add_node(const std::string& kind, const std::string& name,
                const std::vector<std::pair<int, int>>& inputs, const Params& params);
   // Run to completion; throws SimError on deadlock or when max_cycles is reached.
-  RunResult run(uint64_t max_cycles, bool record);
+  RunResult run(uint64_t max_cycles, bool record, bool spans = false);
   size_t size() const { return nodes_.size(); }
   Node& node(size_t i) { return *nodes_.at(i); }
 
  private:
   [[noreturn]] void deadlock(uint64_t cycle, const char* why);
-  size_t depth_;
-  uint64_t latency_;
+  Timing timing_;
+  std::unique_ptr<Memory> memory_;
   std::vector<NodePtr> nodes_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
 };

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fuseflow/sim/timing.h"
 #include "fuseflow/sim/token.h"
 
 namespace fuseflow::sim {
@@ -53,7 +54,12 @@ class Node {
   const Counters& counters() const { return c_; }
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
-  void set_now(uint64_t now, uint64_t latency) { now_ = now; latency_ = latency; }
+  // Called by the graph before every step.
+  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; }
+  void configure(const KindTiming& t, const Timing* timing, Memory* mem) {
+    latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem;
+  }
+  uint64_t ii() const { return ii_; }
 
  protected:
   bool has(int i, size_t k = 0) const { return in_[i] && in_[i]->ready(now_, k); }
@@ -64,9 +70,13 @@ class Node {
     return true;
   }
   void emit(int o, const Token& t) {
-    for (auto* f : out_[o]) f->push(t, now_ + latency_);
+    uint64_t at = std::max(now_ + latency_, mem_ready_);
+    for (auto* f : out_[o]) f->push(t, at);
     ++c_.tokens_out;
   }
+  // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
+  // model on, this step's outputs wait for the line to arrive.
+  void mem_access(int slot, int64_t addr, int bytes, bool write);
   void finish() { finished_ = true; }
   // Follow a parent stream one fiber at a time: a child stop S(k) consumes the
   // parent's element for that fiber and, for k > 0, the parent's S(k-1).
@@ -81,7 +91,10 @@ class Node {
   std::vector<std::vector<Fifo*>> out_;
   Counters c_;
   bool finished_ = false;
-  uint64_t now_ = 0, latency_ = 1;
+  uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0;
+  const Timing* timing_ = nullptr;
+  Memory* mem_ = nullptr;
+  std::map<int, std::pair<int64_t, uint64_t>> lines_;  // slot -> (line, ready cycle)
 };
 
 }  // namespace fuseflow::sim

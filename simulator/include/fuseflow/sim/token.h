@@ -45,9 +45,11 @@ class Fifo {
   bool full() const { return q_.size() >= depth_; }
   size_t space() const { return depth_ > q_.size() ? depth_ - q_.size() : 0; }
   size_t size() const { return q_.size(); }
-  bool in_flight(uint64_t now) const { return !q_.empty() && q_.back().at > now; }
+  // Some queued token is not visible yet (pushes may carry non-monotonic times under the memory model).
+  bool in_flight(uint64_t now) const { return !q_.empty() && max_at_ > now; }
   void push(const Token& t, uint64_t at) {
     q_.push_back({t, at});
+    if (at > max_at_) max_at_ = at;
     if (record_) trace_.push_back(t);
   }
   void set_record(bool r) { record_ = r; }
@@ -59,6 +61,7 @@ class Fifo {
   std::deque<Entry> q_;
   std::deque<Token> trace_;
   size_t depth_;
+  uint64_t max_at_ = 0;
   bool record_ = false;
 };
 

@@ -1,0 +1,68 @@
+// Architecture timing: per-kind latency / initiation interval, preset quirks, memory model.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fuseflow::sim {
+
+struct KindTiming {
+  uint64_t latency = 1;  // cycles from a node's action to its outputs' visibility
+  uint64_t ii = 1;       // cycles between two actions of one node
+};
+
+// An off-chip memory: `channels` each accept one request every `ii` cycles; a request
+// moves `bytes_per_request` bytes (one line) and completes `latency` cycles after it starts.
+// Nodes keep one line buffer per array they stream, so sequential accesses share requests.
+struct MemoryConfig {
+  bool enabled = false;
+  int channels = 1;
+  int bytes_per_request = 64;
+  uint64_t latency = 100;
+  uint64_t ii = 1;
+  uint64_t startup = 0;
+};
+
+struct Timing {
+  size_t fifo_depth = 10240000;
+  KindTiming default_kind;
+  std::map<std::string, KindTiming> per_kind;
+  // Preset quirks (DESIGN §6 / the sam preset): see docs/simulator.md.
+  bool scan_emit_on_pop = false;        // emit a fiber's first coordinate the cycle its ref is popped
+  bool reduce_split_stop = false;       // a stop above S0 costs the reduce a second cycle
+  // Tile timing for blocked value streams (b x b tiles).
+  uint64_t tile_matmul_latency_per_b = 2;  // latency 2b - 1
+  uint64_t tile_elementwise_latency_per_b2 = 1;  // latency b^2
+  MemoryConfig memory;
+
+  KindTiming of(const std::string& kind) const {
+    auto it = per_kind.find(kind);
+    return it == per_kind.end() ? default_kind : it->second;
+  }
+};
+
+// Shared channel state of the memory model.
+class Memory {
+ public:
+  explicit Memory(const MemoryConfig& c) : cfg_(c), free_(std::max(1, c.channels), c.startup) {}
+  bool enabled() const { return cfg_.enabled; }
+  int line_bytes() const { return cfg_.bytes_per_request; }
+  // Issue one line request at `now`; returns its completion cycle.
+  uint64_t request(uint64_t now) {
+    auto it = std::min_element(free_.begin(), free_.end());
+    uint64_t start = std::max(now, *it);
+    *it = start + cfg_.ii;
+    ++requests_;
+    return start + cfg_.latency;
+  }
+  uint64_t requests() const { return requests_; }
+
+ private:
+  MemoryConfig cfg_;
+  std::vector<uint64_t> free_;
+  uint64_t requests_ = 0;
+};
+
+}  // namespace fuseflow::sim
