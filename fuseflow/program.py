@@ -84,12 +84,21 @@ class SimResult:
         self.max_abs_error = worst
         return worst
 
-    def to_json(self) -> dict:
+    def to_json(self, detail: bool = False) -> dict:
+        """Summary (cycles per region, totals, error); `detail` adds every node's counters and edges."""
+        regions = []
+        for r, g in zip(self.regions, self.program.graphs):
+            entry = {"name": r.name, "cycles": r.cycles, **r.totals()}
+            if detail:
+                entry["nodes"] = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in n.items()
+                                   if k not in ("seg", "crd", "vals")} for n in r.nodes]
+                entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
+            regions.append(entry)
         return {
             "total_cycles": self.cycles,
             "arch": self.arch.name,
             "schedule": self.program.schedule,
-            "regions": [{"name": r.name, "cycles": r.cycles, **r.totals()} for r in self.regions],
+            "regions": regions,
             "max_abs_error": self.max_abs_error,
             "notes": list(self.program.imported.notes),
         }
@@ -140,14 +149,14 @@ class Program:
         data.update(self.imported.param_values)
         return data
 
-    def simulate(self, *args, arch: Any = None, record: bool = False) -> SimResult:
+    def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False) -> SimResult:
         """Run every region on `args` (default: the example arguments) in program order."""
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch)
         env = self.bind(args)
         runs: list[GraphRun] = []
         for g in self.graphs:
-            run = run_graph(g, env, arch_, record=record)
+            run = run_graph(g, env, arch_, record=record, spans=spans)
             env.update(run.outputs)
             runs.append(run)
         outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)

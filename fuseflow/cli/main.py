@@ -41,8 +41,10 @@ def cmd_run(a) -> int:
 
     model, args, formats = _load_example(a.model)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
-    res = prog.simulate(arch=a.arch)
+    res = prog.simulate(arch=a.arch, spans=bool(a.save))
     err = res.check()
+    if a.save:
+        Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
     if a.json:
         print(json.dumps(res.to_json(), indent=2))
         return 0
@@ -57,6 +59,31 @@ def cmd_run(a) -> int:
     _table(f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}", rows,
            ["region", "cycles", "tokens", "alu ops", "max abs error"])
     print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
+    return 0
+
+
+def cmd_report(a) -> int:
+    from rich.console import Console
+
+    from fuseflow.report.render import dot, perfetto, table
+
+    p = Path(a.result)
+    if not p.exists():
+        raise FuseflowError(f"{a.result}: no such file")
+    try:
+        result = json.loads(p.read_text())
+        _ = result["regions"], result["total_cycles"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise FuseflowError(f"{a.result}: not a fuseflow result (write one with `fuseflow run --save`)") from None
+    console = Console()
+    for t in table(result, nodes=a.nodes):
+        console.print(t)
+    if a.trace:
+        Path(a.trace).write_text(json.dumps(perfetto(result)))
+        print(f"wrote {a.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if a.dot:
+        Path(a.dot).write_text(dot(result))
+        print(f"wrote {a.dot} (render with: dot -Tsvg {a.dot} -o graph.svg)")
     return 0
 
 
@@ -140,7 +167,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--schedule", default="unfused", help="unfused | full | op")
     r.add_argument("--arch", default="comal", help="preset (comal, rda) or TOML file")
     r.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
     r.set_defaults(fn=cmd_run)
+    rp = sub.add_parser("report", help="tables, a Perfetto trace and a DOT graph from a saved result")
+    rp.add_argument("result", help="JSON written by `fuseflow run --save`")
+    rp.add_argument("--nodes", action="store_true", help="also print per-node counters")
+    rp.add_argument("--trace", metavar="FILE", help="write Chrome/Perfetto trace JSON")
+    rp.add_argument("--dot", metavar="FILE", help="write the annotated dataflow graph as DOT")
+    rp.set_defaults(fn=cmd_report)
     c = sub.add_parser("compile", help="write the linalg and sam modules of a model file")
     c.add_argument("model")
     c.add_argument("--schedule", default="unfused")

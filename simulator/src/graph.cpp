@@ -2,7 +2,8 @@
 
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
+#include <map>
+#include <queue>
 
 namespace fuseflow::sim {
 
@@ -56,71 +57,159 @@ int Graph::add_node(const std::string& kind, const std::string& name,
   return id;
 }
 
-RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans) {
-  for (auto& f : fifos_) f->set_record(record);
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    for (size_t p = 0; p < nodes_[i]->outputs().size(); ++p)
-      if (nodes_[i]->outputs()[p].empty())
-        nodes_[i]->outputs()[p].push_back(fifos_.emplace_back(std::make_unique<Fifo>(SIZE_MAX)).get());
-  // Unconsumed outputs above drain into unbounded sinks so they never backpressure.
-  std::vector<Node*> active;
-  for (auto& n : nodes_) active.push_back(n.get());
-  size_t sinks = 0;
-  for (auto& n : nodes_) sinks += n->is_sink();
-  if (sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
-  std::vector<uint64_t> busy_until(nodes_.size(), 0);
-  std::unordered_map<const Node*, int> id_of;
-  for (size_t i = 0; i < nodes_.size(); ++i) id_of[nodes_[i].get()] = static_cast<int>(i);
-  RunResult r;
-  if (want_spans) r.spans.resize(nodes_.size());
-  uint64_t cycle = 0;
-  for (;; ++cycle) {
-    if (cycle >= max_cycles) deadlock(cycle, "cycle limit reached");
-    bool progress = false;
-    size_t live_sinks = 0;
-    std::vector<Node*> next;
-    next.reserve(active.size());
-    for (Node* n : active) {
-      int id = id_of[n];
-      if (cycle < busy_until[id]) {  // initiation interval not elapsed
-        next.push_back(n);
-        live_sinks += n->is_sink();
-        progress = true;
-        continue;
-      }
-      n->set_now(cycle);
-      Step s = n->step();
-      Counters& c = n->counters();
-      if (s == Step::Progress) {
-        progress = true;
-        if (c.first_active > cycle) c.first_active = cycle;
-        c.last_active = cycle;
-        busy_until[id] = cycle + n->ii();
-        if (want_spans) {
-          auto& sp = r.spans[id];
-          if (!sp.empty() && sp.back().second + 1 >= cycle) sp.back().second = cycle;
-          else sp.push_back({cycle, cycle});
-        }
-      } else if (s == Step::StallInput) {
-        ++c.stall_input;
-      } else {
-        ++c.stall_output;
-      }
-      if (!n->finished()) {
-        next.push_back(n);
-        live_sinks += n->is_sink();
-      }
-    }
-    active.swap(next);
-    if (live_sinks == 0) break;
-    if (!progress) {
-      bool in_flight = false;
-      for (auto& f : fifos_) if (f->in_flight(cycle)) { in_flight = true; break; }
-      if (!in_flight) deadlock(cycle, "deadlock: no node can make progress");
+namespace {
+
+// Event loop state. Nodes queued for the current cycle are stepped in id order (a topological
+// order): `cur_` flags are scanned upward from the node being stepped, so a wake-up of a later
+// node runs this cycle and a wake-up of an earlier one runs next cycle (`next_`). Wake-ups
+// further ahead go to a calendar ring (and a map beyond the ring's reach).
+class EventLoop : public Scheduler {
+ public:
+  explicit EventLoop(const std::vector<NodePtr>& nodes)
+      : nodes_(nodes), cur_(nodes.size(), 0), next_(nodes.size(), 0), ring_(kRing) {}
+  static constexpr uint64_t kRing = 256;
+
+  void wake(int id, uint64_t at) override { schedule(id, at); }
+  void wake_next(int id) override { schedule(id, cycle + 1); }
+
+  void schedule(int id, uint64_t at) {
+    if (id < 0) return;
+    if (at <= cycle) {
+      if (id > pos_) { cur_[id] = 1; ++n_cur_; }
+      else mark_next(id);
+    } else if (at == cycle + 1) {
+      mark_next(id);
+    } else if (at - cycle < kRing) {
+      ring_[at % kRing].push_back(id);
+      ++ring_count_;
+    } else {
+      far_[at].push_back(id);
     }
   }
-  r.cycles = cycle + 1;
+  // Next node to step this cycle (ascending ids), or -1 when the cycle is done.
+  int next() {
+    const int n = static_cast<int>(cur_.size());
+    while (n_cur_ > 0 && ++pos_ < n) {
+      if (cur_[pos_]) {
+        cur_[pos_] = 0;
+        --n_cur_;
+        if (!nodes_[pos_]->finished()) return pos_;
+      }
+    }
+    n_cur_ = 0;
+    return -1;
+  }
+  // Move to the next cycle with work; false when nothing is scheduled at all.
+  bool advance() {
+    while (true) {
+      pos_ = -1;
+      if (n_next_ > 0) {
+        ++cycle;
+        cur_.swap(next_);
+        n_cur_ = n_next_;
+        n_next_ = 0;
+      } else if (ring_count_ > 0) {
+        ++cycle;
+      } else if (!far_.empty()) {
+        cycle = far_.begin()->first;
+      } else {
+        return false;
+      }
+      auto& bucket = ring_[cycle % kRing];
+      ring_count_ -= bucket.size();
+      for (int id : bucket) add_cur(id);
+      bucket.clear();
+      auto it = far_.find(cycle);
+      if (it != far_.end()) {
+        for (int id : it->second) add_cur(id);
+        far_.erase(it);
+      }
+      if (n_cur_ > 0) return true;
+    }
+  }
+  uint64_t cycle = 0;
+
+ private:
+  void mark_next(int id) { if (!next_[id]) { next_[id] = 1; ++n_next_; } }
+  void add_cur(int id) { if (!cur_[id]) { cur_[id] = 1; ++n_cur_; } }
+  const std::vector<NodePtr>& nodes_;
+  std::vector<char> cur_, next_;
+  size_t n_cur_ = 0, n_next_ = 0;
+  int pos_ = -1;
+  std::vector<std::vector<int>> ring_;
+  size_t ring_count_ = 0;
+  std::map<uint64_t, std::vector<int>> far_;
+};
+
+}  // namespace
+
+RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans) {
+  // Event-driven: a node is stepped only in cycles where it may progress. It runs again
+  // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
+  // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (size_t p = 0; p < nodes_[i]->outputs().size(); ++p)
+      if (nodes_[i]->outputs()[p].empty())  // unconsumed outputs drain into unbounded sinks
+        nodes_[i]->outputs()[p].push_back(fifos_.emplace_back(std::make_unique<Fifo>(SIZE_MAX)).get());
+  const int n = static_cast<int>(nodes_.size());
+  size_t live_sinks = 0;
+  for (auto& nd : nodes_) live_sinks += nd->is_sink();
+  if (live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
+
+  EventLoop loop(nodes_);
+  for (auto& f : fifos_) { f->set_record(record); f->set_scheduler(&loop); }
+  std::vector<uint64_t> sleep_from(n, 0), busy_until(n, 0);
+  std::vector<Step> sleep_why(n, Step::Progress);
+  for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
+  RunResult r;
+  if (want_spans) r.spans.resize(n);
+  uint64_t last = 0;
+  while (live_sinks > 0) {
+    int id = loop.next();
+    if (id < 0) {
+      if (!loop.advance()) deadlock(loop.cycle, "deadlock: no node can make progress");
+      if (loop.cycle >= max_cycles) deadlock(loop.cycle, "cycle limit reached");
+      continue;
+    }
+    const uint64_t cycle = loop.cycle;
+    if (cycle < busy_until[id]) {  // initiation interval not elapsed
+      loop.schedule(id, busy_until[id]);
+      continue;
+    }
+    Node* nd = nodes_[id].get();
+    Counters& c = nd->counters();
+    if (sleep_why[id] != Step::Progress && cycle > sleep_from[id] + 1) {
+      uint64_t idle = cycle - sleep_from[id] - 1;
+      (sleep_why[id] == Step::StallInput ? c.stall_input : c.stall_output) += idle;
+    }
+    nd->set_now(cycle);
+    Step s = nd->step();
+    sleep_why[id] = s;
+    sleep_from[id] = cycle;
+    if (s == Step::Progress) {
+      if (c.first_active > cycle) c.first_active = cycle;
+      c.last_active = cycle;
+      last = cycle;
+      if (want_spans) {
+        auto& sp = r.spans[id];
+        if (!sp.empty() && sp.back().second + 1 >= cycle) sp.back().second = cycle;
+        else sp.push_back({cycle, cycle});
+      }
+      if (nd->finished()) {
+        live_sinks -= nd->is_sink();
+      } else {
+        busy_until[id] = cycle + nd->ii();
+        loop.schedule(id, busy_until[id]);
+      }
+    } else if (s == Step::StallInput) {
+      ++c.stall_input;
+    } else {
+      ++c.stall_output;
+    }
+  }
+  r.cycles = last + 1;
   r.mem_requests = memory_->requests();
+  for (auto& f : fifos_) f->set_scheduler(nullptr);
   if (record)
     for (auto& f : fifos_)
       if (f->dst_node >= 0)

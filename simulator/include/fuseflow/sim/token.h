@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -35,34 +36,60 @@ class SimError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A bounded FIFO edge; a token pushed at cycle t becomes visible at t + latency.
+// Wakes nodes when a FIFO changes (implemented by the graph's event loop).
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  virtual void wake(int node, uint64_t at) = 0;   // a token becomes visible at `at`
+  virtual void wake_next(int node) = 0;           // space was freed this cycle
+};
+
+// A bounded FIFO edge (a growable ring buffer); a token pushed at cycle t becomes visible at
+// t + latency (later under the memory model; delivery stays in order).
 class Fifo {
  public:
-  explicit Fifo(size_t depth) : depth_(depth) {}
-  bool ready(uint64_t now, size_t k = 0) const { return q_.size() > k && q_[k].at <= now; }
-  const Token& peek(size_t k = 0) const { return q_[k].tok; }
-  void pop() { q_.pop_front(); }
-  bool full() const { return q_.size() >= depth_; }
-  size_t space() const { return depth_ > q_.size() ? depth_ - q_.size() : 0; }
-  size_t size() const { return q_.size(); }
+  explicit Fifo(size_t depth) : depth_(depth), buf_(8) {}
+  bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).at <= now; }
+  const Token& peek(size_t k = 0) const { return at(k).tok; }
+  void pop() {
+    head_ = (head_ + 1) & (buf_.size() - 1);
+    --size_;
+    if (sched_) sched_->wake_next(src_node);
+  }
+  bool full() const { return size_ >= depth_; }
+  size_t space() const { return depth_ > size_ ? depth_ - size_ : 0; }
+  size_t size() const { return size_; }
   // Some queued token is not visible yet (pushes may carry non-monotonic times under the memory model).
-  bool in_flight(uint64_t now) const { return !q_.empty() && max_at_ > now; }
-  void push(const Token& t, uint64_t at) {
-    q_.push_back({t, at});
-    if (at > max_at_) max_at_ = at;
+  bool in_flight(uint64_t now) const { return size_ > 0 && max_at_ > now; }
+  void push(const Token& t, uint64_t when) {
+    if (size_ == buf_.size()) grow();
+    buf_[(head_ + size_) & (buf_.size() - 1)] = {t, when};
+    ++size_;
+    if (when > max_at_) max_at_ = when;
     if (record_) trace_.push_back(t);
+    if (sched_) sched_->wake(dst_node, when);
   }
   void set_record(bool r) { record_ = r; }
+  void set_scheduler(Scheduler* s) { sched_ = s; }
   const std::deque<Token>& trace() const { return trace_; }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
  private:
   struct Entry { Token tok; uint64_t at; };
-  std::deque<Entry> q_;
-  std::deque<Token> trace_;
+  const Entry& at(size_t k) const { return buf_[(head_ + k) & (buf_.size() - 1)]; }
+  void grow() {
+    std::vector<Entry> nb(buf_.size() * 2);
+    for (size_t k = 0; k < size_; ++k) nb[k] = at(k);
+    buf_.swap(nb);
+    head_ = 0;
+  }
   size_t depth_;
+  std::vector<Entry> buf_;
+  size_t head_ = 0, size_ = 0;
   uint64_t max_at_ = 0;
   bool record_ = false;
+  Scheduler* sched_ = nullptr;
+  std::deque<Token> trace_;
 };
 
 std::string describe(const Token& t);
