@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import Access, Assign, Call, Const, Expr, Reduce, accesses, fold
-from fuseflow.lowering.order import default_order, storage_vars
+from fuseflow.lowering.nests import NestPlan, binds, plan
+from fuseflow.lowering.order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
 COMMUTATIVE = {"add", "mul", "max", "min"}
@@ -63,8 +64,11 @@ def iteration(e: Expr, v: str):
     if isinstance(e, Const):
         return None
     if isinstance(e, Reduce):
-        raise UnsupportedError("a reduction feeding another op inside one region is not supported yet; "
-                               "place a region boundary after the reduction")
+        t = iteration(e.body, v)
+        return Full(t) if e.kind == "max" else t  # absent entries are zeros that take part in a max
+    bound = [a for a in e.args if binds(a, v)]
+    if bound:  # v is a reduction variable inside that argument: the others do not iterate it
+        return iteration(bound[0], v)
     subs = [iteration(a, v) for a in e.args]
     if e.op == "mul":
         return _join(Inter, subs)
@@ -183,13 +187,17 @@ class SamLowering:
     def _range(self, v: str) -> tuple[str, dict, bool]:
         """A dense coordinate generator over v's full range (for ops with f(0) != 0)."""
         parent = self.g.op("root", [], {"tensor": ""}, [REF])[0]
-        for crd in self.crd_history:  # bring the generator to the current nesting depth
+        for crd in [self.crd_of[u] for u in self.prefix]:  # bring the generator to this nesting depth
             parent = self.g.op("repeat", [parent, self._sig(crd)], {"tensor": "", "index_var": ""}, [REF])[0]
         ref, crd = self.g.op("scan", [parent], {"tensor": "", "mode": 0, "level": 0, "format": "dense",
                                                 "dim": self.dims[v], "index_var": v}, [REF, CRD])
         return crd, {_RANGE: ref}, True
 
     def _joiner(self, kind: str, parts: list, v: str):
+        if len({p[0] for p in parts}) == 1:  # one coordinate stream (CSE'd scans): nothing to join
+            merged = {a: r for p in parts for a, r in p[1].items()}
+            full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
+            return parts[0][0], merged, full
         crds, refs, owners = [], [], []
         for crd, rs, _ in parts:
             for a, r in rs.items():
@@ -233,56 +241,57 @@ class SamLowering:
 
     # -- whole assignment --------------------------------------------------------------------------
     def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
+        """Add the graph of one assignment; returns the root loop order."""
         self.dims = asg.dims
-        expr, red_kind, red_vars = asg.expr, None, ()
-        if isinstance(expr, Reduce):
-            red_kind, red_vars, expr = expr.kind, expr.vars, expr.body
-        accs = accesses(expr)
+        expr = asg.expr
+        p = plan(expr, asg.vars, lambda a: storage_vars(a.vars, self._fmt(a).mode_order), asg.loc, order)
+        self.plan = p
+        accs = list(p.access_nest)
         for a in accs:
             if len(set(a.vars)) != len(a.vars):
                 raise UnsupportedError(f"tensor {a.tensor} is indexed on its diagonal; not supported", asg.loc)
-        chains = {f"{a.tensor}": storage_vars(a.vars, self._fmt(a).mode_order) for a in accs}
-        all_vars = list(asg.vars) + [v for v in red_vars if v not in asg.vars]
-        order = order or default_order(asg.vars, all_vars, chains, asg.loc)
-        roots = {}
-        for a in accs:
-            if a.tensor not in roots:
-                roots[a.tensor] = self.g.op("root", [], {"tensor": a.tensor}, [REF])[0]
-        self.state = {a: _State(roots[a.tensor]) for a in accs}
-        self.crd_history = []
-        crd_of, full_of = {}, {}
-        for v in order:
-            tree = iteration(expr, v)
-            if tree is None or red_kind == "max":
-                # absent entries are zeros that take part in a max: iterate the full range
-                tree = Full(tree)
+        self.state = {a: _State(self.g.op("root", [], {"tensor": a.tensor}, [REF])[0]) for a in accs}
+        self.crd_of: dict[str, str] = {}
+        full_of: dict[str, bool] = {}
+        for prefix in p.prefixes():
+            v = prefix[-1]
+            self.prefix = prefix[:-1]
+            tree = iteration(p.owner[v], v)
+            if tree is None:
+                tree = Full(None)
             crd, refs, full = self._lower(tree, v)
-            crd_of[v], full_of[v] = crd, full
+            self.crd_of[v], full_of[v] = crd, full
             sig = None
-            for a, st in self.state.items():
+            for a in accs:
+                if p.access_nest[a][: len(prefix)] != prefix:
+                    continue
+                st = self.state[a]
                 if a in refs:
                     st.ref = refs[a]
                     st.level += 1
                 else:
                     sig = sig or self._sig(crd)
                     st.ref = self.g.op("repeat", [st.ref, sig], {"tensor": a.tensor, "index_var": v}, [REF])[0]
-            self.crd_history.append(crd)
             if self.g.nodes > self.node_budget:
-                raise UnsupportedError(f"region {self.name}: graph exceeds the node budget of {self.node_budget}", asg.loc)
-        val = self._value(expr)
+                raise UnsupportedError(f"region {self.name}: the fused graph exceeds the node budget of "
+                                       f"{self.node_budget} nodes (at index variable {v}); split the region",
+                                       asg.loc)
+        order = list(p.root_nest)
+        red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else (None, (), expr)
+        val = self._value(body, p.root_nest)
         out_order = [v for v in order if v not in red_vars]
-        out_crds = {v: crd_of[v] for v in out_order}
-        # Reductions: innermost variables reduce; an outer one needs a sparse accumulator.
+        out_crds = {v: self.crd_of[v] for v in out_order}
+        # Root reductions: innermost variables reduce; an outer one needs a sparse accumulator.
         pos = {v: i for i, v in enumerate(order)}
         for v in sorted(red_vars, key=lambda x: -pos[x]):
             after = [u for u in order[pos[v] + 1:] if u not in red_vars]
             if not after:
-                parent = [crd_of[order[pos[v] - 1]]] if pos[v] > 0 else []
+                parent = [self.crd_of[order[pos[v] - 1]]] if pos[v] > 0 else []
                 val = self.g.op("reduce", [val] + parent, {"kind": red_kind, "index_var": v}, [VAL],
                                 segments=[1, len(parent)])[0]
             elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1:]):
                 inner = [out_crds[u] for u in after]
-                outs = self.g.op("spacc", inner + [crd_of[v], val],
+                outs = self.g.op("spacc", inner + [self.crd_of[v], val],
                                  {"order": len(after), "kind": red_kind, "index_var": v},
                                  [CRD] * len(after) + [VAL], segments=[len(after), 1, 1],
                                  result_segments=[len(after), 1])
@@ -310,23 +319,38 @@ class SamLowering:
                                            "output")
         return order
 
-    def _value(self, e: Expr) -> str:
+    def _value(self, e: Expr, ctx: tuple[str, ...]) -> str:
+        """The value stream of `e`, aligned with the loop nest `ctx`."""
         if isinstance(e, Access):
             return self.g.op("load", [self.state[e].ref], {"tensor": e.tensor}, [VAL])[0]
         if isinstance(e, Const):
             raise UnsupportedError("a region output that is a constant is not supported")
         if isinstance(e, Reduce):
-            raise UnsupportedError("a reduction feeding another op inside one region is not supported yet; "
-                                   "place a region boundary after the reduction")
+            p = self.plan
+            body_nest, value_nest = p.body_nest[id(e)], p.value_nest[id(e)]
+            val = self._value(e.body, body_nest)
+            for k in range(len(body_nest) - 1, len(value_nest) - 1, -1):
+                parent = [self.crd_of[body_nest[k - 1]]] if k > 0 else []
+                val = self.g.op("reduce", [val] + parent, {"kind": e.kind, "index_var": body_nest[k]}, [VAL],
+                                segments=[1, len(parent)])[0]
+            if value_nest != ctx[: len(value_nest)]:
+                raise UnsupportedError("internal: a reduction's value is consumed outside its loop nest")
+            for u in ctx[len(value_nest):]:  # a hoisted reduction: repeat its values along the rest
+                val = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
+                                [VAL])[0]
+            return val
         if len(e.args) == 1:
-            return self.g.op("alu", [self._value(e.args[0])], {"op": e.op, "scalar": 0.0}, [VAL], segments=[1])[0]
+            return self.g.op("alu", [self._value(e.args[0], ctx)], {"op": e.op, "scalar": 0.0}, [VAL],
+                             segments=[1])[0]
         a, b = e.args
         if isinstance(b, Const):
-            return self.g.op("alu", [self._value(a)], {"op": e.op, "scalar": float(b.value)}, [VAL], segments=[1])[0]
+            return self.g.op("alu", [self._value(a, ctx)], {"op": e.op, "scalar": float(b.value)}, [VAL],
+                             segments=[1])[0]
         if isinstance(a, Const):
             op = e.op if e.op in COMMUTATIVE else {"sub": "rsub", "div": "rdiv"}[e.op]
-            return self.g.op("alu", [self._value(b)], {"op": op, "scalar": float(a.value)}, [VAL], segments=[1])[0]
-        return self.g.op("alu", [self._value(a), self._value(b)], {"op": e.op, "scalar": 0.0}, [VAL],
+            return self.g.op("alu", [self._value(b, ctx)], {"op": op, "scalar": float(a.value)}, [VAL],
+                             segments=[1])[0]
+        return self.g.op("alu", [self._value(a, ctx), self._value(b, ctx)], {"op": e.op, "scalar": 0.0}, [VAL],
                          segments=[2])[0]
 
     def text(self) -> str:
