@@ -154,6 +154,10 @@ def unpack(segs: Sequence[np.ndarray], crds: Sequence[np.ndarray], vals: np.ndar
             raise FormatError(f"level {lvl} has {len(seg) - 1} fibers but its parent has {len(prefixes)} coordinates")
         counts = np.diff(seg)
         prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), crd[seg[0]:seg[-1], None]], axis=1)
+    while prefixes.shape[1] < len(level_dims):  # trailing size-1 levels have no writer
+        if level_dims[prefixes.shape[1]] != 1:
+            raise FormatError(f"level {prefixes.shape[1]} has no written coordinates")
+        prefixes = np.concatenate([prefixes, np.zeros((len(prefixes), 1), np.int64)], axis=1)
     vals = np.asarray(vals, dtype=np.float32)
     if len(vals) != len(prefixes):
         raise FormatError(f"{len(vals)} values written for {len(prefixes)} coordinates")

@@ -66,11 +66,12 @@ UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.sqrt": "sqrt", "math.rsqr
 BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
           "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
 PASS_THROUGH = ("arith.extf", "arith.truncf")
-VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast")
+VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast", "tensor.expand_shape", "tensor.collapse_shape")
 COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
 IGNORED_OPS = ("tensor.empty", "linalg.fill", "arith.constant", "func.return")
 
 _ACC = object()  # marker: the accumulator block argument of a reduction
+UNIT = "_"  # the variable of a size-1 dimension: never iterated (a dense level of one element)
 
 
 def op_location(op) -> str | None:
@@ -100,16 +101,27 @@ def call(op: str, *args: Expr) -> Expr:
     return Call(op, tuple(args))
 
 
-def _dim_positions(amap: ir.AffineMap, op, what: str) -> list[int]:
-    out = []
+def _cast(cls, e):
+    try:
+        return cls(e)
+    except (ValueError, TypeError):
+        return None
+
+
+def _dim_positions(amap: ir.AffineMap, op, what: str) -> list[int | None]:
+    """Loop dimension of each map result; None for the constant 0 of a size-1 dimension."""
+    out: list[int | None] = []
     for e in amap.results:
-        if not isinstance(e, ir.AffineDimExpr):
-            try:
-                e = ir.AffineDimExpr(e)
-            except (ValueError, TypeError):
-                raise unsupported(op, f"'{op.name}' {what} uses index expression '{e}'; only plain loop "
-                                      "dimensions are supported") from None
-        out.append(e.position)
+        d = _cast(ir.AffineDimExpr, e)
+        if d is not None:
+            out.append(d.position)
+            continue
+        c = _cast(ir.AffineConstantExpr, e)
+        if c is not None and c.value == 0:
+            out.append(None)
+            continue
+        raise unsupported(op, f"'{op.name}' {what} uses index expression '{e}'; only loop dimensions and "
+                              "the constant 0 of a size-1 dimension are supported")
     return out
 
 
@@ -173,7 +185,7 @@ class RegionParser:
 
     def output(self, value: ir.Value, name: str) -> Assign:
         shape = list(ir.RankedTensorType(value.type).shape)
-        vs = tuple(self.fresh(d) for d in shape)
+        vs = tuple(UNIT if d == 1 else self.fresh(d) for d in shape)
         owner = value.owner
         expr = self.expr(value, vs)
         return Assign(name, vs, expr, dict(self.dims), location_str(owner.location) if hasattr(owner, "location") else None)
@@ -196,6 +208,8 @@ class RegionParser:
             for i, p in enumerate(perm):
                 src[p] = vs[i]
             return self.expr(op.operands[0], tuple(src))
+        if name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            return self.expr(op.operands[0], self._reshape(op, vs))
         if name == "linalg.broadcast":
             added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
             return self.expr(op.operands[0], tuple(v for i, v in enumerate(vs) if i not in added))
@@ -211,12 +225,35 @@ class RegionParser:
             return self.compute(op, value.result_number, vs)
         raise unsupported(op, f"unsupported op '{name}': fuseflow cannot lower it to sam")
 
+    def _reshape(self, op, vs: tuple[str, ...]) -> tuple[str, ...]:
+        """Source variables of an expand/collapse_shape that only adds or drops size-1 dimensions."""
+        groups = [list(ir.ArrayAttr(g)) for g in op.attributes["reassociation"]]
+        groups = [[ir.IntegerAttr(x).value for x in g] for g in groups]
+        src = list(ir.RankedTensorType(op.operands[0].type).shape)
+        dst = list(ir.RankedTensorType(op.results[0].type).shape)
+        out: list[str] = [UNIT] * len(src)
+        for gi, g in enumerate(groups):
+            if op.name == "tensor.expand_shape":  # src dim gi -> dst dims g
+                real = [d for d in g if dst[d] != 1]
+                if len(real) > 1:
+                    raise unsupported(op, "a reshape that splits a dimension is not supported")
+                out[gi] = vs[real[0]] if real else UNIT
+            else:  # collapse: src dims g -> dst dim gi
+                real = [d for d in g if src[d] != 1]
+                if len(real) > 1:
+                    raise unsupported(op, "a reshape that merges dimensions is not supported")
+                for d in g:
+                    out[d] = vs[gi] if d in real else UNIT
+        return tuple(out)
+
     def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:
         maps, iters = _maps(op)
         ins, outs = _segments(op)
         n_in = len(ins)
         env: dict[int, str] = {}
         for p, d in enumerate(_dim_positions(maps[n_in + result], op, "result")):
+            if d is None:
+                continue
             if d in env:
                 raise unsupported(op, f"'{op.name}' writes a diagonal (repeated loop dimension {d})")
             env[d] = vs[p]
@@ -246,7 +283,7 @@ class RegionParser:
                         raise unsupported(op, "a non-constant scalar operand is not supported")
                     return Const(c)
                 dims = _dim_positions(maps[k], op, f"operand {k}")
-                return self.expr(tensor, tuple(env[d] for d in dims))
+                return self.expr(tensor, tuple(UNIT if d is None else env[d] for d in dims))
             c = _float_constant(v)
             if c is not None:
                 return Const(c)
@@ -272,8 +309,8 @@ class RegionParser:
         if op.name == "linalg.generic":
             body = scalar(yielded)
         else:
-            a = self.expr(ins[0], tuple(env[d] for d in _dim_positions(maps[0], op, "operand 0")))
-            b = self.expr(ins[1], tuple(env[d] for d in _dim_positions(maps[1], op, "operand 1")))
+            a = self.expr(ins[0], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[0], op, "operand 0")))
+            b = self.expr(ins[1], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[1], op, "operand 1")))
             body = ("add", call("mul", a, b))
         if not red:
             if isinstance(body, tuple) or body is _ACC:
@@ -296,10 +333,9 @@ class RegionParser:
                 continue
             shape = ir.RankedTensorType(v.type).shape
             for p, e in enumerate(m.results):
-                try:
-                    bounds.setdefault(ir.AffineDimExpr(e).position, shape[p])
-                except (ValueError, TypeError):
-                    pass
+                d = _cast(ir.AffineDimExpr, e)
+                if d is not None:
+                    bounds.setdefault(d.position, shape[p])
         return bounds
 
 

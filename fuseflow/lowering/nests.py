@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuseflow.errors import UnsupportedError
-from fuseflow.lowering.index_notation import Access, Call, Const, Expr, Reduce
+from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Reduce
 from fuseflow.lowering.order import default_order
 
 
 def free_vars(e: Expr) -> set[str]:
     if isinstance(e, Access):
-        return set(e.vars)
+        return set(e.vars) - {UNIT}
     if isinstance(e, Call):
         return set().union(*(free_vars(a) for a in e.args)) if e.args else set()
     if isinstance(e, Reduce):
@@ -88,7 +88,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     def assign(e: Expr, ctx: tuple[str, ...], top: bool = False) -> None:
         p.value_nest[id(e)] = ctx
         if isinstance(e, Access):
-            missing = [v for v in e.vars if v not in ctx]
+            missing = [v for v in e.vars if v not in ctx and v != UNIT]
             if missing:
                 raise UnsupportedError(f"internal: {e.tensor} uses {missing} outside their loops", loc)
             pos = {v: i for i, v in enumerate(ctx)}
@@ -127,7 +127,7 @@ def _first_use(e: Expr) -> list[str]:
 
     def walk(x):
         if isinstance(x, Access):
-            out.extend(v for v in x.vars if v not in out)
+            out.extend(v for v in x.vars if v not in out and v != UNIT)
         elif isinstance(x, Call):
             for a in x.args:
                 walk(a)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.lowering.index_notation import Access, Assign, Call, Const, Expr, Reduce, accesses, fold
+from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
 from fuseflow.lowering.nests import NestPlan, binds, plan
 from fuseflow.lowering.order import storage_vars
 
@@ -174,6 +174,10 @@ class SamLowering:
 
     def _level(self, a: Access, st: _State) -> tuple[str, int, int, int]:
         fmt = self._fmt(a)
+        while a.vars[fmt.mode_order[st.level]] == UNIT:  # size-1 dense levels: the ref passes through
+            if fmt.levels[st.level] != "dense":
+                raise UnsupportedError(f"tensor {a.tensor}: a compressed level of size 1 is not supported")
+            st.level += 1
         mode = fmt.mode_order[st.level]
         return fmt.levels[st.level], mode, st.level, self.tensors[a.tensor].shape[mode]
 
@@ -244,7 +248,9 @@ class SamLowering:
         """Add the graph of one assignment; returns the root loop order."""
         self.dims = asg.dims
         expr = asg.expr
-        p = plan(expr, asg.vars, lambda a: storage_vars(a.vars, self._fmt(a).mode_order), asg.loc, order)
+        out_vars = tuple(v for v in asg.vars if v != UNIT)
+        p = plan(expr, out_vars, lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
+                 asg.loc, order)
         self.plan = p
         accs = list(p.access_nest)
         for a in accs:
@@ -303,7 +309,8 @@ class SamLowering:
                 raise UnsupportedError(f"reduction over {v} with {len(after)} inner variables needs a spacc of "
                                        f"order {len(after)} (only 1 and 2 exist)", asg.loc)
         # Writers.
-        mode_of = {v: i for i, v in enumerate(asg.vars)}
+        mode_of = {v: i for i, v in enumerate(asg.vars) if v != UNIT}
+        unit_modes = [i for i, v in enumerate(asg.vars) if v == UNIT]
         levels = []
         prev = None
         for lvl, v in enumerate(out_order):
@@ -314,9 +321,9 @@ class SamLowering:
                       [], segments=[1, 1 if prev else 0], pure=False)
             prev = out_crds[v]
         self.g.op("write_val", [val], {"tensor": asg.out}, [], pure=False)
-        shape = tuple(self.dims[v] for v in asg.vars)
-        self.outputs[asg.out] = TensorInfo(asg.out, shape, Format(tuple(levels), tuple(mode_of[v] for v in out_order)),
-                                           "output")
+        shape = tuple(1 if v == UNIT else self.dims[v] for v in asg.vars)
+        fmt = Format(tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes))
+        self.outputs[asg.out] = TensorInfo(asg.out, shape, fmt, "output")
         return order
 
     def _value(self, e: Expr, ctx: tuple[str, ...]) -> str:
