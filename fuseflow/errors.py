@@ -26,6 +26,15 @@ class UnsupportedError(FuseflowError):
     """Input the compiler cannot lower (an op, a pattern, an index map)."""
 
 
+class DiscordantError(UnsupportedError):
+    """A tensor would be traversed against its storage order; `wanted` is the order that works."""
+
+    def __init__(self, message: str, location: str | None, tensor: str, wanted: tuple[int, ...]):
+        super().__init__(message, location)
+        self.tensor = tensor
+        self.wanted = wanted
+
+
 class VerificationError(FuseflowError):
     """Malformed IR: a parse failure or a verifier diagnostic."""
 

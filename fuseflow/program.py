@@ -12,12 +12,12 @@ import torch
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.lowering.module import lower_module
-from fuseflow.lowering.regions import assign_regions, main_func
+from fuseflow.lowering.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
 
-SCHEDULES = ("unfused", "full", "op")
+SCHEDULES = ("unfused", "layer", "full", "op")
 
 
 @dataclass
@@ -117,6 +117,7 @@ class Program:
     summary: dict[str, list[str]]
     graphs: list[GraphSpec] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
+    op_infos: list[OpInfo] = field(default_factory=list)
 
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
@@ -131,7 +132,12 @@ class Program:
         return max((max(t.shape) if t.shape else 1 for g in self.graphs for t in g.tensors.values()), default=1)
 
     def ops(self) -> str:
-        """One line per region: its name and the index-notation expression(s) it computes."""
+        """The PyTorch-level ops, numbered: the indices a ``Schedule`` may name."""
+        return "\n".join(f"{o.index:3d}  {o.node:<16} {o.path or '(top)':<20} {', '.join(o.kinds)}"
+                         for o in self.op_infos)
+
+    def regions(self) -> str:
+        """One line per fusion region: its name and the index-notation expression(s) it computes."""
         return "\n".join(f"{name}: {'; '.join(exprs)}" for name, exprs in self.summary.items())
 
     def reference(self, *args) -> tuple:
@@ -166,21 +172,28 @@ class Program:
 
 
 def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,
-            schedule: str = "unfused", node_budget: int = 100_000) -> Program:
-    """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`."""
-    if schedule not in SCHEDULES:
+            schedule: "str | Schedule" = "unfused", node_budget: int = 100_000) -> Program:
+    """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
+
+    `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
+    module, descending through containers), ``full`` (one region), ``op`` (one per linalg op), or
+    a ``fuseflow.Schedule`` of module paths / op indices.
+    """
+    if not isinstance(schedule, Schedule) and schedule not in SCHEDULES:
         raise FuseflowError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
     args = tuple(example_args)
     imported = import_model(model, args, formats)
     module = imported.module
     with module.context:
         linalg_text = str(module)
-        assign_regions(main_func(module), schedule)
+        infos, _ = op_listing(main_func(module))
+        assign_regions(main_func(module), schedule, imported.containers)
         sam_text, summary = lower_module(module, node_budget)
         sam_module = ir.Module.parse(sam_text)
         graphs, outs = parse_graphs(sam_module)
-    return Program(copy.deepcopy(model).eval(), args, imported, schedule, linalg_text, sam_text, summary,
-                   graphs, outs)
+    sched_name = schedule if isinstance(schedule, str) else "custom"
+    return Program(copy.deepcopy(model).eval(), args, imported, sched_name, linalg_text, sam_text, summary,
+                   graphs, outs, infos)
 
 
 def dumps(res: SimResult) -> str:

@@ -98,6 +98,7 @@ def cmd_compile(a) -> int:
     (out / f"{stem}.linalg.mlir").write_text(prog.mlir("linalg"))
     (out / f"{stem}.sam.mlir").write_text(prog.mlir("sam"))
     print(prog.ops())
+    print(prog.regions())
     print(f"wrote {out / (stem + '.linalg.mlir')} and {out / (stem + '.sam.mlir')}")
     return 0
 
@@ -164,7 +165,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="compile a model file, simulate it and check it against PyTorch")
     r.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
-    r.add_argument("--schedule", default="unfused", help="unfused | full | op")
+    r.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
     r.add_argument("--arch", default="comal", help="preset (comal, rda) or TOML file")
     r.add_argument("--json", action="store_true", help="print JSON instead of a table")
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")

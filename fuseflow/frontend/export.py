@@ -32,6 +32,7 @@ class ImportedModel:
     n_user_args: int
     output_names: list[str]
     single_output: bool
+    containers: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
 
 
@@ -79,8 +80,18 @@ def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
     ep.graph_module.recompile()
 
 
+def module_path(node) -> str:
+    """The innermost nn.Module path of an FX node, relative to the user's model."""
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [p for p, _ in stack.values()]
+    path = paths[-1] if paths else ""
+    if path == "model":
+        return ""
+    return path[len("model."):] if path.startswith("model.") else path
+
+
 def _named_location_cache(importer):
-    """The importer's ContextCache, with each node location wrapped in NameLoc(fx node name)."""
+    """The importer's ContextCache, with each location wrapped in NameLoc("fx node|module path")."""
     from torch_mlir.extras.fx_importer import ContextCache
 
     class NamedLocationCache(ContextCache):
@@ -88,7 +99,7 @@ def _named_location_cache(importer):
 
         def get_node_location(self, node):
             loc = super().get_node_location(node) or ir.Location.unknown(context=self._c)
-            return ir.Location.name(node.name, childLoc=loc, context=self._c)
+            return ir.Location.name(f"{node.name}|{module_path(node)}", childLoc=loc, context=self._c)
 
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
@@ -151,9 +162,11 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     out_names = _attach(module, all_names, fmts)
     example = lifted(*inputs)
     single = not isinstance(example, (tuple, list))
+    containers = {name for name, m in model.named_modules()
+                  if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))}
     return ImportedModel(module, all_names, fmts,
                          {n: state[n].detach().float().numpy() for n in state_names},
-                         len(args), out_names, single, notes)
+                         len(args), out_names, single, notes, containers)
 
 
 def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format]) -> list[str]:

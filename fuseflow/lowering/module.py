@@ -11,7 +11,7 @@ from dataclasses import replace
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, render
-from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func
+from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
 from fuseflow.mlir import ir
 
@@ -73,10 +73,7 @@ def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, di
 
     ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS]
     region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
-    order: list[str] = []
-    for op in ops:
-        if region_of[op] not in order:
-            order.append(region_of[op])
+    order = region_order(func)
     # Boundary values: results read by another region or returned.
     k = 0
     outputs_of: dict[str, list[ir.Value]] = {r: [] for r in order}
@@ -103,7 +100,7 @@ def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, di
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
         tensors.update(lowering.outputs)
         graphs.append(lowering.text())
-        summary[region] = exprs
+        summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
     outs = _attr(out_names)
     text = "module attributes {sam.outputs = " + outs + "} {\n" + "\n".join(graphs) + "\n}\n"
     return text, summary

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fuseflow.errors import UnsupportedError
+from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Reduce
 from fuseflow.lowering.order import default_order
 
@@ -94,9 +94,11 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             pos = {v: i for i, v in enumerate(ctx)}
             sv = storage_vars(e)
             if any(pos[a] > pos[b] for a, b in zip(sv, sv[1:])):
-                raise UnsupportedError(
+                wanted = tuple(sorted(range(len(e.vars)), key=lambda m: pos.get(e.vars[m], -1)))
+                raise DiscordantError(
                     f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
-                    f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here", loc)
+                    f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
+                    loc, e.tensor, wanted)
             p.access_nest[e] = ctx
         elif isinstance(e, Call):
             for a in e.args:

@@ -1,19 +1,39 @@
 """Fusion regions of a linalg function: which compute ops form one dataflow graph.
 
 A region is named by the ``fuseflow.region`` attribute its compute ops carry (set by the
-``fuseflow-partition`` pass). Views (transpose, broadcast, cast) and initialisers (empty, fill,
-constants) belong to no region: they fold into whichever op consumes them.
+``fuseflow-partition`` pass or by ``fuseflow.compile``'s schedule). Views (transpose, broadcast,
+cast, reshapes) and initialisers (empty, fill, constants) belong to no region: they fold into
+whichever op consumes them. The frontend names every op's location ``"fx node|module path"``.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import networkx as nx
 
 from fuseflow.errors import UnsupportedError
 from fuseflow.lowering.index_notation import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS
 from fuseflow.mlir import ir, location_str
 
 REGION_ATTR = "fuseflow.region"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An explicit fusion schedule: each group (module paths and/or op indices) is one region.
+
+    A module path covers every op imported from that module or its children; an op index is
+    the position in ``prog.ops()``. Ops no group covers stay one region per PyTorch op.
+    """
+
+    groups: Sequence[Sequence[str | int]]
+    names: Sequence[str] | None = None
+
+    def __post_init__(self):
+        if not self.groups:
+            raise UnsupportedError("a Schedule needs at least one group")
 
 
 def main_func(module: ir.Module):
@@ -39,49 +59,166 @@ def check_supported(func) -> list[ir.Operation]:
     return compute
 
 
-def fx_node_name(op: ir.Operation) -> str | None:
-    """The FX node name the frontend wrapped around the op's location (NameLoc)."""
+def _name_loc(op: ir.Operation) -> tuple[str | None, str]:
     m = re.match(r'loc\("([^"]+)"\(', str(op.location))
-    return m.group(1) if m else None
+    if not m:
+        return None, ""
+    node, _, path = m.group(1).partition("|")
+    return node, path
+
+
+def fx_node_name(op: ir.Operation) -> str | None:
+    return _name_loc(op)[0]
+
+
+def module_path(op: ir.Operation) -> str:
+    return _name_loc(op)[1]
 
 
 @dataclass
-class Partition:
-    """Region name per compute op, in program order."""
+class OpInfo:
+    """One PyTorch-level op (the ops imported from one FX node): what ``prog.ops()`` lists."""
 
-    names: list[str]
-
-    @staticmethod
-    def of(func) -> "Partition":
-        ops = check_supported(func)
-        names = []
-        for op in ops:
-            if REGION_ATTR not in op.attributes:
-                raise UnsupportedError(f"'{op.name}' has no {REGION_ATTR} attribute: run fuseflow-partition first",
-                                       location_str(op.location))
-            names.append(ir.StringAttr(op.attributes[REGION_ATTR]).value)
-        return Partition(names)
+    index: int
+    node: str
+    path: str
+    kinds: list[str] = field(default_factory=list)
+    location: str | None = None
 
 
-def assign_regions(func, schedule: str) -> list[str]:
-    """Annotate compute ops with region names for a named schedule; returns them in order."""
+def op_listing(func) -> tuple[list[OpInfo], list[int]]:
+    """PyTorch-level ops in program order, and the listing index of every compute op."""
+    infos: list[OpInfo] = []
+    by_node: dict[str, int] = {}
+    index_of = []
+    for i, op in enumerate(check_supported(func)):
+        node, path = _name_loc(op)
+        key = node or f"op{i}"
+        if key not in by_node:
+            by_node[key] = len(infos)
+            infos.append(OpInfo(len(infos), key, path, [], location_str(op.location)))
+        infos[by_node[key]].kinds.append(op.name.split(".", 1)[1])
+        index_of.append(by_node[key])
+    return infos, index_of
+
+
+def _producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
+    """Compute ops whose results `op` reads (looking through views)."""
+    out, stack = [], list(op.operands)
+    while stack:
+        v = stack.pop()
+        owner = v.owner
+        o = owner.operation if isinstance(owner, ir.OpView) else owner
+        if not isinstance(o, ir.Operation):
+            continue
+        if o in compute:
+            out.append(o)
+        elif o.name in VIEW_OPS:
+            stack.extend(o.operands)
+    return out
+
+
+def _layer_of(path: str, containers: set[str]) -> str:
+    parts = path.split(".")
+    prefix = parts[0]
+    for p in parts[1:]:
+        if prefix not in containers:
+            break
+        prefix = f"{prefix}.{p}"
+    return prefix
+
+
+def assign_regions(func, schedule: "str | Schedule", containers: set[str] | None = None) -> list[str]:
+    """Annotate compute ops with region names for a schedule; returns them in program order."""
     ops = check_supported(func)
+    infos, index_of = op_listing(func)
+    compute = set(ops)
     names: list[str] = []
-    if schedule == "full":
+    if isinstance(schedule, Schedule):
+        names = _explicit(schedule, ops, infos, index_of)
+    elif schedule == "full":
         names = ["full"] * len(ops)
     elif schedule == "unfused":
-        # one region per PyTorch operator: ops imported from one FX node share a region
-        seen: dict[str, str] = {}
-        for i, op in enumerate(ops):
-            key = fx_node_name(op) or f"op{i}"
-            if key not in seen:
-                seen[key] = f"r{len(seen)}_{key}"
-            names.append(seen[key])
+        names = [f"r{index_of[i]}_{infos[index_of[i]].node}" for i in range(len(ops))]
     elif schedule == "op":
         names = [f"r{i}_{fx_node_name(op) or op.name.split('.')[-1]}" for i, op in enumerate(ops)]
+    elif schedule == "layer":
+        region_of: dict = {}
+        for i, op in enumerate(ops):
+            path = infos[index_of[i]].path
+            if path:
+                region_of[op] = _layer_of(path, containers or set())
+            else:  # an op in the parent's forward joins its producer's region
+                prods = [region_of[p] for p in _producers(op, compute) if p in region_of]
+                region_of[op] = prods[0] if prods else "main"
+            names.append(region_of[op])
     else:
-        raise UnsupportedError(f"unknown schedule {schedule!r}; expected unfused, full or op")
+        raise UnsupportedError(f"unknown schedule {schedule!r}; expected unfused, layer, full, op or a Schedule")
     for op, name in zip(ops, names):
         with op.context:
             op.attributes[REGION_ATTR] = ir.StringAttr.get(name)
+    region_order(func)  # reject schedules whose regions depend on each other cyclically
     return names
+
+
+def _explicit(s: Schedule, ops, infos: list[OpInfo], index_of: list[int]) -> list[str]:
+    group_names = list(s.names) if s.names else []
+    for gi, g in enumerate(s.groups):
+        if len(group_names) <= gi:
+            group_names.append("+".join(str(x) for x in g) or f"g{gi}")
+    used = set()
+    for g in s.groups:
+        for item in g:
+            if isinstance(item, int):
+                if not 0 <= item < len(infos):
+                    raise UnsupportedError(f"Schedule names op index {item}, but prog.ops() lists {len(infos)} ops")
+            elif not any(info.path == item or info.path.startswith(item + ".") for info in infos):
+                known = sorted({info.path for info in infos if info.path})
+                raise UnsupportedError(f"Schedule names module path {item!r}, which no op comes from; "
+                                       f"known: {', '.join(known) or 'none'}")
+    names = []
+    for i, _ in enumerate(ops):
+        info = infos[index_of[i]]
+        name = None
+        for gi, g in enumerate(s.groups):
+            if any((isinstance(x, int) and x == info.index) or
+                   (isinstance(x, str) and (info.path == x or info.path.startswith(x + "."))) for x in g):
+                name = group_names[gi]
+                break
+        used.add(name)
+        names.append(name or f"r{info.index}_{info.node}")
+    return names
+
+
+def region_order(func) -> list[str]:
+    """Regions in an order that respects their data dependences; a cycle is an error."""
+    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS]
+    region = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops if REGION_ATTR in op.attributes}
+    g = nx.DiGraph()
+    first: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        r = region.get(op)
+        if r is None:
+            continue
+        first.setdefault(r, i)
+        g.add_node(r)
+        for p in _producers(op, set(ops)):
+            if region.get(p) not in (None, r):
+                g.add_edge(region[p], r)
+    try:
+        return list(nx.lexicographical_topological_sort(g, key=lambda r: first[r]))
+    except nx.NetworkXUnfeasible:
+        cyc = " -> ".join(e[0] for e in nx.find_cycle(g))
+        raise UnsupportedError(f"the schedule's regions depend on each other in a cycle ({cyc}); "
+                               "merge them or split the groups differently") from None
+
+
+class Partition:
+    """Checks that every compute op has a region."""
+
+    @staticmethod
+    def of(func) -> None:
+        for op in check_supported(func):
+            if REGION_ATTR not in op.attributes:
+                raise UnsupportedError(f"'{op.name}' has no {REGION_ATTR} attribute: run fuseflow-partition first",
+                                       location_str(op.location))

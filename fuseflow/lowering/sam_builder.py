@@ -9,9 +9,9 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from fuseflow.errors import UnsupportedError
+from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
 from fuseflow.lowering.nests import NestPlan, binds, plan
@@ -167,6 +167,7 @@ class SamLowering:
         self.g = GraphText()
         self.node_budget = node_budget
         self.outputs: dict[str, TensorInfo] = {}
+        self.notes: list[str] = []
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -249,8 +250,23 @@ class SamLowering:
         self.dims = asg.dims
         expr = asg.expr
         out_vars = tuple(v for v in asg.vars if v != UNIT)
-        p = plan(expr, out_vars, lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
-                 asg.loc, order)
+        relaid: set[str] = set()
+        while True:
+            try:
+                p = plan(expr, out_vars,
+                         lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
+                         asg.loc, order)
+                break
+            except DiscordantError as e:
+                # Re-lay the tensor out in the order the loop nest needs (its data is packed at run
+                # time, so this is a format conversion, reported as a note), once per tensor.
+                if e.tensor in relaid or e.tensor not in self.tensors:
+                    raise
+                relaid.add(e.tensor)
+                t = self.tensors[e.tensor]
+                self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
+                self.notes.append(f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
+                                  f"(was {t.fmt}) to keep the loop nest concordant")
         self.plan = p
         accs = list(p.access_nest)
         for a in accs:

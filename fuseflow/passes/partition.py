@@ -12,7 +12,7 @@ class Options:
 
 
 def run(module, options: Options):
-    """Assign fusion regions: schedule=unfused (one per PyTorch op), op (one per linalg op) or full.
+    """Assign fusion regions: schedule=unfused (one per PyTorch op), layer, op (one per linalg op) or full.
 
     Views and initialisers get no region; they fold into their consumer. Before:
     ``%0 = linalg.matmul ...``; after: ``%0 = linalg.matmul {fuseflow.region = "r0_mm"} ...``.

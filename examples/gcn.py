@@ -1,0 +1,43 @@
+"""Two-layer GCN (FuseFlow's study model): each layer computes lin(A @ H), graph multiply first.
+
+Defaults: Zachary's karate club (shipped by networkx) with normalised adjacency, sparse node
+features (10% density), hidden 16, 50% weight sparsity (pruned by magnitude, declared CSR).
+`graph=` takes a path to .npz (scipy sparse or the planetoid CSR layout), .mtx or an edge list.
+"""
+from __future__ import annotations
+
+import torch
+
+from graphs import load_graph, normalise, prune, sparse_features
+
+
+class GCNConv(torch.nn.Module):
+    def __init__(self, fin: int, fout: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(fin, fout)
+
+    def forward(self, A, H):
+        return self.lin(A @ H)
+
+
+class GCN(torch.nn.Module):
+    def __init__(self, fin: int, hidden: int, classes: int):
+        super().__init__()
+        self.conv1 = GCNConv(fin, hidden)
+        self.conv2 = GCNConv(hidden, classes)
+
+    def forward(self, A, X):
+        return self.conv2(A, torch.relu(self.conv1(A, X)))
+
+
+def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
+          weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
+    torch.manual_seed(seed)
+    A, X = load_graph(graph)
+    A = normalise(A)
+    if X is None:
+        X = sparse_features(A.shape[0], features, feature_density, seed)
+    model = GCN(X.shape[1], hidden, classes).eval()
+    prune(model, weight_sparsity)
+    formats = {"A": "csr", "X": "csr", "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
+    return model, (A, X), formats
