@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
+from fuseflow.lowering.absent import absent, identity
 from fuseflow.lowering.nests import NestPlan, binds, plan
 from fuseflow.lowering.order import storage_vars
 
@@ -58,32 +59,25 @@ def _join(kind, parts):
 
 
 def iteration(e: Expr, v: str):
-    """How `e` must iterate variable `v` so that every nonzero of `e` is visited."""
+    """How `e` must iterate variable `v` so that every coordinate where `e` differs from its
+    absent value (see absent.py) is visited: a product intersects, other ops union their
+    operands when the absent value is a constant, and iterate the full range otherwise."""
     if isinstance(e, Access):
         return Leaf(e) if v in e.vars else None
     if isinstance(e, Const):
         return None
     if isinstance(e, Reduce):
         t = iteration(e.body, v)
-        return Full(t) if e.kind == "max" else t  # absent entries are zeros that take part in a max
+        if v in e.vars and absent(e.body, v) != identity(e.kind):
+            return Full(t)  # e.g. a max over entries that are 0 where absent
+        return t
     bound = [a for a in e.args if binds(a, v)]
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it
         return iteration(bound[0], v)
     subs = [iteration(a, v) for a in e.args]
-    if e.op == "mul":
+    if e.op in ("mul", "mask"):
         return _join(Inter, subs)
-    if e.op == "div":
-        if subs[1] is None:
-            return subs[0]
-        return Full(_join(Union_, subs))
-    if len(e.args) == 1:
-        return subs[0] if e.op in ZERO_PRESERVING_UNARY else Full(subs[0])
-    missing = [a for a, s in zip(e.args, subs) if s is None]
-    if missing and all(isinstance(a, Const) for a in missing):
-        zero = fold(e.op, tuple(a.value if isinstance(a, Const) else 0.0 for a in e.args))
-        if zero == 0.0:
-            return _join(Union_, subs)
-    if missing:
+    if absent(e, v) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
 
@@ -275,10 +269,23 @@ class SamLowering:
         self.state = {a: _State(self.g.op("root", [], {"tensor": a.tensor}, [REF])[0]) for a in accs}
         self.crd_of: dict[str, str] = {}
         full_of: dict[str, bool] = {}
+        # A root reduction whose skipped entries are not its identity visits its whole range, and so
+        # must every variable iterated inside it (a spacc would otherwise skip them).
+        dense_inside: set[str] = set()
+        if isinstance(expr, Reduce):
+            rn = list(p.root_nest)
+            for rv in expr.vars:
+                if absent(expr.body, rv) != identity(expr.kind):
+                    dense_inside.update(rn[rn.index(rv) + 1:])
         for prefix in p.prefixes():
             v = prefix[-1]
             self.prefix = prefix[:-1]
-            tree = iteration(p.owner[v], v)
+            owner = p.owner[v]
+            tree = iteration(owner, v)
+            if owner is expr and v not in (expr.vars if isinstance(expr, Reduce) else ()) and absent(expr, v) != 0.0:
+                tree = Full(tree)  # written outputs are 0 where absent
+            elif v in dense_inside:
+                tree = Full(tree)
             if tree is None:
                 tree = Full(None)
             crd, refs, full = self._lower(tree, v)
