@@ -22,8 +22,8 @@ from fuseflow.mlir import ext, ir
 Operand, Result, Pure, result, Region = ext.Operand, ext.Result, ext.Pure, ext.result, ext.Region
 
 LEVEL_FORMATS = ("dense", "compressed", "singleton")
-ALU_UNARY = ("neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs")
-ALU_BINARY = ("add", "sub", "mul", "div", "max", "min", "rsub", "rdiv")
+ALU_UNARY = ("neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs", "erf", "eqz", "nez")
+ALU_BINARY = ("add", "sub", "mul", "div", "max", "min", "rsub", "rdiv", "mask")
 REDUCE_KINDS = ("sum", "max")
 
 
@@ -168,43 +168,50 @@ class LocateOp(Sam.Operation, name="locate", traits=[Pure]):
 def _check_joiner(op) -> bool:
     if not (_segments(op) and _segments(op, results=True)):
         return False
-    n_crd, n_ref, n_out = len(op.in_crds), len(op.in_refs), len(op.out_refs)
+    n_crd, n_ref, n_val = len(op.in_crds), len(op.in_refs), len(op.in_vals)
     if n_crd < 1:
         return _err(op, "needs at least one operand")
-    if n_crd != n_ref:
-        return _err(op, f"has {n_crd} coordinate streams but {n_ref} reference streams")
-    if n_out != n_ref:
-        return _err(op, f"has {n_ref} input reference streams but {n_out} outputs")
-    for v, o in zip(op.in_refs, op.out_refs):
-        if v.type != o.type:
-            return _err(op, "payload and result types must match")
+    if n_crd != n_ref + n_val:
+        return _err(op, f"has {n_crd} coordinate streams but {n_ref + n_val} payload streams")
+    if len(op.out_refs) != n_ref or len(op.out_vals) != n_val:
+        return _err(op, f"has {n_ref} ref and {n_val} value payloads but {len(op.out_refs)} and "
+                        f"{len(op.out_vals)} outputs")
     return True
 
 
 class IntersectOp(Sam.Operation, name="intersect", traits=[Pure]):
     """Co-iterate N (crd, payload) pairs; emit the coordinates present in all of them.
 
-    Payloads are refs, or values where an intermediate's value stream travels instead of a ref.
+    Payloads are refs, or values where an intermediate's value stream travels instead of a ref
+    (`in_crds` lists the ref payloads' coordinates first, then the value payloads'). IRDL binds
+    one type per variadic group, hence the two payload groups.
     """
 
     in_crds: Sequence[Operand[CrdStream]]
-    in_refs: Sequence[Operand[RefStream | ValStream]]
+    in_refs: Sequence[Operand[RefStream]]
+    in_vals: Sequence[Operand[ValStream]]
     index_var: ir.StringAttr
     out_crd: Result[CrdStream]
-    out_refs: Sequence[Result[RefStream | ValStream]]
+    out_refs: Sequence[Result[RefStream]]
+    out_vals: Sequence[Result[ValStream]]
 
     def verify_invariants(self) -> bool:
         return _check_joiner(self)
 
 
 class UnionOp(Sam.Operation, name="union", traits=[Pure]):
-    """Co-iterate N (crd, payload) pairs; emit every coordinate, N for absent operands."""
+    """Co-iterate N (crd, payload) pairs; emit every coordinate, N for absent operands.
+
+    Payload groups as for ``sam.intersect``: refs first, then values.
+    """
 
     in_crds: Sequence[Operand[CrdStream]]
-    in_refs: Sequence[Operand[RefStream | ValStream]]
+    in_refs: Sequence[Operand[RefStream]]
+    in_vals: Sequence[Operand[ValStream]]
     index_var: ir.StringAttr
     out_crd: Result[CrdStream]
-    out_refs: Sequence[Result[RefStream | ValStream]]
+    out_refs: Sequence[Result[RefStream]]
+    out_vals: Sequence[Result[ValStream]]
 
     def verify_invariants(self) -> bool:
         return _check_joiner(self)

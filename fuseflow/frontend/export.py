@@ -90,8 +90,19 @@ def module_path(node) -> str:
     return path[len("model."):] if path.startswith("model.") else path
 
 
+def origin(node) -> str:
+    """The PyTorch op the user wrote that this (possibly decomposed) node came from."""
+    chain = node.meta.get("from_node") or []
+    while chain:
+        src = chain[0]
+        if not getattr(src, "from_node", None):
+            return src.name
+        chain = src.from_node
+    return node.name
+
+
 def _named_location_cache(importer):
-    """The importer's ContextCache, with each location wrapped in NameLoc("fx node|module path")."""
+    """The importer's ContextCache, with each location wrapped in NameLoc("node|module path|origin")."""
     from torch_mlir.extras.fx_importer import ContextCache
 
     class NamedLocationCache(ContextCache):
@@ -99,7 +110,7 @@ def _named_location_cache(importer):
 
         def get_node_location(self, node):
             loc = super().get_node_location(node) or ir.Location.unknown(context=self._c)
-            return ir.Location.name(f"{node.name}|{module_path(node)}", childLoc=loc, context=self._c)
+            return ir.Location.name(f"{node.name}|{module_path(node)}|{origin(node)}", childLoc=loc, context=self._c)
 
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 

@@ -16,19 +16,22 @@ from fuseflow.lowering.index_notation import Access, Call, Const, Expr, Reduce, 
 INF = math.inf
 
 
-def absent(e: Expr, v: str) -> float | None:
+def absent(e: Expr, v: str, virtual: dict[int, str] | None = None) -> float | None:
+    """`virtual` maps sparse-accumulated sums (by id) to the variable they output: 0 where absent."""
     if isinstance(e, Access):
         return 0.0 if v in e.vars else None
     if isinstance(e, Const):
         return e.value
+    if isinstance(e, Reduce) and virtual and virtual.get(id(e)) == v:
+        return 0.0
     if isinstance(e, Reduce):
-        b = absent(e.body, v)
+        b = absent(e.body, v, virtual)
         if b is None:
             return None
         if e.kind == "max":
             return b
         return b if b == 0.0 or math.isinf(b) else None  # a sum of a nonzero constant depends on the range
-    vals = [absent(a, v) for a in e.args]
+    vals = [absent(a, v, virtual) for a in e.args]
     return _apply(e.op, vals)
 
 

@@ -62,7 +62,7 @@ class Assign:
 
 
 UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.sqrt": "sqrt", "math.rsqrt": "rsqrt",
-         "math.tanh": "tanh", "math.absf": "abs"}
+         "math.tanh": "tanh", "math.absf": "abs", "math.erf": "erf"}
 BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
           "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
 PASS_THROUGH = ("arith.extf", "arith.truncf")
@@ -91,6 +91,8 @@ def fold(op: str, args: tuple[float, ...]) -> float:
         "max": lambda: max(a, b), "min": lambda: min(a, b), "neg": lambda: -a,
         "relu": lambda: max(a, 0.0), "exp": lambda: math.exp(a), "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
         "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf, "tanh": lambda: math.tanh(a), "abs": lambda: abs(a),
+        "erf": lambda: math.erf(a), "eqz": lambda: 1.0 if a == 0 else 0.0, "nez": lambda: 0.0 if a == 0 else 1.0,
+        "mask": lambda: a if b != 0 else -math.inf,
     }
     return table[op]()
 
@@ -304,6 +306,26 @@ class RegionParser:
                 relu = _relu_operand(o)
                 if relu is not None:
                     return call("relu", scalar(relu))
+                masked = _masked(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]))
+                if masked is not None:
+                    return masked
+                raise unsupported(o, "unsupported select: only ReLU and masking with -inf "
+                                     "(masked_fill(mask == 0, -inf) / where(mask != 0, x, -inf)) lower to sam")
+            if n == "arith.cmpf":
+                pred = o.attributes["predicate"]
+                pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
+                x, z = scalar(o.operands[0]), scalar(o.operands[1])
+                if isinstance(z, Const) and z.value == 0.0 and pv in (1, 8):  # oeq, ueq
+                    return call("eqz", x)
+                if isinstance(z, Const) and z.value == 0.0 and pv in (6, 13):  # one, une
+                    return call("nez", x)
+                raise unsupported(o, "unsupported comparison: only comparisons of a mask with 0 lower to sam")
+            if n in ("math.fpowi", "math.powf"):
+                e = _float_constant(o.operands[1]) if n == "math.powf" else _int_constant(o.operands[1])
+                if e in (2, 3):
+                    x = scalar(o.operands[0])
+                    return call("mul", x, x) if e == 2 else call("mul", x, call("mul", x, x))
+                raise unsupported(o, "only squares and cubes are supported as powers")
             raise unsupported(o, f"unsupported op '{n}' in the body of '{op.name}'")
 
         if op.name == "linalg.generic":
@@ -337,6 +359,23 @@ class RegionParser:
                 if d is not None:
                     bounds.setdefault(d.position, shape[p])
         return bounds
+
+
+def _int_constant(value: ir.Value) -> int | None:
+    owner = value.owner
+    op = owner.operation if isinstance(owner, ir.OpView) else owner
+    if isinstance(op, ir.Operation) and op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
+        return op.attributes["value"].value
+    return None
+
+
+def _masked(cond, a, b):
+    """select(mask == 0, -inf, x) and select(mask != 0, x, -inf) are x masked by mask."""
+    if isinstance(cond, Call) and cond.op == "eqz" and isinstance(a, Const) and a.value == -math.inf:
+        return call("mask", b, cond.args[0])
+    if isinstance(cond, Call) and cond.op == "nez" and isinstance(b, Const) and b.value == -math.inf:
+        return call("mask", a, cond.args[0])
+    return None
 
 
 def _relu_operand(select: ir.Operation) -> ir.Value | None:

@@ -46,14 +46,58 @@ class NestPlan:
     body_nest: dict[int, tuple[str, ...]] = field(default_factory=dict)   # reductions: their body's nest
     owner: dict[str, Expr] = field(default_factory=dict)                  # variable -> expression iterating it
     access_nest: dict[Access, tuple[str, ...]] = field(default_factory=dict)
+    spacc: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(reduction) -> (out var, inner copy)
+    spacc_nests: dict[int, list] = field(default_factory=dict)       # nests of everything inside it
+    renamed: dict[str, str] = field(default_factory=dict)            # inner copy -> original variable
+    expr: Expr | None = None                                         # the (rewritten) expression planned
 
     def prefixes(self) -> list[tuple[str, ...]]:
-        """Every trie node (a nest prefix ending in a variable), parents first."""
+        """Every trie node (a nest prefix ending in a variable), parents first; the loops of a
+        sparse-accumulated reduction come before the node that consumes its output."""
+        import networkx as nx
+
         seen: set[tuple[str, ...]] = set()
         for n in [self.root_nest, *self.body_nest.values(), *self.access_nest.values()]:
             for k in range(1, len(n) + 1):
                 seen.add(n[:k])
-        return sorted(seen, key=len)
+        g = nx.DiGraph()
+        g.add_nodes_from(seen)
+        for n in seen:
+            if len(n) > 1:
+                g.add_edge(n[:-1], n)
+        for rid, (a, _) in self.spacc.items():
+            consumer = self.value_nest[rid]
+            # everything the accumulated body reads (incl. hoisted statistics elsewhere in the
+            # trie) must be built before the node that consumes the spacc's output
+            for nest in self.spacc_nests[rid]:
+                for k in range(1, len(nest) + 1):
+                    n = nest[:k]
+                    if n != consumer[: len(n)] and consumer in seen:
+                        g.add_edge(n, consumer)
+        rank = {n: i for i, n in enumerate(sorted(seen, key=len))}
+        return list(nx.lexicographical_topological_sort(g, key=lambda n: rank[n]))
+
+
+def rename(e: Expr, m: dict[str, str]) -> Expr:
+    if isinstance(e, Access):
+        return Access(e.tensor, tuple(m.get(v, v) for v in e.vars), e.use)
+    if isinstance(e, Call):
+        return Call(e.op, tuple(rename(a, m) for a in e.args))
+    if isinstance(e, Reduce):
+        return Reduce(e.kind, tuple(m.get(v, v) for v in e.vars), rename(e.body, m))
+    return e
+
+
+def _inner_reductions(e: Expr) -> list[Reduce]:
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Reduce):
+            out.append(x)
+            stack.append(x.body)
+        elif isinstance(x, Call):
+            stack.extend(x.args)
+    return out
 
 
 def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
@@ -81,13 +125,24 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
     order = root_order or default_order(out_vars, [v for v in _first_use(expr) if v in root_vars],
                                         restricted(root_vars), loc)
+    if root_order is None and isinstance(expr, Reduce) and len(expr.vars) == 1 and len(out_vars) >= 2:
+        outs = [v for v in order if v != expr.vars[0]]
+        if _spacc_candidate(expr, tuple(outs), outs) is not None:
+            # Gustavson at the root: the reduced variable before the last output variable.
+            order = outs[:-1] + [expr.vars[0], outs[-1]]
     p = NestPlan(tuple(order))
     for v in order:
         p.owner[v] = expr
 
-    def assign(e: Expr, ctx: tuple[str, ...], top: bool = False) -> None:
-        p.value_nest[id(e)] = ctx
+    collecting: list[list] = []
+
+    def record(nest: tuple[str, ...]) -> None:
+        for c in collecting:
+            c.append(nest)
+
+    def assign(e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
         if isinstance(e, Access):
+            p.value_nest[id(e)] = ctx
             missing = [v for v in e.vars if v not in ctx and v != UNIT]
             if missing:
                 raise UnsupportedError(f"internal: {e.tensor} uses {missing} outside their loops", loc)
@@ -100,28 +155,84 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                     f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
                     loc, e.tensor, wanted)
             p.access_nest[e] = ctx
-        elif isinstance(e, Call):
-            for a in e.args:
-                assign(a, ctx)
-        elif isinstance(e, Reduce):
+            record(ctx)
+            return e
+        if isinstance(e, Call):
+            # under a mask the consumer visits only the mask's nonzeros: keep inner-product order
+            out = Call(e.op, tuple(assign(a, ctx, masked=masked or (e.op == "mask" and i == 0))
+                                   for i, a in enumerate(e.args)))
+            p.value_nest[id(out)] = ctx
+            return out
+        if isinstance(e, Reduce):
             if top:
-                p.value_nest[id(e)] = tuple(v for v in ctx if v not in e.vars)
-                p.body_nest[id(e)] = ctx
-                assign(e.body, ctx)
-                return
+                body = assign(e.body, ctx)
+                out = Reduce(e.kind, e.vars, body)
+                p.value_nest[id(out)] = tuple(v for v in ctx if v not in e.vars)
+                p.body_nest[id(out)] = ctx
+                return out
             fv = free_vars(e)
+            ordered = [v for v in ctx if v in fv]
             k = len(fv)
+            spacc = None if masked else _spacc_candidate(e, ctx, ordered)
+            if spacc is not None:
+                # Gustavson: iterate the reduced variable outside the last free one and merge with a
+                # sparse accumulator, so reductions inside stay hoisted instead of recomputed.
+                a = ordered[-1]
+                a2 = f"{a}_{e.vars[0]}"
+                p.renamed[a2] = a
+                e2 = Reduce(e.kind, e.vars, rename(e.body, {a: a2}))
+                prefix = tuple(ordered[:-1])
+                body_nest = prefix + (e.vars[0], a2)
+                collecting.append([body_nest])
+                body = assign(e2.body, body_nest, masked=masked)
+                inside = collecting.pop()
+                record(body_nest)
+                for nest in inside:
+                    record(nest)
+                out = Reduce(e.kind, e.vars, body)
+                p.spacc_nests[id(out)] = inside
+                p.value_nest[id(out)] = prefix + (a,)
+                p.body_nest[id(out)] = body_nest
+                p.spacc[id(out)] = (a, a2)
+                p.owner[e.vars[0]] = out
+                p.owner[a2] = out
+                return out
             inner = ctx[:k] if set(ctx[:k]) == fv else ctx  # hoist when free vars are a prefix
             rv = default_order([], list(e.vars), restricted(set(e.vars)), loc)
-            body = inner + tuple(rv)
-            p.value_nest[id(e)] = inner
-            p.body_nest[id(e)] = body
+            body_nest = inner + tuple(rv)
+            record(body_nest)
+            body = assign(e.body, body_nest, masked=masked)
+            out = Reduce(e.kind, e.vars, body)
+            p.value_nest[id(out)] = inner
+            p.body_nest[id(out)] = body_nest
             for v in e.vars:
-                p.owner[v] = e
-            assign(e.body, body)
+                p.owner[v] = out
+            return out
+        p.value_nest[id(e)] = ctx
+        return e
 
-    assign(expr, p.root_nest, top=True)
+    p.expr = assign(expr, p.root_nest, top=True)
+    for v in order:
+        p.owner[v] = p.expr
     return p
+
+
+def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
+    """Whether a nested sum is better accumulated (Gustavson) than computed per output (inner
+    product): it has one reduced variable, its last free variable directly follows the others in
+    the loop nest, and a reduction inside it depends on the reduced variable but not on that last
+    free variable (inner-product order would recompute it for every output coordinate)."""
+    if e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 2:
+        return None  # a per-row statistic (one free variable) is better hoisted
+    a, prefix = ordered[-1], tuple(ordered[:-1])
+    if ctx[: len(prefix)] != prefix or len(ctx) <= len(prefix) or ctx[len(prefix)] != a:
+        return None
+    k = e.vars[0]
+    for r in _inner_reductions(e.body):
+        fv = free_vars(r)
+        if k in fv and a not in fv:
+            return a
+    return None
 
 
 def _first_use(e: Expr) -> list[str]:

@@ -59,16 +59,27 @@ def check_supported(func) -> list[ir.Operation]:
     return compute
 
 
-def _name_loc(op: ir.Operation) -> tuple[str | None, str]:
+def _name_loc(op: ir.Operation) -> tuple[str | None, str, str | None]:
+    """(fx node, module path, originating PyTorch op) from the frontend's NameLoc."""
     m = re.match(r'loc\("([^"]+)"\(', str(op.location))
     if not m:
-        return None, ""
-    node, _, path = m.group(1).partition("|")
-    return node, path
+        return None, "", None
+    parts = m.group(1).split("|") + ["", ""]
+    return parts[0], parts[1], parts[2] or parts[0]
 
 
 def fx_node_name(op: ir.Operation) -> str | None:
     return _name_loc(op)[0]
+
+
+def _is_mask_producer(op: ir.Operation) -> bool:
+    """A comparison producing a bool tensor, or a select reading one (masked_fill / where)."""
+    def is_bool(t) -> bool:
+        return isinstance(t, ir.RankedTensorType) and str(ir.RankedTensorType(t).element_type) == "i1"
+
+    if any(is_bool(r.type) for r in op.results):
+        return True
+    return any(is_bool(v.type) for v in op.operands)
 
 
 def module_path(op: ir.Operation) -> str:
@@ -91,15 +102,37 @@ def op_listing(func) -> tuple[list[OpInfo], list[int]]:
     infos: list[OpInfo] = []
     by_node: dict[str, int] = {}
     index_of = []
-    for i, op in enumerate(check_supported(func)):
-        node, path = _name_loc(op)
-        key = node or f"op{i}"
+    ops = check_supported(func)
+    keys = [(_name_loc(op)[2] or f"op{i}") for i, op in enumerate(ops)]
+    # A masked softmax is one PyTorch-level op: the mask comparison and the masked_fill join
+    # the op that consumes them.
+    compute = set(ops)
+    pos = {op: i for i, op in enumerate(ops)}
+    for i in reversed(range(len(ops))):
+        if _is_mask_producer(ops[i]):
+            users = [c for r in ops[i].results for c in _consumers_of(r, compute)]
+            if users:
+                keys[i] = keys[pos[users[0]]]
+    for i, op in enumerate(ops):
+        _, path, _ = _name_loc(op)
+        key = keys[i]
         if key not in by_node:
             by_node[key] = len(infos)
             infos.append(OpInfo(len(infos), key, path, [], location_str(op.location)))
         infos[by_node[key]].kinds.append(op.name.split(".", 1)[1])
         index_of.append(by_node[key])
     return infos, index_of
+
+
+def _consumers_of(value: ir.Value, compute: set) -> list[ir.Operation]:
+    out = []
+    for use in value.uses:
+        o = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if o in compute:
+            out.append(o)
+        elif o.name in VIEW_OPS:
+            out.extend(c for r in o.results for c in _consumers_of(r, compute))
+    return out
 
 
 def _producers(op: ir.Operation, compute: set) -> list[ir.Operation]:

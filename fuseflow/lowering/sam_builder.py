@@ -37,6 +37,13 @@ class Leaf:
 
 
 @dataclass(frozen=True)
+class VLeaf:
+    """A sparse-accumulated sum seen by its consumer: coordinates and values from a spacc."""
+
+    reduce: Reduce
+
+
+@dataclass(frozen=True)
 class Inter:
     parts: tuple
 
@@ -58,26 +65,29 @@ def _join(kind, parts):
     return parts[0] if len(parts) == 1 else kind(parts)
 
 
-def iteration(e: Expr, v: str):
+def iteration(e: Expr, v: str, virtual: dict[int, str] | None = None):
     """How `e` must iterate variable `v` so that every coordinate where `e` differs from its
     absent value (see absent.py) is visited: a product intersects, other ops union their
-    operands when the absent value is a constant, and iterate the full range otherwise."""
+    operands when the absent value is a constant, and iterate the full range otherwise.
+    `virtual` maps sparse-accumulated sums (by id) to the variable their spacc outputs."""
     if isinstance(e, Access):
         return Leaf(e) if v in e.vars else None
     if isinstance(e, Const):
         return None
     if isinstance(e, Reduce):
-        t = iteration(e.body, v)
-        if v in e.vars and absent(e.body, v) != identity(e.kind):
+        if virtual and virtual.get(id(e)) == v:
+            return VLeaf(e)
+        t = iteration(e.body, v, virtual)
+        if v in e.vars and absent(e.body, v, virtual) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
         return t
     bound = [a for a in e.args if binds(a, v)]
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it
-        return iteration(bound[0], v)
-    subs = [iteration(a, v) for a in e.args]
+        return iteration(bound[0], v, virtual)
+    subs = [iteration(a, v, virtual) for a in e.args]
     if e.op in ("mul", "mask"):
         return _join(Inter, subs)
-    if absent(e, v) is None:
+    if absent(e, v, virtual) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
 
@@ -197,15 +207,13 @@ class SamLowering:
             merged = {a: r for p in parts for a, r in p[1].items()}
             full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
             return parts[0][0], merged, full
-        crds, refs, owners = [], [], []
-        for crd, rs, _ in parts:
-            for a, r in rs.items():
-                crds.append(crd)
-                refs.append(r)
-                owners.append(a)
+        triples = [(crd, r, a) for crd, rs, _ in parts for a, r in rs.items()]
+        triples.sort(key=lambda t: self.g.types[t[1]] != REF)  # ref payloads first, then values
+        crds, refs, owners = [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
         n = len(crds)
-        outs = self.g.op(kind, crds + refs, {"index_var": v}, [CRD] + [REF] * n,
-                         segments=[n, n], result_segments=[1, n])
+        n_ref = sum(self.g.types[r] == REF for r in refs)
+        outs = self.g.op(kind, crds + refs, {"index_var": v}, [CRD] + [self.g.types[r] for r in refs],
+                         segments=[n, n_ref, n - n_ref], result_segments=[1, n_ref, n - n_ref])
         merged = {a: r for a, r in zip(owners, outs[1:]) if a is not _RANGE}
         full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
         return outs[0], merged, full
@@ -213,6 +221,14 @@ class SamLowering:
     def _lower(self, t, v: str):
         if isinstance(t, Leaf):
             return self._scan(t.access, v)
+        if isinstance(t, VLeaf):
+            r = t.reduce
+            k, (_, inner) = r.vars[0], self.plan.spacc[id(r)]
+            val = self._value(r.body, self.plan.body_nest[id(r)])
+            crd, out = self.g.op("spacc", [self.crd_of[inner], self.crd_of[k], val],
+                                 {"order": 1, "kind": r.kind, "index_var": k}, [CRD, VAL],
+                                 segments=[1, 1, 1], result_segments=[1, 1])
+            return crd, {r: out}, False
         if isinstance(t, Full):
             if t.part is None:
                 return self._range(v)
@@ -251,7 +267,7 @@ class SamLowering:
                          lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
                          asg.loc, order)
                 break
-            except DiscordantError as e:
+            except DiscordantError as e:  # noqa: PERF203
                 # Re-lay the tensor out in the order the loop nest needs (its data is packed at run
                 # time, so this is a format conversion, reported as a note), once per tensor.
                 if e.tensor in relaid or e.tensor not in self.tensors:
@@ -262,6 +278,11 @@ class SamLowering:
                 self.notes.append(f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
                                   f"(was {t.fmt}) to keep the loop nest concordant")
         self.plan = p
+        expr = p.expr
+        self.virtual = {rid: a for rid, (a, _) in p.spacc.items()}
+        for inner, orig in p.renamed.items():
+            self.dims[inner] = self.dims[orig]
+        self.vval: dict[Reduce, str] = {}
         accs = list(p.access_nest)
         for a in accs:
             if len(set(a.vars)) != len(a.vars):
@@ -275,14 +296,15 @@ class SamLowering:
         if isinstance(expr, Reduce):
             rn = list(p.root_nest)
             for rv in expr.vars:
-                if absent(expr.body, rv) != identity(expr.kind):
+                if absent(expr.body, rv, self.virtual) != identity(expr.kind):
                     dense_inside.update(rn[rn.index(rv) + 1:])
         for prefix in p.prefixes():
             v = prefix[-1]
             self.prefix = prefix[:-1]
             owner = p.owner[v]
-            tree = iteration(owner, v)
-            if owner is expr and v not in (expr.vars if isinstance(expr, Reduce) else ()) and absent(expr, v) != 0.0:
+            tree = iteration(owner, v, self.virtual)
+            if owner is expr and v not in (expr.vars if isinstance(expr, Reduce) else ()) and \
+                    absent(expr, v, self.virtual) != 0.0:
                 tree = Full(tree)  # written outputs are 0 where absent
             elif v in dense_inside:
                 tree = Full(tree)
@@ -290,6 +312,9 @@ class SamLowering:
                 tree = Full(None)
             crd, refs, full = self._lower(tree, v)
             self.crd_of[v], full_of[v] = crd, full
+            for key, payload in refs.items():
+                if isinstance(key, Reduce):
+                    self.vval[key] = payload
             sig = None
             for a in accs:
                 if p.access_nest[a][: len(prefix)] != prefix:
@@ -358,6 +383,12 @@ class SamLowering:
         if isinstance(e, Reduce):
             p = self.plan
             body_nest, value_nest = p.body_nest[id(e)], p.value_nest[id(e)]
+            if id(e) in p.spacc:
+                val = self.vval[e]
+                for u in ctx[len(value_nest):]:
+                    val = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
+                                    [VAL])[0]
+                return val
             val = self._value(e.body, body_nest)
             for k in range(len(body_nest) - 1, len(value_nest) - 1, -1):
                 parent = [self.crd_of[body_nest[k - 1]]] if k > 0 else []

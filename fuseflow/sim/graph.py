@@ -17,7 +17,7 @@ from fuseflow.formats import Format, pack, unpack
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 
-UNARY_OR_BINARY = {"neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs"}
+UNARY_OR_BINARY = {"neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs", "erf", "eqz", "nez"}
 
 
 @dataclass

@@ -33,13 +33,15 @@ class Load : public Node {
   std::vector<float> vals_;
 };
 
-enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs };
+// Binary ops first, then unary (is_unary relies on the order). mask(x, m) = m != 0 ? x : -inf.
+enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Mask, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs, Erf, Eqz, Nez };
 
 Op parse_op(const std::string& s) {
   static const std::pair<const char*, Op> table[] = {
       {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}, {"max", Op::Max},
       {"min", Op::Min}, {"rsub", Op::RSub}, {"rdiv", Op::RDiv}, {"neg", Op::Neg}, {"relu", Op::Relu},
-      {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs}};
+      {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs},
+      {"mask", Op::Mask}, {"erf", Op::Erf}, {"eqz", Op::Eqz}, {"nez", Op::Nez}};
   for (auto& [name, op] : table) if (s == name) return op;
   throw std::invalid_argument("unknown ALU op '" + s + "'");
 }
@@ -63,6 +65,10 @@ float apply(Op op, float a, float b) {
     case Op::Rsqrt: return 1.0f / std::sqrt(a);
     case Op::Tanh: return std::tanh(a);
     case Op::Abs: return std::fabs(a);
+    case Op::Mask: return b != 0.0f ? a : -INFINITY;
+    case Op::Erf: return std::erf(a);
+    case Op::Eqz: return a == 0.0f ? 1.0f : 0.0f;
+    case Op::Nez: return a != 0.0f ? 1.0f : 0.0f;
   }
   return 0.0f;
 }

@@ -29,8 +29,8 @@
 "sam.graph"() ({
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "dense", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "A"} : (!sam.ref) -> (!sam.ref, !sam.crd)
-  // expected-error @+1 {{has 2 coordinate streams but 1 reference streams}}
-  %3:2 = "sam.intersect"(%2, %2, %1) {index_var = "i", operandSegmentSizes = array<i32: 2, 1>, resultSegmentSizes = array<i32: 1, 1>} : (!sam.crd, !sam.crd, !sam.ref) -> (!sam.crd, !sam.ref)
+  // expected-error @+1 {{has 2 coordinate streams but 1 payload streams}}
+  %3:2 = "sam.intersect"(%2, %2, %1) {index_var = "i", operandSegmentSizes = array<i32: 2, 1, 0>, resultSegmentSizes = array<i32: 1, 1, 0>} : (!sam.crd, !sam.crd, !sam.ref) -> (!sam.crd, !sam.ref)
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----
@@ -38,8 +38,8 @@
 "sam.graph"() ({
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "dense", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "A"} : (!sam.ref) -> (!sam.ref, !sam.crd)
-  // expected-error @+1 {{has 1 input reference streams but 2 outputs}}
-  %3:3 = "sam.union"(%2, %1) {index_var = "i", operandSegmentSizes = array<i32: 1, 1>, resultSegmentSizes = array<i32: 1, 2>} : (!sam.crd, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
+  // expected-error @+1 {{has 1 ref and 0 value payloads but 2 and 0 outputs}}
+  %3:3 = "sam.union"(%2, %1) {index_var = "i", operandSegmentSizes = array<i32: 1, 1, 0>, resultSegmentSizes = array<i32: 1, 2, 0>} : (!sam.crd, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----

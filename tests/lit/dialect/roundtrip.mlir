@@ -25,8 +25,8 @@
   %0 = "sam.root"() {tensor = "B"} : () -> !sam.ref
   %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "compressed", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "B"} : (!sam.ref) -> (!sam.ref, !sam.crd)
   %3 = "sam.locate"(%2, %0) {dim = 4 : i64, index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "C"} : (!sam.crd, !sam.ref) -> !sam.ref
-  %4:3 = "sam.intersect"(%2, %2, %1, %3) {index_var = "i", operandSegmentSizes = array<i32: 2, 2>, resultSegmentSizes = array<i32: 1, 2>} : (!sam.crd, !sam.crd, !sam.ref, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
-  %5:3 = "sam.union"(%2, %2, %1, %3) {index_var = "i", operandSegmentSizes = array<i32: 2, 2>, resultSegmentSizes = array<i32: 1, 2>} : (!sam.crd, !sam.crd, !sam.ref, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
+  %4:3 = "sam.intersect"(%2, %2, %1, %3) {index_var = "i", operandSegmentSizes = array<i32: 2, 2, 0>, resultSegmentSizes = array<i32: 1, 2, 0>} : (!sam.crd, !sam.crd, !sam.ref, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
+  %5:3 = "sam.union"(%2, %2, %1, %3) {index_var = "i", operandSegmentSizes = array<i32: 2, 2, 0>, resultSegmentSizes = array<i32: 1, 2, 0>} : (!sam.crd, !sam.crd, !sam.ref, !sam.ref) -> (!sam.crd, !sam.ref, !sam.ref)
   %6 = "sam.repsiggen"(%2) : (!sam.crd) -> !sam.rsig
   %7 = "sam.repeat"(%0, %6) {index_var = "i", tensor = "c"} : (!sam.ref, !sam.rsig) -> !sam.ref
   %8 = "sam.load"(%4#1) {tensor = "B"} : (!sam.ref) -> !sam.val<f32>

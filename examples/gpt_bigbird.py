@@ -1,0 +1,107 @@
+"""A GPT-3-style decoder block with BigBird block-sparse attention.
+
+LayerNorm -> per-head Q/K/V -> masked softmax attention (BigBird mask, declared sparse) ->
+output projection + residual -> LayerNorm -> FFN (GELU, tanh form) + residual. Written as plain
+PyTorch: `masked_fill(mask == 0, -inf)` then `softmax`; fuseflow recognises the masked softmax
+and iterates only the mask's nonzeros. Heads are separate modules whose output projections are
+summed (equal to concatenating heads and one projection, without a reshape).
+
+Small default: seq 256, d_model 128, 2 heads, FFN 512, block 16. GPT-3 Small by flag:
+`build(gpt3_small=True)` (seq 1024, d_model 768, 12 heads, FFN 3072, block 64).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+
+def bigbird_mask(seq: int, block: int, window: int = 1, n_global: int = 2, n_random: int = 2,
+                 seed: int = 0) -> torch.Tensor:
+    """Block mask: a sliding window of ±`window` blocks, `n_global` global blocks (rows and
+    columns), and `n_random` random blocks per block row. Every row attends to its own block."""
+    nb = seq // block
+    rng = np.random.default_rng(seed)
+    blocks = np.zeros((nb, nb), dtype=bool)
+    for r in range(nb):
+        blocks[r, max(0, r - window): r + window + 1] = True
+        others = [c for c in range(nb) if not blocks[r, c]]
+        if others:
+            blocks[r, rng.choice(others, size=min(n_random, len(others)), replace=False)] = True
+    blocks[:n_global, :] = True
+    blocks[:, :n_global] = True
+    dense = np.kron(blocks, np.ones((block, block), dtype=bool))
+    return torch.tensor(dense, dtype=torch.float32)
+
+
+class Head(torch.nn.Module):
+    def __init__(self, d_model: int, d_head: int):
+        super().__init__()
+        self.q = torch.nn.Linear(d_model, d_head)
+        self.k = torch.nn.Linear(d_model, d_head)
+        self.v = torch.nn.Linear(d_model, d_head)
+        self.o = torch.nn.Linear(d_head, d_model, bias=False)
+        self.scale = 1.0 / math.sqrt(d_head)
+
+    def forward(self, x, mask):
+        s = (self.q(x) @ self.k(x).transpose(0, 1)) * self.scale
+        p = torch.softmax(s.masked_fill(mask == 0, float("-inf")), dim=-1)
+        return self.o(p @ self.v(x))
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, d_model: int, heads: int):
+        super().__init__()
+        self.heads = torch.nn.ModuleList(Head(d_model, d_model // heads) for _ in range(heads))
+        self.bias = torch.nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x, mask):
+        out = self.heads[0](x, mask)
+        for h in self.heads[1:]:
+            out = out + h(x, mask)
+        return out + self.bias
+
+
+class FFN(torch.nn.Module):
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.up = torch.nn.Linear(d_model, d_ff)
+        self.down = torch.nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x), approximate="tanh"))
+
+
+class DecoderBlock(torch.nn.Module):
+    def __init__(self, d_model: int, heads: int, d_ff: int):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d_model)
+        self.attn = Attention(d_model, heads)
+        self.ln2 = torch.nn.LayerNorm(d_model)
+        self.ffn = FFN(d_model, d_ff)
+
+    def forward(self, x, mask):
+        x = x + self.attn(self.ln1(x), mask)
+        return x + self.ffn(self.ln2(x))
+
+
+def build(seq: int = 256, d_model: int = 128, heads: int = 2, d_ff: int = 512, block: int = 16,
+          gpt3_small: bool = False, seed: int = 0):
+    if gpt3_small:
+        seq, d_model, heads, d_ff, block = 1024, 768, 12, 3072, 64
+    torch.manual_seed(seed)
+    model = DecoderBlock(d_model, heads, d_ff).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.normal_(0, 0.02)
+    x = torch.randn(seq, d_model)
+    return model, (x, bigbird_mask(seq, block, seed=seed)), {"mask": "csr"}
+
+
+def fuseflow_schedule():
+    """FuseFlow's "fully fused" transformer configuration: Q/K/V stay in memory; regions are
+    (LN + QKV) | (masked MHA) | (out-proj + residual + LN + FFN + residual). Op indices come
+    from `prog.ops()` of the unfused program; use `regions_for(prog)` to build it."""
+    raise NotImplementedError
