@@ -100,8 +100,20 @@ def build(seq: int = 256, d_model: int = 128, heads: int = 2, d_ff: int = 512, b
     return model, (x, bigbird_mask(seq, block, seed=seed)), {"mask": "csr"}
 
 
-def fuseflow_schedule():
-    """FuseFlow's "fully fused" transformer configuration: Q/K/V stay in memory; regions are
-    (LN + QKV) | (masked MHA) | (out-proj + residual + LN + FFN + residual). Op indices come
-    from `prog.ops()` of the unfused program; use `regions_for(prog)` to build it."""
-    raise NotImplementedError
+def schedules(op_infos) -> dict:
+    """FuseFlow's transformer configuration, from the op listing (``prog.op_infos``): Q/K/V stay
+    in memory and the regions are (LN + QKV) | (masked MHA per head) | (out-projections +
+    residual + LN + FFN + residual)."""
+    import re
+
+    from fuseflow import Schedule
+
+    qkv, mha, rest = [], [], []
+    for o in op_infos:
+        if o.path == "ln1" or re.fullmatch(r"attn\.heads\.\d+\.[qkv]", o.path):
+            qkv.append(o.index)
+        elif re.fullmatch(r"attn\.heads\.\d+", o.path):
+            mha.append(o.index)
+        else:
+            rest.append(o.index)
+    return {"fuseflow": Schedule([qkv, mha, rest], names=["ln_qkv", "mha", "proj_ffn"])}

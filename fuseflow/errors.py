@@ -29,10 +29,11 @@ class UnsupportedError(FuseflowError):
 class DiscordantError(UnsupportedError):
     """A tensor would be traversed against its storage order; `wanted` is the order that works."""
 
-    def __init__(self, message: str, location: str | None, tensor: str, wanted: tuple[int, ...]):
+    def __init__(self, message: str, location: str | None, tensor: str, wanted: tuple[int, ...], use: int = 0):
         super().__init__(message, location)
         self.tensor = tensor
         self.wanted = wanted
+        self.use = use
 
 
 class VerificationError(FuseflowError):

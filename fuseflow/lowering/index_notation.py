@@ -306,6 +306,10 @@ class RegionParser:
                 relu = _relu_operand(o)
                 if relu is not None:
                     return call("relu", scalar(relu))
+                mm = _min_max(o)
+                if mm is not None:
+                    kind, x, c = mm
+                    return call(kind, scalar(x), Const(c))
                 masked = _masked(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]))
                 if masked is not None:
                     return masked
@@ -366,6 +370,29 @@ def _int_constant(value: ir.Value) -> int | None:
     op = owner.operation if isinstance(owner, ir.OpView) else owner
     if isinstance(op, ir.Operation) and op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
         return op.attributes["value"].value
+    return None
+
+
+def _min_max(select: ir.Operation):
+    """select(x > c, x, c) is max(x, c), select(x < c, c, x) too; the mirrored forms are min
+    (clamp). Returns (kind, x, c) or None."""
+    cond, t, f = select.operands
+    c = cond.owner.operation if isinstance(cond.owner, ir.OpView) else cond.owner
+    if not isinstance(c, ir.Operation) or c.name != "arith.cmpf":
+        return None
+    pred = c.attributes["predicate"]
+    pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
+    x, bound = c.operands
+    k = _float_constant(bound)
+    if k is None:
+        return None
+    greater, less = pv in (2, 3, 9, 10), pv in (4, 5, 11, 12)
+    if not (greater or less):
+        return None
+    if t == x and _float_constant(f) == k:
+        return ("max" if greater else "min"), x, k
+    if f == x and _float_constant(t) == k:
+        return ("min" if greater else "max"), x, k
     return None
 
 

@@ -153,7 +153,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 raise DiscordantError(
                     f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
                     f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
-                    loc, e.tensor, wanted)
+                    loc, e.tensor, wanted, e.use)
             p.access_nest[e] = ctx
             record(ctx)
             return e

@@ -92,6 +92,17 @@ def iteration(e: Expr, v: str, virtual: dict[int, str] | None = None):
     return _join(Union_, subs)
 
 
+def _retarget(e: Expr, use: int, name: str) -> Expr:
+    """`e` with the access of the given use reading tensor `name`."""
+    if isinstance(e, Access):
+        return Access(name, e.vars, e.use) if e.use == use else e
+    if isinstance(e, Call):
+        return Call(e.op, tuple(_retarget(a, use, name) for a in e.args))
+    if isinstance(e, Reduce):
+        return Reduce(e.kind, e.vars, _retarget(e.body, use, name))
+    return e
+
+
 # --- text emission -------------------------------------------------------------------------------
 def _attr(v) -> str:
     if isinstance(v, bool):
@@ -172,6 +183,7 @@ class SamLowering:
         self.node_budget = node_budget
         self.outputs: dict[str, TensorInfo] = {}
         self.notes: list[str] = []
+        self.aliases: dict[str, str] = {}  # re-laid copy -> the tensor whose data it holds
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -269,14 +281,26 @@ class SamLowering:
                 break
             except DiscordantError as e:  # noqa: PERF203
                 # Re-lay the tensor out in the order the loop nest needs (its data is packed at run
-                # time, so this is a format conversion, reported as a note), once per tensor.
-                if e.tensor in relaid or e.tensor not in self.tensors:
+                # time, so this is a format conversion, reported as a note). If another use already
+                # needs the first re-layout, this use reads its own re-laid copy.
+                if e.tensor not in self.tensors or len(relaid) > 16:
                     raise
-                relaid.add(e.tensor)
                 t = self.tensors[e.tensor]
-                self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
-                self.notes.append(f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
-                                  f"(was {t.fmt}) to keep the loop nest concordant")
+                if e.tensor not in relaid:
+                    relaid.add(e.tensor)
+                    self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
+                    self.notes.append(f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
+                                      f"(was {t.fmt}) to keep the loop nest concordant")
+                else:
+                    alias = f"{self.aliases.get(e.tensor, e.tensor)}@{len(self.aliases) + 1}"
+                    if alias in relaid:
+                        raise
+                    relaid.add(alias)
+                    self.aliases[alias] = self.aliases.get(e.tensor, e.tensor)
+                    self.tensors[alias] = replace(t, name=alias, fmt=Format(t.fmt.levels, e.wanted))
+                    expr = _retarget(expr, e.use, alias)
+                    self.notes.append(f"{self.name}: one use of {e.tensor} reads a copy stored as "
+                                      f"{self.tensors[alias].fmt}")
         self.plan = p
         expr = p.expr
         self.virtual = {rid: a for rid, (a, _) in p.spacc.items()}
@@ -417,7 +441,10 @@ class SamLowering:
     def text(self) -> str:
         entries = []
         for t in list(self.tensors.values()) + list(self.outputs.values()):
-            entries.append({"name": t.name, "role": t.role, "shape": [int(s) for s in t.shape],
-                            "levels": list(t.fmt.levels), "mode_order": [int(m) for m in t.fmt.mode_order]})
+            entry = {"name": t.name, "role": t.role, "shape": [int(s) for s in t.shape],
+                     "levels": list(t.fmt.levels), "mode_order": [int(m) for m in t.fmt.mode_order]}
+            if t.name in self.aliases:
+                entry["copy_of"] = self.aliases[t.name]
+            entries.append(entry)
         body = "\n".join(self.g.lines)
         return f'  "sam.graph"() ({{\n{body}\n  }}) {{sym_name = {_attr(self.name)}, tensors = {_attr(entries)}}} : () -> ()'

@@ -36,6 +36,7 @@ class TensorSpec:
     role: str
     shape: tuple[int, ...]
     fmt: Format
+    copy_of: str | None = None  # a re-laid copy of another tensor's data
 
 
 @dataclass
@@ -70,7 +71,8 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
             shape = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["shape"]))
             levels = tuple(ir.StringAttr(x).value for x in ir.ArrayAttr(d["levels"]))
             order = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["mode_order"]))
-            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order))
+            copy_of = ir.StringAttr(d["copy_of"]).value if "copy_of" in d else None
+            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of)
         spec = GraphSpec(ir.StringAttr(g.attributes["sym_name"]).value, [], tensors)
         where: dict = {}
         for op in g.regions[0].blocks[0].operations:
@@ -133,9 +135,10 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
     for name, t in spec.tensors.items():
         if t.role != "input":
             continue
-        if name not in data:
-            raise SimulationError(f"graph {spec.name}: no data for input tensor {name!r}")
-        arr = np.asarray(data[name], dtype=np.float32)
+        source = t.copy_of or name
+        if source not in data:
+            raise SimulationError(f"graph {spec.name}: no data for input tensor {source!r}")
+        arr = np.asarray(data[source], dtype=np.float32)
         if tuple(arr.shape) != t.shape:
             raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                   f"the graph was compiled for {t.shape}")

@@ -1,0 +1,46 @@
+"""Two-layer GraphSAGE: h' = lin_self(h) + lin_neigh(mean of neighbours' h), 50% weight sparsity.
+
+Mean aggregation is written as PyTorch users do: (A @ H) / degree, with the degree computed in
+the model (A.sum(1)); fuseflow lowers the division by a hoisted per-row reduction.
+"""
+from __future__ import annotations
+
+import torch
+
+from graphs import load_graph, prune, sparse_features
+
+
+class SAGEConv(torch.nn.Module):
+    def __init__(self, fin: int, fout: int):
+        super().__init__()
+        self.lin_self = torch.nn.Linear(fin, fout)
+        self.lin_neigh = torch.nn.Linear(fin, fout, bias=False)
+
+    def forward(self, A, H):
+        deg = A.sum(dim=1, keepdim=True).clamp(min=1.0)
+        return self.lin_self(H) + self.lin_neigh((A @ H) / deg)
+
+
+class GraphSAGE(torch.nn.Module):
+    def __init__(self, fin: int, hidden: int, classes: int):
+        super().__init__()
+        self.conv1 = SAGEConv(fin, hidden)
+        self.conv2 = SAGEConv(hidden, classes)
+
+    def forward(self, A, X):
+        return self.conv2(A, torch.relu(self.conv1(A, X)))
+
+
+def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
+          weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
+    torch.manual_seed(seed)
+    A, X = load_graph(graph)
+    if X is None:
+        X = sparse_features(A.shape[0], features, feature_density, seed)
+    model = GraphSAGE(X.shape[1], hidden, classes).eval()
+    prune(model, weight_sparsity)
+    formats = {"A": "csr", "X": "csr"}
+    for name, p in model.named_parameters():
+        if name.endswith("weight"):
+            formats[name] = "csr"
+    return model, (A, X), formats
