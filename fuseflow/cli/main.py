@@ -11,17 +11,46 @@ from pathlib import Path
 from fuseflow.errors import FuseflowError
 
 
-def _load_example(path: str):
+def _load_module(path: str):
     p = Path(path)
     if not p.exists():
         raise FuseflowError(f"{path}: no such file")
+    sys.path.insert(0, str(p.parent.resolve()))
     spec = importlib.util.spec_from_file_location(p.stem, p)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[p.stem] = mod
     spec.loader.exec_module(mod)
     if not hasattr(mod, "build"):
         raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
-    return mod.build()
+    return mod
+
+
+def _options(pairs: list[str] | None) -> dict:
+    out = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise FuseflowError(f"option {item!r} must be NAME=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _build(path: str, a) -> tuple:
+    mod = _load_module(path)
+    opts = _options(getattr(a, "option", None))
+    if getattr(a, "graph", None):
+        opts["graph"] = a.graph
+    try:
+        return mod, mod.build(**opts)
+    except TypeError as e:
+        raise FuseflowError(f"{path}: build() rejected the options: {e}") from None
+
+
+def _load_example(path: str, a=None):
+    return _build(path, a)[1]
 
 
 def _table(title: str, rows: list[list], headers: list[str]) -> None:
@@ -29,17 +58,17 @@ def _table(title: str, rows: list[list], headers: list[str]) -> None:
     from rich.table import Table
 
     t = Table(title=title)
-    for h in headers:
-        t.add_column(h, justify="right" if h != "region" else "left")
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
     for r in rows:
         t.add_row(*[str(x) for x in r])
-    Console().print(t)
+    Console(width=200).print(t)
 
 
 def cmd_run(a) -> int:
     import fuseflow
 
-    model, args, formats = _load_example(a.model)
+    model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
     res = prog.simulate(arch=a.arch, spans=bool(a.save))
     err = res.check()
@@ -59,6 +88,60 @@ def cmd_run(a) -> int:
     _table(f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}", rows,
            ["region", "cycles", "tokens", "alu ops", "max abs error"])
     print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
+    return 0
+
+
+def cmd_study(a) -> int:
+    """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
+    import time
+
+    import fuseflow
+    from rich.progress import Progress
+
+    mod, (model, args, formats) = _build(a.model, a)
+    base = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    schedules: list = [("unfused", "unfused"), ("layer", "layer"), ("full", "full")]
+    if hasattr(mod, "schedules"):
+        schedules += list(mod.schedules(base.op_infos).items())
+    if a.schedules:
+        keep = a.schedules.split(",")
+        schedules = [s for s in schedules if s[0] in keep]
+    rows = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("schedules", total=len(schedules))
+        for name, sched in schedules:
+            progress.update(task, description=f"{name}: compile")
+            t0 = time.perf_counter()
+            prog = base if name == "unfused" else fuseflow.compile(model, args, formats=formats, schedule=sched,
+                                                                   node_budget=a.node_budget)
+            t1 = time.perf_counter()
+            progress.update(task, description=f"{name}: simulate")
+            res = prog.simulate(arch=a.arch)
+            t2 = time.perf_counter()
+            err = res.check()
+            tot = [r.totals() for r in res.regions]
+            rows.append({"schedule": name, "regions": len(res.regions), "cycles": res.cycles,
+                         "alu_ops": sum(t["alu_ops"] for t in tot), "reductions": sum(t["reductions"] for t in tot),
+                         "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
+                         "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
+                         "max_abs_error": err, "compile_s": round(t1 - t0, 2), "simulate_s": round(t2 - t1, 2)})
+            progress.advance(task)
+    base_cycles = rows[0]["cycles"] if rows and rows[0]["schedule"] == "unfused" else None
+    for r in rows:
+        r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles else None
+    result = {"model": a.model, "options": _options(a.option) | ({"graph": a.graph} if a.graph else {}),
+              "arch": a.arch, "schedules": rows}
+    if a.output:
+        Path(a.output).write_text(json.dumps(result, indent=2))
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    _table(f"fusion study: {Path(a.model).name} (arch {a.arch})",
+           [[r["schedule"], r["regions"], r["cycles"], r["speedup_vs_unfused"], r["alu_ops"],
+             r["mem_read_bytes"] + r["mem_write_bytes"], f"{r['max_abs_error']:.2g}", r["compile_s"], r["simulate_s"]]
+            for r in rows],
+           ["schedule", "regions", "cycles", "speedup", "FLOPs (alu ops)", "memory bytes", "max abs err",
+            "compile s", "simulate s"])
     return 0
 
 
@@ -90,7 +173,7 @@ def cmd_report(a) -> int:
 def cmd_compile(a) -> int:
     import fuseflow
 
-    model, args, formats = _load_example(a.model)
+    model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +252,19 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--arch", default="comal", help="preset (comal, rda) or TOML file")
     r.add_argument("--json", action="store_true", help="print JSON instead of a table")
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
+    r.add_argument("--graph", help="graph file for GNN examples")
+    r.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
     r.set_defaults(fn=cmd_run)
+    st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
+    st.add_argument("model")
+    st.add_argument("--graph", help="graph file for GNN examples (.npz, .mtx, edge list)")
+    st.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    st.add_argument("--schedules", help="comma-separated subset (unfused,layer,full,...)")
+    st.add_argument("--arch", default="comal")
+    st.add_argument("--node-budget", type=int, default=100_000)
+    st.add_argument("--json", action="store_true")
+    st.add_argument("-o", "--output", help="also write the JSON here")
+    st.set_defaults(fn=cmd_study)
     rp = sub.add_parser("report", help="tables, a Perfetto trace and a DOT graph from a saved result")
     rp.add_argument("result", help="JSON written by `fuseflow run --save`")
     rp.add_argument("--nodes", action="store_true", help="also print per-node counters")

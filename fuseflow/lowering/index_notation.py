@@ -74,6 +74,14 @@ _ACC = object()  # marker: the accumulator block argument of a reduction
 UNIT = "_"  # the variable of a size-1 dimension: never iterated (a dense level of one element)
 
 
+def is_inlined(op) -> bool:
+    """Comparisons producing bool tensors (masks) belong to no region: every consumer
+    recomputes them, so a mask shared by several heads stays a mask in each."""
+    return op.name == "linalg.generic" and all(
+        isinstance(r.type, ir.RankedTensorType) and str(ir.RankedTensorType(r.type).element_type) == "i1"
+        for r in op.results)
+
+
 def op_location(op) -> str | None:
     return location_str(op.location)
 
@@ -222,7 +230,7 @@ class RegionParser:
                                       "pass it as an argument or register it as a parameter")
             return Const(c)
         if name in COMPUTE_OPS:
-            if op not in self.region_ops:
+            if op not in self.region_ops and not is_inlined(op):
                 raise unsupported(op, f"internal: '{name}' result crosses a region boundary unnamed")
             return self.compute(op, value.result_number, vs)
         raise unsupported(op, f"unsupported op '{name}': fuseflow cannot lower it to sam")

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, render
+from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, render
 from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
 from fuseflow.mlir import ir
@@ -37,7 +37,7 @@ def _consumers(value: ir.Value) -> list[ir.Operation]:
     out = []
     for use in value.uses:
         op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-        if op.name in VIEW_OPS:
+        if op.name in VIEW_OPS or is_inlined(op):
             out.extend(c for r in op.results for c in _consumers(r))
         else:
             out.append(op)
@@ -71,7 +71,7 @@ def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, di
             raise UnsupportedError(f"output {name} is an input passed through unchanged; nothing to compute")
         names[v] = name
 
-    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS]
+    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
     region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
     order = region_order(func)
     # Boundary values: results read by another region or returned.

@@ -14,7 +14,7 @@ from typing import Sequence
 import networkx as nx
 
 from fuseflow.errors import UnsupportedError
-from fuseflow.lowering.index_notation import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS
+from fuseflow.lowering.index_notation import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined
 from fuseflow.mlir import ir, location_str
 
 REGION_ATTR = "fuseflow.region"
@@ -51,6 +51,8 @@ def check_supported(func) -> list[ir.Operation]:
     """The compute ops of `func`; any op fuseflow cannot lower is reported at its location."""
     compute = []
     for op in body_ops(func):
+        if op.name in COMPUTE_OPS and is_inlined(op):
+            continue
         if op.name in COMPUTE_OPS:
             compute.append(op)
         elif op.name not in VIEW_OPS and op.name not in IGNORED_OPS:
@@ -130,7 +132,7 @@ def _consumers_of(value: ir.Value, compute: set) -> list[ir.Operation]:
         o = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         if o in compute:
             out.append(o)
-        elif o.name in VIEW_OPS:
+        elif o.name in VIEW_OPS or is_inlined(o):
             out.extend(c for r in o.results for c in _consumers_of(r, compute))
     return out
 
@@ -146,7 +148,7 @@ def _producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
             continue
         if o in compute:
             out.append(o)
-        elif o.name in VIEW_OPS:
+        elif o.name in VIEW_OPS or is_inlined(o):
             stack.extend(o.operands)
     return out
 
@@ -225,7 +227,7 @@ def _explicit(s: Schedule, ops, infos: list[OpInfo], index_of: list[int]) -> lis
 
 def region_order(func) -> list[str]:
     """Regions in an order that respects their data dependences; a cycle is an error."""
-    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS]
+    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
     region = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops if REGION_ATTR in op.attributes}
     g = nx.DiGraph()
     first: dict[str, int] = {}

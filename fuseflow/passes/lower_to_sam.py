@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from fuseflow.lowering.module import lower_module
 from fuseflow.lowering.regions import REGION_ATTR, assign_regions, body_ops, main_func
-from fuseflow.lowering.index_notation import COMPUTE_OPS
+from fuseflow.lowering.index_notation import COMPUTE_OPS, is_inlined
 from fuseflow.mlir import ir
 
 
@@ -22,7 +22,7 @@ def run(module, options: Options):
     """
     with module.context:
         func = main_func(module)
-        if any(op.name in COMPUTE_OPS and REGION_ATTR not in op.attributes for op in body_ops(func)):
+        if any(op.name in COMPUTE_OPS and not is_inlined(op) and REGION_ATTR not in op.attributes for op in body_ops(func)):
             assign_regions(func, "op")
         text, _ = lower_module(module, options.node_budget)
         return ir.Module.parse(text)
