@@ -15,6 +15,7 @@ ops only in the generic form, e.g.::
 """
 # No `from __future__ import annotations`: dialects.ext reads the annotations as live types.
 
+import sys
 from typing import Any, Sequence
 
 from fuseflow.mlir import ext, ir
@@ -426,6 +427,12 @@ class JoinOp(Sam.Operation, name="join", traits=[Pure]):
         if f is None or f < 1 or len(self.inputs) != f:
             return _err(self, f"with factor {f} must have {f} inputs")
         return True
+
+
+# The bindings look for Python op classes by importing ``torch_mlir.dialects.<namespace>`` on
+# every op they wrap; a failed import is not cached, so registering this module there saves
+# an import-system search per op (measured: ~50% of parsing a large graph).
+sys.modules.setdefault("torch_mlir.dialects.sam", sys.modules[__name__])
 
 
 def load_into(ctx: ir.Context) -> None:

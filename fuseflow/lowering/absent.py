@@ -16,8 +16,18 @@ from fuseflow.lowering.index_notation import Access, Call, Const, Expr, Reduce, 
 INF = math.inf
 
 
-def absent(e: Expr, v: str, virtual: dict[int, str] | None = None) -> float | None:
-    """`virtual` maps sparse-accumulated sums (by id) to the variable they output: 0 where absent."""
+def absent(e: Expr, v: str, virtual: dict[int, str] | None = None, memo: dict | None = None) -> float | None:
+    """`virtual` maps sparse-accumulated sums (by id) to the variable they output: 0 where absent.
+    `memo` caches results by (id(node), v) across calls on one tree."""
+    if memo is not None:
+        key = (id(e), v)
+        if key not in memo:
+            memo[key] = _absent(e, v, virtual, memo)
+        return memo[key]
+    return _absent(e, v, virtual, None)
+
+
+def _absent(e: Expr, v: str, virtual, memo) -> float | None:
     if isinstance(e, Access):
         return 0.0 if v in e.vars else None
     if isinstance(e, Const):
@@ -25,13 +35,13 @@ def absent(e: Expr, v: str, virtual: dict[int, str] | None = None) -> float | No
     if isinstance(e, Reduce) and virtual and virtual.get(id(e)) == v:
         return 0.0
     if isinstance(e, Reduce):
-        b = absent(e.body, v, virtual)
+        b = absent(e.body, v, virtual, memo)
         if b is None:
             return None
         if e.kind == "max":
             return b
         return b if b == 0.0 or math.isinf(b) else None  # a sum of a nonzero constant depends on the range
-    vals = [absent(a, v, virtual) for a in e.args]
+    vals = [absent(a, v, virtual, memo) for a in e.args]
     return _apply(e.op, vals)
 
 

@@ -18,14 +18,25 @@ from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Re
 from fuseflow.lowering.order import default_order
 
 
-def free_vars(e: Expr) -> set[str]:
+_FREE: dict[int, tuple[Expr, frozenset]] = {}
+
+
+def free_vars(e: Expr) -> frozenset:
+    hit = _FREE.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
     if isinstance(e, Access):
-        return set(e.vars) - {UNIT}
-    if isinstance(e, Call):
-        return set().union(*(free_vars(a) for a in e.args)) if e.args else set()
-    if isinstance(e, Reduce):
-        return free_vars(e.body) - set(e.vars)
-    return set()
+        r = frozenset(e.vars) - {UNIT}
+    elif isinstance(e, Call):
+        r = frozenset().union(*(free_vars(a) for a in e.args)) if e.args else frozenset()
+    elif isinstance(e, Reduce):
+        r = free_vars(e.body) - set(e.vars)
+    else:
+        r = frozenset()
+    if len(_FREE) > 1_000_000:
+        _FREE.clear()
+    _FREE[id(e)] = (e, r)  # keeps e alive, so the id cannot be reused while cached
+    return r
 
 
 def binds(e: Expr, v: str) -> bool:
@@ -48,6 +59,7 @@ class NestPlan:
     access_nest: dict[Access, tuple[str, ...]] = field(default_factory=dict)
     spacc: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(reduction) -> (out var, inner copy)
     spacc_nests: dict[int, list] = field(default_factory=dict)       # nests of everything inside it
+    bound: dict[int, frozenset] = field(default_factory=dict)         # id(node) -> variables reduced inside
     renamed: dict[str, str] = field(default_factory=dict)            # inner copy -> original variable
     expr: Expr | None = None                                         # the (rewritten) expression planned
 
@@ -120,7 +132,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     chains = chains_of(expr, storage_vars)
 
     def restricted(vs: set[str]) -> dict[str, list[str]]:
-        return {t: [v for v in c if v in vs] for t, c in chains.items()}
+        return {t: r for t, c in chains.items() if len(r := [v for v in c if v in vs]) > 1}
 
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
     order = root_order or default_order(out_vars, [v for v in _first_use(expr) if v in root_vars],
@@ -198,7 +210,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 p.owner[a2] = out
                 return out
             inner = ctx[:k] if set(ctx[:k]) == fv else ctx  # hoist when free vars are a prefix
-            rv = default_order([], list(e.vars), restricted(set(e.vars)), loc)
+            rv = list(e.vars) if len(e.vars) == 1 else default_order([], list(e.vars), restricted(set(e.vars)), loc)
             body_nest = inner + tuple(rv)
             record(body_nest)
             body = assign(e.body, body_nest, masked=masked)
@@ -212,6 +224,18 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
         return e
 
     p.expr = assign(expr, p.root_nest, top=True)
+
+    def bound_of(e: Expr) -> frozenset:
+        if isinstance(e, Reduce):
+            b = frozenset(e.vars) | bound_of(e.body)
+        elif isinstance(e, Call):
+            b = frozenset().union(*(bound_of(a) for a in e.args))
+        else:
+            b = frozenset()
+        p.bound[id(e)] = b
+        return b
+
+    bound_of(p.expr)
     for v in order:
         p.owner[v] = p.expr
     return p
@@ -233,6 +257,7 @@ def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
         if k in fv and a not in fv:
             return a
     return None
+
 
 
 def _first_use(e: Expr) -> list[str]:

@@ -65,29 +65,41 @@ def _join(kind, parts):
     return parts[0] if len(parts) == 1 else kind(parts)
 
 
-def iteration(e: Expr, v: str, virtual: dict[int, str] | None = None):
+@dataclass
+class IterCtx:
+    """Per-assignment facts `iteration` needs, with memoised absent values."""
+
+    virtual: dict[int, str]
+    bound: dict[int, frozenset]
+    memo: dict = field(default_factory=dict)
+
+    def absent(self, e: Expr, v: str) -> float | None:
+        return absent(e, v, self.virtual, self.memo)
+
+
+def iteration(e: Expr, v: str, cx: IterCtx):
     """How `e` must iterate variable `v` so that every coordinate where `e` differs from its
     absent value (see absent.py) is visited: a product intersects, other ops union their
     operands when the absent value is a constant, and iterate the full range otherwise.
-    `virtual` maps sparse-accumulated sums (by id) to the variable their spacc outputs."""
+    Sparse-accumulated sums (``cx.virtual``) are leaves at the variable their spacc outputs."""
     if isinstance(e, Access):
         return Leaf(e) if v in e.vars else None
     if isinstance(e, Const):
         return None
     if isinstance(e, Reduce):
-        if virtual and virtual.get(id(e)) == v:
+        if cx.virtual.get(id(e)) == v:
             return VLeaf(e)
-        t = iteration(e.body, v, virtual)
-        if v in e.vars and absent(e.body, v, virtual) != identity(e.kind):
+        t = iteration(e.body, v, cx)
+        if v in e.vars and cx.absent(e.body, v) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
         return t
-    bound = [a for a in e.args if binds(a, v)]
+    bound = [a for a in e.args if v in cx.bound.get(id(a), ())]
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it
-        return iteration(bound[0], v, virtual)
-    subs = [iteration(a, v, virtual) for a in e.args]
+        return iteration(bound[0], v, cx)
+    subs = [iteration(a, v, cx) for a in e.args]
     if e.op in ("mul", "mask"):
         return _join(Inter, subs)
-    if absent(e, v, virtual) is None:
+    if cx.absent(e, v) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
 
@@ -307,6 +319,7 @@ class SamLowering:
         for inner, orig in p.renamed.items():
             self.dims[inner] = self.dims[orig]
         self.vval: dict[Reduce, str] = {}
+        cx = IterCtx(self.virtual, p.bound)
         accs = list(p.access_nest)
         for a in accs:
             if len(set(a.vars)) != len(a.vars):
@@ -322,11 +335,16 @@ class SamLowering:
             for rv in expr.vars:
                 if absent(expr.body, rv, self.virtual) != identity(expr.kind):
                     dense_inside.update(rn[rn.index(rv) + 1:])
+        under: dict[tuple[str, ...], list[Access]] = {}
+        for a in accs:
+            n = p.access_nest[a]
+            for k in range(1, len(n) + 1):
+                under.setdefault(n[:k], []).append(a)
         for prefix in p.prefixes():
             v = prefix[-1]
             self.prefix = prefix[:-1]
             owner = p.owner[v]
-            tree = iteration(owner, v, self.virtual)
+            tree = iteration(owner, v, cx)
             if owner is expr and v not in (expr.vars if isinstance(expr, Reduce) else ()) and \
                     absent(expr, v, self.virtual) != 0.0:
                 tree = Full(tree)  # written outputs are 0 where absent
@@ -340,9 +358,7 @@ class SamLowering:
                 if isinstance(key, Reduce):
                     self.vval[key] = payload
             sig = None
-            for a in accs:
-                if p.access_nest[a][: len(prefix)] != prefix:
-                    continue
+            for a in under.get(prefix, ()):
                 st = self.state[a]
                 if a in refs:
                     st.ref = refs[a]
