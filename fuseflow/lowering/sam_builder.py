@@ -97,6 +97,8 @@ def iteration(e: Expr, v: str, cx: IterCtx):
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it
         return iteration(bound[0], v, cx)
     subs = [iteration(a, v, cx) for a in e.args]
+    if all(t is None for t in subs):
+        return None  # constant along v: its value is repeated, not iterated
     if e.op in ("mul", "mask"):
         return _join(Inter, subs)
     if cx.absent(e, v) is None:
