@@ -1,0 +1,53 @@
+"""Compile time per application and schedule (frontend + partition + lowering + parse).
+
+Prints JSON and a table. Usage: python benchmarks/compile_time.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
+
+import fuseflow  # noqa: E402
+import gcn  # noqa: E402
+import gpt_bigbird  # noqa: E402
+import graphsage  # noqa: E402
+import sae  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="the test-size transformer only")
+    a = ap.parse_args()
+    gpt_opts = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16) if a.quick else {}
+    cases = [("gcn", gcn, {}), ("graphsage", graphsage, {}), ("sae", sae, {}), ("gpt_bigbird", gpt_bigbird, gpt_opts)]
+    rows = []
+    for name, mod, opts in cases:
+        model, args, formats = mod.build(**opts)
+        for sched in ("unfused", "layer", "full"):
+            t0 = time.perf_counter()
+            prog = fuseflow.compile(model, args, formats=formats, schedule=sched)
+            dt = time.perf_counter() - t0
+            rows.append({"model": name, "schedule": sched, "compile_s": round(dt, 2),
+                         "regions": len(prog.graphs), "sam_nodes": sum(len(g.nodes) for g in prog.graphs)})
+            print(json.dumps(rows[-1]), flush=True)
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="compile time (torch.export + torch-mlir + fuseflow lowering)")
+    for h in ("model", "schedule", "regions", "sam nodes", "compile s"):
+        t.add_column(h, justify="left" if h in ("model", "schedule") else "right")
+    for r in rows:
+        t.add_row(r["model"], r["schedule"], str(r["regions"]), str(r["sam_nodes"]), f"{r['compile_s']:.2f}")
+    Console(width=120).print(t)
+
+
+if __name__ == "__main__":
+    main()
