@@ -43,6 +43,17 @@
 }) {sym_name = "all_ops", tensors = [{name = "B", role = "input"}]} : () -> ()
 
 // CHECK-LABEL: "sam.graph"
+// CHECK: "sam.union"{{.*}} -> (!sam.crd, !sam.ref, !sam.val<f32>)
+// CHECK: sym_name = "value_payload"
+"sam.graph"() ({
+  %0 = "sam.root"() {tensor = "B"} : () -> !sam.ref
+  %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "compressed", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "B"} : (!sam.ref) -> (!sam.ref, !sam.crd)
+  %3 = "sam.load"(%1) {tensor = "B"} : (!sam.ref) -> !sam.val<f32>
+  %4:3 = "sam.union"(%2, %2, %1, %3) {index_var = "i", operandSegmentSizes = array<i32: 2, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>} : (!sam.crd, !sam.crd, !sam.ref, !sam.val<f32>) -> (!sam.crd, !sam.ref, !sam.val<f32>)
+  "sam.write_val"(%4#2) {tensor = "x"} : (!sam.val<f32>) -> ()
+}) {sym_name = "value_payload", tensors = []} : () -> ()
+
+// CHECK-LABEL: "sam.graph"
 // CHECK: !sam.val<tensor<16x16xf32>>
 // CHECK: sym_name = "tile_values"
 "sam.graph"() ({
