@@ -112,13 +112,19 @@ def cmd_study(a) -> int:
         for name, sched in schedules:
             progress.update(task, description=f"{name}: compile")
             t0 = time.perf_counter()
-            prog = base if name == "unfused" else fuseflow.compile(model, args, formats=formats, schedule=sched,
-                                                                   node_budget=a.node_budget)
-            t1 = time.perf_counter()
-            progress.update(task, description=f"{name}: simulate")
-            res = prog.simulate(arch=a.arch)
-            t2 = time.perf_counter()
-            err = res.check()
+            try:
+                prog = base if name == "unfused" else fuseflow.compile(model, args, formats=formats, schedule=sched,
+                                                                       node_budget=a.node_budget)
+                t1 = time.perf_counter()
+                progress.update(task, description=f"{name}: simulate")
+                res = prog.simulate(arch=a.arch)
+                t2 = time.perf_counter()
+                err = res.check()
+            except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
+                first = str(e).splitlines()[0]
+                rows.append({"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None})
+                progress.advance(task)
+                continue
             tot = [r.totals() for r in res.regions]
             rows.append({"schedule": name, "regions": len(res.regions), "cycles": res.cycles,
                          "alu_ops": sum(t["alu_ops"] for t in tot), "reductions": sum(t["reductions"] for t in tot),
@@ -126,9 +132,9 @@ def cmd_study(a) -> int:
                          "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
                          "max_abs_error": err, "compile_s": round(t1 - t0, 2), "simulate_s": round(t2 - t1, 2)})
             progress.advance(task)
-    base_cycles = rows[0]["cycles"] if rows and rows[0]["schedule"] == "unfused" else None
+    base_cycles = rows[0].get("cycles") if rows and rows[0]["schedule"] == "unfused" else None
     for r in rows:
-        r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles else None
+        r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
     result = {"model": a.model, "options": _options(a.option) | ({"graph": a.graph} if a.graph else {}),
               "arch": a.arch, "schedules": rows}
     if a.output:
@@ -139,6 +145,7 @@ def cmd_study(a) -> int:
     _table(f"fusion study: {Path(a.model).name} (arch {a.arch})",
            [[r["schedule"], r["regions"], r["cycles"], r["speedup_vs_unfused"], r["alu_ops"],
              r["mem_read_bytes"] + r["mem_write_bytes"], f"{r['max_abs_error']:.2g}", r["compile_s"], r["simulate_s"]]
+            if "error" not in r else [r["schedule"], "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
             for r in rows],
            ["schedule", "regions", "cycles", "speedup", "FLOPs (alu ops)", "memory bytes", "max abs err",
             "compile s", "simulate s"])
