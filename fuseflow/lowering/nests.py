@@ -135,8 +135,13 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
         return {t: r for t, c in chains.items() if len(r := [v for v in c if v in vs]) > 1}
 
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
-    order = root_order or default_order(out_vars, [v for v in _first_use(expr) if v in root_vars],
-                                        restricted(root_vars), loc)
+    root_list = [v for v in _first_use(expr) if v in root_vars]
+    try:
+        order = root_order or default_order(out_vars, root_list, restricted(root_vars), loc)
+    except UnsupportedError:
+        # Storage orders conflict: pick the default order and let the conflicting tensor be re-laid
+        # out (DiscordantError below), rather than giving up.
+        order = default_order(out_vars, root_list, {}, loc)
     if root_order is None and isinstance(expr, Reduce) and len(expr.vars) == 1 and len(out_vars) >= 2:
         outs = [v for v in order if v != expr.vars[0]]
         if _spacc_candidate(expr, tuple(outs), outs) is not None:
@@ -256,7 +261,12 @@ def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
         fv = free_vars(r)
         if k in fv and a not in fv:
             return a
-    return None
+    # Without inner reductions, Gustavson still avoids an inner product per output coordinate
+    # whenever the output variable is reached through the reduced one (a row of B per k).
+    return a if GUSTAVSON_ALWAYS else None
+
+
+GUSTAVSON_ALWAYS = True
 
 
 

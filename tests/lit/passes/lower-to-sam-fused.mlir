@@ -1,13 +1,12 @@
 // RUN: fuseflow-opt %s --split-input-file --pass-pipeline='builtin.module(fuseflow-partition{schedule=full},lower-to-sam)' | filecheck %s
 // Multi-op regions: one sam.graph per function, intermediates streamed.
 
-// SpMM chained into a second SpMM, Y = (A @ B) @ C: Gustavson at the root (spacc over k keyed by
-// j); the inner product T(i,k) = sum_l A(i,l) B(l,k) is hoisted per (i,k) and reduced over l
-// under k's coordinates.
+// SpMM chained into a second SpMM, Y = (A @ B) @ C, both Gustavson: T(i,k) = sum_l A(i,l) B(l,k)
+// is accumulated by a spacc over l keyed by k, and its output coordinates drive the root spacc
+// over k keyed by j: T is streamed, never stored, never recomputed.
 // CHECK-LABEL: "sam.graph"
-// CHECK: %[[K:.*]]:2 = "sam.scan"({{.*}}) {{.*}}index_var = "k"
-// CHECK: %[[T:.*]] = "sam.reduce"({{.*}}, %[[K]]#1) {index_var = "l", kind = "sum"
-// CHECK: "sam.spacc"({{.*}}) {index_var = "k", kind = "sum", {{.*}}order = 1
+// CHECK: %[[T:.*]]:2 = "sam.spacc"({{.*}}) {index_var = "l", kind = "sum", {{.*}}order = 1
+// CHECK: "sam.spacc"({{.*}}, %[[T]]#0, {{.*}}) {index_var = "k", kind = "sum", {{.*}}order = 1
 // CHECK: sym_name = "full"
 #csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
 func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x6xf32> {fuseflow.name = "B"}, %C: tensor<6x3xf32> {fuseflow.name = "C"}) -> tensor<4x3xf32> {
@@ -23,12 +22,12 @@ func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x6x
 
 // -----
 
-// SpMM + bias + ReLU in one graph: the bias joins the product's coordinates by a union at j
-// (inner-product order, B re-laid out column-major), the product is reduced over k under j,
-// and ReLU is the last ALU before the writers.
+// SpMM + bias + ReLU in one graph: the product is accumulated (spacc over k keyed by j), its
+// (coordinate, value) streams join the bias with a union at j whose payloads are the bias refs
+// and the product's values, and ReLU is the last ALU before the writers.
 // CHECK-LABEL: "sam.graph"
-// CHECK: %[[U:.*]]:3 = "sam.union"({{.*}}) {index_var = "j"
-// CHECK: "sam.reduce"({{.*}}, %[[U]]#0) {index_var = "k", kind = "sum"
+// CHECK: %[[ACC:.*]]:2 = "sam.spacc"({{.*}}) {index_var = "k", kind = "sum"
+// CHECK: %[[U:.*]]:3 = "sam.union"({{.*}}, %[[ACC]]#0, {{.*}}, %[[ACC]]#1) {index_var = "j"
 // CHECK: %[[S:.*]] = "sam.alu"({{.*}}) {op = "add"
 // CHECK: %[[R:.*]] = "sam.alu"(%[[S]]) {op = "relu"
 // CHECK: "sam.write_val"(%[[R]])
