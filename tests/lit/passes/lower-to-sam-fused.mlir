@@ -106,11 +106,13 @@ func.func @main(%s: tensor<4x6xf32> {fuseflow.name = "s"}, %mask: tensor<4x6xf32
 // -----
 
 // A twice-used intermediate is recomputed, not materialised: T = A @ B is used twice in T * T,
-// so its reduction appears twice (two scanner chains over A), each over its own variable.
+// so its accumulation appears twice (two scanner chains over A, variables k and l), and the two
+// value streams meet in an intersect with value payloads.
 // CHECK-LABEL: "sam.graph"
-// CHECK: "sam.reduce"({{.*}}) {index_var = "[[V1:.*]]", kind = "sum"
-// CHECK: "sam.reduce"({{.*}}) {index_var = "[[V2:.*]]", kind = "sum"
-// CHECK: "sam.alu"({{.*}}) {op = "mul"
+// CHECK: %[[T1:.*]]:2 = "sam.spacc"({{.*}}) {index_var = "k", kind = "sum"
+// CHECK: %[[T2:.*]]:2 = "sam.spacc"({{.*}}) {index_var = "l", kind = "sum"
+// CHECK: %[[X:.*]]:3 = "sam.intersect"(%[[T1]]#0, %[[T2]]#0, %[[T1]]#1, %[[T2]]#1)
+// CHECK: "sam.alu"(%[[X]]#1, %[[X]]#2) {op = "mul"
 // CHECK: sym_name = "full"
 #csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
 func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x3xf32> {fuseflow.name = "B"}) -> tensor<4x3xf32> {
