@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from graphs import load_graph, normalise, prune, sparse_features
+from graphs import TwoLayerGNN, load_graph, normalise, prune, sparse_features
 
 
 class GCNConv(torch.nn.Module):
@@ -20,16 +20,6 @@ class GCNConv(torch.nn.Module):
         return self.lin(A @ H)
 
 
-class GCN(torch.nn.Module):
-    def __init__(self, fin: int, hidden: int, classes: int):
-        super().__init__()
-        self.conv1 = GCNConv(fin, hidden)
-        self.conv2 = GCNConv(hidden, classes)
-
-    def forward(self, A, X):
-        return self.conv2(A, torch.relu(self.conv1(A, X)))
-
-
 def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
           weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
     torch.manual_seed(seed)
@@ -37,7 +27,7 @@ def build(graph: str | None = None, features: int = 32, hidden: int = 16, classe
     A = normalise(A)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
-    model = GCN(X.shape[1], hidden, classes).eval()
+    model = TwoLayerGNN(GCNConv, X.shape[1], hidden, classes).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": "csr", "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
     return model, (A, X), formats

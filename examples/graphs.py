@@ -10,6 +10,18 @@ import scipy.sparse as sp
 import torch
 
 
+class TwoLayerGNN(torch.nn.Module):
+    """conv2(A, relu(conv1(A, X))) for any conv module class taking (fin, fout)."""
+
+    def __init__(self, conv: type, fin: int, hidden: int, classes: int):
+        super().__init__()
+        self.conv1 = conv(fin, hidden)
+        self.conv2 = conv(hidden, classes)
+
+    def forward(self, A, X):
+        return self.conv2(A, torch.relu(self.conv1(A, X)))
+
+
 def load_graph(path: str | None, max_features: int | None = 256) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Adjacency (dense torch, 0/1) and node features if the file has them."""
     if path is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from graphs import load_graph, prune, sparse_features
+from graphs import TwoLayerGNN, load_graph, prune, sparse_features
 
 
 class SAGEConv(torch.nn.Module):
@@ -21,23 +21,13 @@ class SAGEConv(torch.nn.Module):
         return self.lin_self(H) + self.lin_neigh((A @ H) / deg)
 
 
-class GraphSAGE(torch.nn.Module):
-    def __init__(self, fin: int, hidden: int, classes: int):
-        super().__init__()
-        self.conv1 = SAGEConv(fin, hidden)
-        self.conv2 = SAGEConv(hidden, classes)
-
-    def forward(self, A, X):
-        return self.conv2(A, torch.relu(self.conv1(A, X)))
-
-
 def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
           weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
     torch.manual_seed(seed)
     A, X = load_graph(graph)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
-    model = GraphSAGE(X.shape[1], hidden, classes).eval()
+    model = TwoLayerGNN(SAGEConv, X.shape[1], hidden, classes).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": "csr"}
     for name, p in model.named_parameters():

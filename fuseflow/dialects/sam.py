@@ -180,7 +180,22 @@ def _check_joiner(op) -> bool:
     return True
 
 
-class IntersectOp(Sam.Operation, name="intersect", traits=[Pure]):
+class _Joiner(Sam.Operation):
+    """Operands and results shared by the joiners (no name: not an op of its own)."""
+
+    in_crds: Sequence[Operand[CrdStream]]
+    in_refs: Sequence[Operand[RefStream]]
+    in_vals: Sequence[Operand[ValStream]]
+    index_var: ir.StringAttr
+    out_crd: Result[CrdStream]
+    out_refs: Sequence[Result[RefStream]]
+    out_vals: Sequence[Result[ValStream]]
+
+    def verify_invariants(self) -> bool:
+        return _check_joiner(self)
+
+
+class IntersectOp(_Joiner, name="intersect", traits=[Pure]):
     """Co-iterate N (crd, payload) pairs; emit the coordinates present in all of them.
 
     Payloads are refs, or values where an intermediate's value stream travels instead of a ref
@@ -188,34 +203,14 @@ class IntersectOp(Sam.Operation, name="intersect", traits=[Pure]):
     one type per variadic group, hence the two payload groups.
     """
 
-    in_crds: Sequence[Operand[CrdStream]]
-    in_refs: Sequence[Operand[RefStream]]
-    in_vals: Sequence[Operand[ValStream]]
-    index_var: ir.StringAttr
-    out_crd: Result[CrdStream]
-    out_refs: Sequence[Result[RefStream]]
-    out_vals: Sequence[Result[ValStream]]
-
-    def verify_invariants(self) -> bool:
-        return _check_joiner(self)
 
 
-class UnionOp(Sam.Operation, name="union", traits=[Pure]):
+class UnionOp(_Joiner, name="union", traits=[Pure]):
     """Co-iterate N (crd, payload) pairs; emit every coordinate, N for absent operands.
 
     Payload groups as for ``sam.intersect``: refs first, then values.
     """
 
-    in_crds: Sequence[Operand[CrdStream]]
-    in_refs: Sequence[Operand[RefStream]]
-    in_vals: Sequence[Operand[ValStream]]
-    index_var: ir.StringAttr
-    out_crd: Result[CrdStream]
-    out_refs: Sequence[Result[RefStream]]
-    out_vals: Sequence[Result[ValStream]]
-
-    def verify_invariants(self) -> bool:
-        return _check_joiner(self)
 
 
 class RepSigGenOp(Sam.Operation, name="repsiggen", traits=[Pure]):
