@@ -98,6 +98,8 @@ class SimResult:
             "total_cycles": self.cycles,
             "arch": self.arch.name,
             "schedule": self.program.schedule,
+            "passes": self.program.passes,
+            "orders": dict(self.program.orders),
             "regions": regions,
             "max_abs_error": self.max_abs_error,
             "notes": list(self.program.imported.notes),
@@ -118,6 +120,20 @@ class Program:
     graphs: list[GraphSpec] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
     op_infos: list[OpInfo] = field(default_factory=list)
+    passes: str = ""
+    orders: dict[str, str] = field(default_factory=dict)  # region -> dataflow order chosen by a pass
+    order_candidates: dict[str, tuple] = field(default_factory=dict)  # region -> enumerated orders
+    lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
+
+    def reorder(self, order: "str | Mapping[str, str]") -> "Program":
+        """The same model, schedule and passes lowered under another dataflow order (no re-export):
+        what an order sweep calls once per order."""
+        from dataclasses import replace
+
+        module = ir.Module.parse(self.linalg_text, context=self.imported.module.context)
+        schedule, node_budget, passes = self.lowering
+        return _lower(self.model, self.example_args, replace(self.imported, module=module), self.linalg_text,
+                      schedule, node_budget, order, passes)
 
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
@@ -172,28 +188,72 @@ class Program:
 
 
 def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,
-            schedule: "str | Schedule" = "unfused", node_budget: int = 100_000) -> Program:
+            schedule: "str | Schedule" = "unfused", node_budget: int = 100_000,
+            order: "str | Mapping[str, str] | None" = None, passes: str | None = None) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
     `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
     module, descending through containers), ``full`` (one region), ``op`` (one per linalg op), or
     a ``fuseflow.Schedule`` of module paths / op indices.
+    `order`: each region's dataflow order, ``auto`` / ``K`` / ``i,k,j`` (shorthand for the pass
+    ``fuseflow-order{order=...}``), or a mapping {region name: that} for some regions. `passes`: a pipeline of fuseflow passes run after the
+    schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
     """
     if not isinstance(schedule, Schedule) and schedule not in SCHEDULES:
         raise FuseflowError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
     args = tuple(example_args)
     imported = import_model(model, args, formats)
+    return _lower(copy.deepcopy(model).eval(), args, imported, str(imported.module), schedule, node_budget,
+                  order, passes)
+
+
+def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_text: str,
+           schedule: "str | Schedule", node_budget: int, order, passes: str | None) -> "Program":
+    """Partition, run passes, lower and parse: everything of `compile` after torch.export."""
     module = imported.module
     with module.context:
-        linalg_text = str(module)
         infos, _ = op_listing(main_func(module))
         assign_regions(main_func(module), schedule, imported.containers)
-        sam_text, summary = lower_module(module, node_budget)
+        pipeline = _pipeline(passes, order)
+        run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None])
+        # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
+        sam_text, summary, chosen = lower_module(module, node_budget, order)
         sam_module = ir.Module.parse(sam_text)
         graphs, outs = parse_graphs(sam_module)
     sched_name = schedule if isinstance(schedule, str) else "custom"
-    return Program(copy.deepcopy(model).eval(), args, imported, sched_name, linalg_text, sam_text, summary,
-                   graphs, outs, infos)
+    return Program(model, args, imported, sched_name, linalg_text, sam_text, summary,
+                   graphs, outs, infos, ", ".join(pipeline), {r: c.name for r, c in chosen.items()},
+                   {r: c.alternatives for r, c in chosen.items() if c.alternatives},
+                   (schedule, node_budget, passes))
+
+
+def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> list[str]:
+    from fuseflow.cli.opt import split_pipeline
+
+    out = split_pipeline(passes) if passes else []
+    if order is not None:
+        if any(p.startswith("fuseflow-order") for p in out):
+            raise FuseflowError("give the order either as order= or as a fuseflow-order pass, not both")
+        shown = order if isinstance(order, str) else " ".join(f"{r}={o}" for r, o in order.items())
+        out.append(f"fuseflow-order{{order={shown}}}")
+    return out
+
+
+def run_passes(module: ir.Module, pipeline: list[str]) -> None:
+    """Run fuseflow passes (by name, with options) on the partitioned linalg module in place."""
+    import re
+
+    from fuseflow.passes import PASSES
+
+    for el in pipeline:
+        m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", el, re.S)
+        name = m.group(1) if m else el
+        if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
+            allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
+            raise FuseflowError(f"passes: {name!r} cannot run here; compile() runs the partition and "
+                                f"lowering itself, after these: {', '.join(allowed)}")
+        p = PASSES[name]
+        p.run(module, p.parse_options(m.group(2) or ""))
 
 
 def dumps(res: SimResult) -> str:

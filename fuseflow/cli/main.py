@@ -69,7 +69,7 @@ def cmd_run(a) -> int:
     import fuseflow
 
     model, args, formats = _load_example(a.model, a)
-    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
     res = prog.simulate(arch=a.arch, spans=bool(a.save))
     err = res.check()
     if a.save:
@@ -152,6 +152,54 @@ def cmd_study(a) -> int:
     return 0
 
 
+def cmd_order_sweep(a) -> int:
+    """Simulate every enumerated dataflow order of one region; cycles per order and the static pick."""
+    import fuseflow
+    from rich.progress import Progress
+
+    model, args, formats = _load_example(a.model, a)
+    first = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order="auto")
+    regions = list(first.order_candidates)
+    region = a.region or (regions[0] if len(regions) == 1 else None)
+    if region is None or region not in first.order_candidates:
+        raise FuseflowError(f"choose a region with --region: {', '.join(regions)}" if region is None else
+                            f"no region {region!r}; regions: {', '.join(regions)}")
+    cands = [c for c in first.order_candidates[region]][: a.cap]
+    auto = first.orders[region]
+    rows = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"orders of {region}", total=len(cands))
+        for c in cands:
+            row = {"index": c.index, "order": c.name, "relayouts": list(c.relayouts),
+                   "estimate": round(c.estimate.cost), "auto": c.name == auto}
+            try:
+                prog = first.reorder({region: c.name})
+                res = prog.simulate(arch=a.arch)
+                row["max_abs_error"] = res.check()
+                row["cycles"] = res.cycles
+                row["region_cycles"] = next(r.cycles for r in res.regions if r.name == region)
+            except fuseflow.FuseflowError as e:  # one order failing does not lose the others
+                row["error"] = str(e).splitlines()[0][:300]
+            rows.append(row)
+            progress.advance(task)
+    done = [r for r in rows if "cycles" in r]
+    best = min((r["region_cycles"] for r in done), default=None)
+    for r in done:
+        r["vs_best"] = round(r["region_cycles"] / best, 3) if best else None
+    result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto,
+              "orders": rows}
+    if a.output:
+        Path(a.output).write_text(json.dumps(result, indent=2))
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    _table(f"order sweep: {Path(a.model).name}, region {region} (arch {a.arch}; * = order=auto)",
+           [[r["index"], r["order"] + (" *" if r["auto"] else ""), ",".join(r["relayouts"]) or "-", r["estimate"],
+             r.get("region_cycles", "failed"), r.get("vs_best", r.get("error", "")[:60])] for r in rows],
+           ["#", "order", "re-laid out", "static estimate", "cycles", "x best"])
+    return 0
+
+
 def cmd_report(a) -> int:
     from rich.console import Console
 
@@ -181,7 +229,7 @@ def cmd_compile(a) -> int:
     import fuseflow
 
     model, args, formats = _load_example(a.model, a)
-    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(a.model).stem
@@ -250,6 +298,11 @@ def _first_diag(text: str, file: str) -> FuseflowError:
     return FuseflowError(text.splitlines()[0] if text else "malformed input")
 
 
+def _pass_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--order", help="dataflow order of every region: auto | K | i,k,j")
+    p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuseflow", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -261,6 +314,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
     r.add_argument("--graph", help="graph file for GNN examples")
     r.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    _pass_args(r)
     r.set_defaults(fn=cmd_run)
     st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
     st.add_argument("model")
@@ -272,6 +326,18 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     st.add_argument("-o", "--output", help="also write the JSON here")
     st.set_defaults(fn=cmd_study)
+    o = sub.add_parser("order-sweep", help="simulate every dataflow order of a region; cycles per order")
+    o.add_argument("model")
+    o.add_argument("--schedule", default="full", help="fusion schedule (default full)")
+    o.add_argument("--region", help="region to sweep (needed when the schedule has several)")
+    o.add_argument("--cap", type=int, default=64, help="at most this many orders")
+    o.add_argument("--arch", default="comal")
+    o.add_argument("--graph", help="graph file for GNN examples")
+    o.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    o.add_argument("--json", action="store_true")
+    o.add_argument("-o", "--output", help="also write the JSON here")
+    o.set_defaults(fn=cmd_order_sweep)
+
     rp = sub.add_parser("report", help="tables, a Perfetto trace and a DOT graph from a saved result")
     rp.add_argument("result", help="JSON written by `fuseflow run --save`")
     rp.add_argument("--nodes", action="store_true", help="also print per-node counters")
@@ -281,6 +347,9 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="write the linalg and sam modules of a model file")
     c.add_argument("model")
     c.add_argument("--schedule", default="unfused")
+    c.add_argument("--graph", help="graph file for GNN examples")
+    c.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    _pass_args(c)
     c.add_argument("-o", "--output-dir", default=".")
     c.set_defaults(fn=cmd_compile)
     s = sub.add_parser("simulate", help="simulate a sam .mlir file on data from a directory")

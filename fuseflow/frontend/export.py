@@ -170,7 +170,9 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     for name, t in zip(all_names, inputs):
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = parse_format(spec, t.dim(), what=f"{name!r}")
-    out_names = _attach(module, all_names, fmts)
+    density = {name: float(torch.count_nonzero(t)) / max(1, t.numel())
+               for name, t in zip(all_names, inputs) if "compressed" in fmts[name].levels}
+    out_names = _attach(module, all_names, fmts, density)
     example = lifted(*inputs)
     single = not isinstance(example, (tuple, list))
     containers = {name for name, m in model.named_modules()
@@ -180,8 +182,11 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
                          len(args), out_names, single, notes, containers)
 
 
-def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format]) -> list[str]:
-    """Set argument encodings and name attributes on @main; returns output names."""
+def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format],
+            density: Mapping[str, float]) -> list[str]:
+    """Set argument encodings, names and (sparse ones) densities on @main; returns output names.
+
+    The density of the example data is what the ordering pass's static estimate reads."""
     func = module.body.operations[0]
     with module.context, ir.Location.unknown():
         block = func.regions[0].blocks[0]
@@ -193,8 +198,11 @@ def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format])
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         func.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
+        f64 = ir.F64Type.get()
         func.attributes["arg_attrs"] = ir.ArrayAttr.get([
-            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in names])
+            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n),
+                             **({"fuseflow.density": ir.FloatAttr.get(f64, density[n])} if n in density else {})})
+            for n in names])
         outs = [f"out{i}" for i in range(len(ftype.results))]
         func.attributes["res_attrs"] = ir.ArrayAttr.get([
             ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in outs])

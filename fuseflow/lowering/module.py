@@ -7,10 +7,12 @@ region scans them by name.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Mapping
 
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, render
+from fuseflow.lowering.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
 from fuseflow.mlir import ir
@@ -44,9 +46,24 @@ def _consumers(value: ir.Value) -> list[ir.Operation]:
     return out
 
 
-def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, dict]:
-    """Return the sam module text and a summary {region: [expressions]}."""
+ORDERS_ATTR = "fuseflow.orders"
+"""Function attribute the ordering pass writes: {region name: "i,k,j"}; lower-to-sam follows it."""
+
+
+def lower_module(module: ir.Module, node_budget: int = 100_000,
+                 order_spec: "str | Mapping[str, str] | None" = None,
+                 cap: int = DEFAULT_CAP) -> tuple[str, dict, dict[str, Candidate]]:
+    """Return the sam module text, a summary {region: [expressions]} and the chosen orders.
+
+    Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
+    ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
+    see `ordering.choose`; a mapping gives one per region name), else from the default heuristic
+    order. Each chosen `Candidate` carries the region's enumerated alternatives.
+    """
     func = main_func(module)
+    fixed = ({k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
+             if ORDERS_ATTR in func.attributes else {})
+    density: dict[str, float] = {}
     Partition.of(func)
     block = func.regions[0].blocks[0]
     names: dict = {}
@@ -55,11 +72,16 @@ def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, di
     tensors: dict[str, TensorInfo] = {}
     for i, arg in enumerate(block.arguments):
         name = f"arg{i}"
-        if arg_attrs is not None and "fuseflow.name" in ir.DictAttr(arg_attrs[i]):
-            name = ir.StringAttr(ir.DictAttr(arg_attrs[i])["fuseflow.name"]).value
+        attrs = ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
+        if attrs is not None and "fuseflow.name" in attrs:
+            name = ir.StringAttr(attrs["fuseflow.name"]).value
         names[arg] = name
         t = ir.RankedTensorType(arg.type)
         tensors[name] = TensorInfo(name, tuple(t.shape), _format_of(t), "input")
+        if attrs is not None and "fuseflow.density" in attrs:
+            density[name] = ir.FloatAttr(attrs["fuseflow.density"]).value
+        elif "compressed" in tensors[name].fmt.levels:
+            density[name] = DEFAULT_DENSITY
     ret = [op for op in body_ops(func) if op.name == "func.return"][0]
     out_names = []
     for i, v in enumerate(ret.operands):
@@ -86,24 +108,33 @@ def lower_module(module: ir.Module, node_budget: int = 100_000) -> tuple[str, di
                     names[res] = f"t{k}"
                     k += 1
                 outputs_of[region_of[op]].append(res)
-    graphs, summary = [], {}
+    graphs, summary, chosen = [], {}, {}
     for region in order:
         in_region = {op for op in ops if region_of[op] == region}
         parser = RegionParser(in_region, lambda v: None if _produced_in(v, in_region) else names.get(v))
         lowering = SamLowering(region, {}, node_budget)
-        exprs = []
-        for res in outputs_of[region]:
-            asg = parser.output(res, names[res])
+        asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
+        for asg in asgs:
             used = {a.tensor for a in _accs(asg.expr)}
             lowering.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lowering.tensors})
-            lowering.lower(asg)
+        rv = RegionVars(region, asgs, lambda t: lowering.tensors[t].fmt.mode_order,
+                        lambda t: lowering.tensors[t].fmt.levels, density)
+        spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
+        pick = choose(rv, spec, cap) if spec is not None else None
+        exprs = []
+        for asg in asgs:
+            lowering.lower(asg, [v for v in pick.order] if pick is not None else None)
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
+            density[asg.out] = estimate_density(rv, asg)
+        if pick is not None:
+            chosen[region] = pick
+            exprs.append(f"order: {pick.name}")
         tensors.update(lowering.outputs)
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
     outs = _attr(out_names)
     text = "module attributes {sam.outputs = " + outs + "} {\n" + "\n".join(graphs) + "\n}\n"
-    return text, summary
+    return text, summary, chosen
 
 
 def _produced_in(v: ir.Value, region_ops: set) -> bool:

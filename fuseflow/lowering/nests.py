@@ -12,6 +12,7 @@ trie node, so streams that meet are aligned by construction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Reduce
@@ -127,9 +128,22 @@ def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
 
 
 def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
-         root_order: list[str] | None = None) -> NestPlan:
-    """Choose the root order and every node's nest; checks concordance of every access."""
+         order: "Sequence[str] | None" = None) -> NestPlan:
+    """Choose the root order and every node's nest; checks concordance of every access.
+
+    `order` is a dataflow order over all the expression's variables (the ordering pass's
+    choice). Each reduction then follows its restriction: a reduced variable after all the free
+    ones is an inner product (hoisted when its free variables lead the consumer's nest), a
+    single reduced variable just before the last free one is Gustavson (spacc); anything else
+    raises `UnrealisableOrder`. Without `order`, the default order and the Gustavson heuristic
+    of `_spacc_candidate` decide.
+    """
     chains = chains_of(expr, storage_vars)
+    given = list(order) if order is not None else None
+    if given is not None:
+        missing = [v for v in _first_use(expr) if v not in given]
+        if missing:
+            raise UnrealisableOrder(f"order {','.join(given)} does not place variable(s) {', '.join(missing)}", loc)
 
     def restricted(vs: set[str]) -> dict[str, list[str]]:
         return {t: r for t, c in chains.items() if len(r := [v for v in c if v in vs]) > 1}
@@ -137,16 +151,23 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
     root_list = [v for v in _first_use(expr) if v in root_vars]
     try:
-        order = root_order or default_order(out_vars, root_list, restricted(root_vars), loc)
+        order = ([v for v in given if v in root_vars] if given is not None
+                 else default_order(out_vars, root_list, restricted(root_vars), loc))
     except UnsupportedError:
         # Storage orders conflict: pick the default order and let the conflicting tensor be re-laid
         # out (DiscordantError below), rather than giving up.
         order = default_order(out_vars, root_list, {}, loc)
-    if root_order is None and isinstance(expr, Reduce) and len(expr.vars) == 1 and len(out_vars) >= 2:
+    if given is None and isinstance(expr, Reduce) and len(expr.vars) == 1 and len(out_vars) >= 2:
         outs = [v for v in order if v != expr.vars[0]]
         if _spacc_candidate(expr, tuple(outs), outs) is not None:
             # Gustavson at the root: the reduced variable before the last output variable.
             order = outs[:-1] + [expr.vars[0], outs[-1]]
+    if given is not None and isinstance(expr, Reduce):
+        for v in expr.vars:
+            rest = order[order.index(v) + 1:]
+            if rest and (len(rest) > 2 or any(u in expr.vars for u in rest)):
+                raise UnrealisableOrder(f"order {','.join(given)}: the reduction over {v} would need a sparse "
+                                        f"accumulator over {len(rest)} inner variables (spacc has order 1 or 2)", loc)
     p = NestPlan(tuple(order))
     for v in order:
         p.owner[v] = expr
@@ -190,7 +211,10 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             fv = free_vars(e)
             ordered = [v for v in ctx if v in fv]
             k = len(fv)
-            spacc = None if masked else _spacc_candidate(e, ctx, ordered)
+            if given is not None:
+                spacc = _follow_order(e, ctx, ordered, given, masked, loc)
+            else:
+                spacc = None if masked else _spacc_candidate(e, ctx, ordered)
             if spacc is not None:
                 # Gustavson: iterate the reduced variable outside the last free one and merge with a
                 # sparse accumulator, so reductions inside stay hoisted instead of recomputed.
@@ -215,7 +239,8 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 p.owner[a2] = out
                 return out
             inner = ctx[:k] if set(ctx[:k]) == fv else ctx  # hoist when free vars are a prefix
-            rv = list(e.vars) if len(e.vars) == 1 else default_order([], list(e.vars), restricted(set(e.vars)), loc)
+            rv = (list(e.vars) if len(e.vars) == 1 else [v for v in given if v in e.vars] if given is not None
+                  else default_order([], list(e.vars), restricted(set(e.vars)), loc))
             body_nest = inner + tuple(rv)
             record(body_nest)
             body = assign(e.body, body_nest, masked=masked)
@@ -246,6 +271,34 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     return p
 
 
+class UnrealisableOrder(UnsupportedError):
+    """A dataflow order this lowering cannot build (e.g. an outer-product spacc nested in a region)."""
+
+
+def _follow_order(e: Reduce, ctx: tuple[str, ...], ordered: list[str], given: list[str], masked: bool,
+                  loc: str | None) -> str | None:
+    """The Gustavson variable a nested reduction must use under the given order, or None for an
+    inner product; raises when the order asks for a dataflow the lowering does not build."""
+    local = [v for v in given if v in set(ordered) | set(e.vars)]
+    if all(local.index(r) > local.index(f) for r in e.vars for f in ordered):
+        return None
+    shown = f"order {','.join(given)}"
+    if masked or e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 1 or local[-2] != e.vars[0]:
+        raise UnrealisableOrder(f"{shown}: the reduction over {','.join(e.vars)} would need an "
+                                "outer-product accumulation the lowering does not build here", loc)
+    if len(ordered) < 2 or _spacc_candidate_position(ctx, ordered) is None:
+        raise UnrealisableOrder(f"{shown}: the sparse accumulation over {e.vars[0]} does not line up "
+                                "with its consumer's loop nest", loc)
+    return ordered[-1]
+
+
+def _spacc_candidate_position(ctx: tuple[str, ...], ordered: list[str]) -> str | None:
+    a, prefix = ordered[-1], tuple(ordered[:-1])
+    if ctx[: len(prefix)] != prefix or len(ctx) <= len(prefix) or ctx[len(prefix)] != a:
+        return None
+    return a
+
+
 def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
     """Whether a nested sum is better accumulated (Gustavson) than computed per output (inner
     product): it has one reduced variable, its last free variable directly follows the others in
@@ -253,8 +306,8 @@ def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
     free variable (inner-product order would recompute it for every output coordinate)."""
     if e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 2:
         return None  # a per-row statistic (one free variable) is better hoisted
-    a, prefix = ordered[-1], tuple(ordered[:-1])
-    if ctx[: len(prefix)] != prefix or len(ctx) <= len(prefix) or ctx[len(prefix)] != a:
+    a = _spacc_candidate_position(ctx, ordered)
+    if a is None:
         return None
     k = e.vars[0]
     for r in _inner_reductions(e.body):
@@ -287,4 +340,4 @@ def _first_use(e: Expr) -> list[str]:
     return out
 
 
-__all__ = ["NestPlan", "plan", "free_vars", "binds", "Const"]
+__all__ = ["NestPlan", "UnrealisableOrder", "plan", "free_vars", "binds", "Const"]

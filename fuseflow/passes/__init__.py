@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from fuseflow.errors import FuseflowError
-from fuseflow.passes import lower_to_sam, partition
+from fuseflow.passes import lower_to_sam, order, partition
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Pass:
 PASSES: dict[str, Pass] = {
     p.name: p for p in (
         Pass("fuseflow-partition", partition.run, partition.Options),
+        Pass("fuseflow-order", order.run, order.Options),
         Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
     )
 }

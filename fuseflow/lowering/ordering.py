@@ -1,0 +1,321 @@
+"""Dataflow-order search of a fusion region (DESIGN §5.2, §11): enumerate, estimate, choose.
+
+A region's dataflow order is one total order of all its index variables; every reduction
+follows its restriction (see `nests.plan`). The search space is every order the lowering can
+build: first those concordant with the tensors' storage orders (the topological orders of the
+partial order they impose), then the discordant ones, each naming the tensors it re-lays out.
+Orders that lead to the same loop nests are listed once. The static estimate needs no
+simulation: it counts coordinates visited per loop level under a uniform-random model of each
+tensor's density, plus the cost of re-laying out a tensor.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator, Mapping, Sequence
+
+from fuseflow.errors import FuseflowError, UnsupportedError
+from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses
+from fuseflow.lowering.nests import NestPlan, plan
+from fuseflow.lowering.order import storage_vars
+
+DEFAULT_CAP = 64
+"""Orders listed per region unless the caller asks for more."""
+SCAN_LIMIT = 50
+"""Permutations examined per listed order before giving up (large regions have n! orders)."""
+DEFAULT_DENSITY = 0.1
+"""Density assumed for a compressed tensor whose data is not known (fuseflow-opt on a file)."""
+
+# ops whose result is zero where their first operand is (intersections) / any operand is (products)
+_PRODUCTS = {"mul", "mask"}
+_FIRST_ARG = {"div", "relu", "neg", "sqrt", "tanh", "abs"}
+_UNIONS = {"add", "sub", "max", "min"}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Static cost of one order: coordinates visited, ALU ops, bytes read, re-layout moves."""
+
+    visits: float
+    flops: float
+    bytes: float
+    relayout: float
+
+    @property
+    def cost(self) -> float:
+        """One number to rank orders: every visited coordinate and re-laid entry costs a cycle."""
+        return self.visits + self.relayout
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One enumerated order of a region."""
+
+    index: int
+    order: tuple[str, ...]
+    relayouts: tuple[str, ...]  # tensors stored against this order (re-laid out, cost counted)
+    estimate: Estimate
+    alternatives: tuple["Candidate", ...] = ()  # set on a choice: every enumerated order of the region
+
+    @property
+    def name(self) -> str:
+        return ",".join(self.order)
+
+
+@dataclass
+class RegionVars:
+    """What the search needs of a region: its assignments, and each tensor's format and density."""
+
+    name: str
+    assigns: list[Assign]
+    mode_order: Callable[[str], Sequence[int]]
+    levels: Callable[[str], Sequence[str]]
+    density: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def loc(self) -> str | None:
+        return next((a.loc for a in self.assigns if a.loc), None)
+
+    @property
+    def variables(self) -> list[str]:
+        out: list[str] = []
+        for a in self.assigns:
+            for v in list(a.vars) + _reduced(a.expr) + [u for acc in accesses(a.expr) for u in acc.vars]:
+                if v != UNIT and v not in out:
+                    out.append(v)
+        return out
+
+    def dims(self) -> dict[str, int]:
+        d: dict[str, int] = {}
+        for a in self.assigns:
+            d.update(a.dims)
+        return d
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        """(before, after, tensor) for consecutive storage levels of every access."""
+        out = []
+        for a in self.assigns:
+            for acc in accesses(a.expr):
+                chain = [v for v in storage_vars(acc.vars, self.mode_order(acc.tensor)) if v != UNIT]
+                out.extend((x, y, acc.tensor) for x, y in zip(chain, chain[1:]))
+        return out
+
+
+def _reduced(e: Expr) -> list[str]:
+    if isinstance(e, Reduce):
+        return list(e.vars) + _reduced(e.body)
+    if isinstance(e, Call):
+        return [v for x in e.args for v in _reduced(x)]
+    return []
+
+
+def linear_extensions(items: Sequence[str], edges: Sequence[tuple[str, str]]) -> Iterator[tuple[str, ...]]:
+    """Every total order of `items` respecting `edges`, lexicographic in the order of `items`."""
+    preds = {v: {a for a, b in edges if b == v and a in items} for v in items}
+
+    def rec(prefix: list[str], left: list[str]):
+        if not left:
+            yield tuple(prefix)
+            return
+        placed = set(prefix)
+        for v in left:
+            if preds[v] <= placed:
+                prefix.append(v)
+                yield from rec(prefix, [u for u in left if u != v])
+                prefix.pop()
+
+    yield from rec([], list(items))
+
+
+def _plans(rv: RegionVars, order: Sequence[str]) -> list[NestPlan]:
+    """Loop nests of every assignment under `order`, ignoring storage orders (re-layouts are
+    counted separately); raises UnsupportedError when the order cannot be built."""
+    out = []
+    for a in rv.assigns:
+        sub = [v for v in order if v in a.dims or v in _reduced(a.expr)]
+        out.append(plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, sub))
+    return out
+
+
+def _signature(plans: list[NestPlan]) -> tuple:
+    return tuple((p.root_nest, tuple(sorted(p.body_nest.values())), tuple(sorted(set(p.access_nest.values()))))
+                 for p in plans)
+
+
+def _relayouts(rv: RegionVars, plans: list[NestPlan]) -> tuple[str, ...]:
+    out: list[str] = []
+    for p in plans:
+        for acc, nest in p.access_nest.items():
+            pos = {v: i for i, v in enumerate(nest)}
+            chain = [v for v in storage_vars(acc.vars, rv.mode_order(acc.tensor)) if v != UNIT]
+            if any(pos[x] > pos[y] for x, y in zip(chain, chain[1:])) and acc.tensor not in out:
+                out.append(acc.tensor)
+    return tuple(out)
+
+
+class _Density:
+    """P(an expression is nonzero at a point whose bound variables are `bound`), uniform-random model."""
+
+    def __init__(self, rv: RegionVars, dims: Mapping[str, int]):
+        self.rv, self.dims = rv, dims
+
+    def dim(self, v: str) -> int:
+        return self.dims.get(v, 1)
+
+    def of(self, e: Expr, bound: frozenset) -> float:
+        if isinstance(e, Access):
+            d = self.rv.density.get(e.tensor, 1.0)
+            free = math.prod(self.dim(v) for v in e.vars if v != UNIT and v not in bound)
+            return min(1.0, d * free)
+        if isinstance(e, Const):
+            return 0.0 if e.value == 0 else 1.0
+        if isinstance(e, Call):
+            fs = [self.of(a, bound) for a in e.args]
+            if e.op in _PRODUCTS:
+                return math.prod(fs)
+            if e.op in _FIRST_ARG:
+                return fs[0]
+            if e.op in _UNIONS:
+                return 1.0 - math.prod(1.0 - f for f in fs)
+            return 1.0
+        if isinstance(e, Reduce):
+            return self.of(e.body, bound - set(e.vars))
+        return 1.0
+
+
+def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) -> Estimate:
+    """Coordinates visited at every loop level of every nest (shared prefixes counted once),
+    one ALU op per operator per innermost point, bytes of every value and coordinate read."""
+    dims = rv.dims()
+    visits = flops = nbytes = 0.0
+    for a, p in zip(rv.assigns, plans):
+        dens = _Density(rv, {**dims, **{k: dims[v] for k, v in p.renamed.items() if v in dims}})
+        nests: dict[tuple[str, ...], Expr] = {}
+        _collect(p.expr, p, nests)
+        seen: dict[tuple[str, ...], float] = {}
+        for nest, body in nests.items():
+            for k in range(1, len(nest) + 1):
+                pre = nest[:k]
+                bound = frozenset(p.renamed.get(v, v) for v in pre) | frozenset(pre)
+                pts = math.prod(dens.dim(v) for v in pre) * dens.of(_unrename(body, p), bound)
+                seen[pre] = max(seen.get(pre, 0.0), pts)
+            full = seen[nest]
+            flops += full * max(1, _ops(body))
+        visits += sum(seen.values())
+        for acc, nest in p.access_nest.items():
+            nbytes += 8.0 * seen.get(nest, 0.0)
+    moved = 0.0
+    for t in relayouts:
+        nnz = rv.density.get(t, 1.0) * math.prod(_shape_of(rv, t, dims))
+        moved += 2.0 * nnz * max(1.0, math.log2(max(nnz, 2.0)))
+    return Estimate(visits, flops, nbytes, moved)
+
+
+def _shape_of(rv: RegionVars, t: str, dims: Mapping[str, int]) -> list[int]:
+    for a in rv.assigns:
+        for acc in accesses(a.expr):
+            if acc.tensor == t:
+                return [dims.get(v, 1) for v in acc.vars if v != UNIT]
+    return [1]
+
+
+def _collect(e: Expr, p: NestPlan, out: dict) -> None:
+    """The root's nest and every reduction's body nest, with the expression evaluated there."""
+    out.setdefault(p.root_nest, e.body if isinstance(e, Reduce) else e)
+    stack = [e.body if isinstance(e, Reduce) else e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Reduce):
+            out.setdefault(p.body_nest[id(x)], x.body)
+            stack.append(x.body)
+        elif isinstance(x, Call):
+            stack.extend(x.args)
+
+
+def _unrename(e: Expr, p: NestPlan) -> Expr:
+    from fuseflow.lowering.nests import rename
+
+    return rename(e, {k: v for k, v in p.renamed.items()}) if p.renamed else e
+
+
+def _ops(e: Expr) -> int:
+    if isinstance(e, Call):
+        return 1 + sum(_ops(a) for a in e.args)
+    if isinstance(e, Reduce):
+        return 1 + _ops(e.body)
+    return 0
+
+
+def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
+    """Distinct buildable orders: concordant ones first, then discordant ones; at most `cap`."""
+    vars_ = rv.variables
+    storage = [(a, b) for a, b, _ in rv.edges()]
+    out: list[Candidate] = []
+    seen: set = set()
+    budget = SCAN_LIMIT * max(cap, 1)
+
+    def consider(order: tuple[str, ...]) -> None:
+        try:
+            plans = _plans(rv, order)
+        except UnsupportedError:
+            return
+        sig = _signature(plans)
+        if sig in seen:
+            return
+        seen.add(sig)
+        rel = _relayouts(rv, plans)
+        out.append(Candidate(len(out), order, rel, estimate(rv, plans, rel)))
+
+    examined = 0
+    for concordant in (True, False):
+        source = linear_extensions(vars_, storage) if concordant else linear_extensions(vars_, [])
+        for order in source:
+            if len(out) >= cap or examined >= budget:
+                return out
+            examined += 1
+            if not concordant and _is_concordant(order, storage):
+                continue
+            consider(order)
+    return out
+
+
+def _is_concordant(order: Sequence[str], edges: Sequence[tuple[str, str]]) -> bool:
+    pos = {v: i for i, v in enumerate(order)}
+    return all(pos[a] < pos[b] for a, b in edges)
+
+
+def choose(rv: RegionVars, spec: str, cap: int = DEFAULT_CAP) -> Candidate:
+    """`auto` (lowest static estimate), `K` (the K-th enumerated order) or `i,k,j` (named)."""
+    spec = spec.strip()
+    if spec == "auto":
+        cands = enumerate_orders(rv, cap)
+        if not cands:
+            raise UnsupportedError(f"region {rv.name}: no buildable dataflow order", rv.loc)
+        best = min(cands, key=lambda c: (c.estimate.cost, c.index))
+        return replace(best, alternatives=tuple(cands))
+    if spec.isdigit():
+        cands = enumerate_orders(rv, max(cap, int(spec) + 1))
+        k = int(spec)
+        if k >= len(cands):
+            raise FuseflowError(f"region {rv.name}: order={k} but the region has {len(cands)} enumerated "
+                                f"orders (0..{len(cands) - 1})", rv.loc)
+        return replace(cands[k], alternatives=tuple(cands))
+    names = [v.strip() for v in spec.split(",") if v.strip()]
+    known = rv.variables
+    unknown = [v for v in names if v not in known]
+    if unknown:
+        raise FuseflowError(f"region {rv.name}: order names unknown index variable(s) {', '.join(unknown)}; "
+                            f"the region's variables are {', '.join(known)}", rv.loc)
+    missing = [v for v in known if v not in names]
+    if missing:
+        raise FuseflowError(f"region {rv.name}: order {spec} leaves out {', '.join(missing)}; "
+                            f"name every variable of {', '.join(known)}", rv.loc)
+    plans = _plans(rv, names)
+    rel = _relayouts(rv, plans)
+    return Candidate(-1, tuple(names), rel, estimate(rv, plans, rel))
+
+
+def estimate_density(rv: RegionVars, a: Assign) -> float:
+    """Expected fraction of nonzeros of an assignment's output (for the regions that read it)."""
+    dims = rv.dims()
+    return _Density(rv, dims).of(a.expr, frozenset(v for v in a.vars if v != UNIT))

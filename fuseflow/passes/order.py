@@ -1,0 +1,34 @@
+"""Choose each fusion region's dataflow order and record it for ``lower-to-sam``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuseflow.lowering.module import ORDERS_ATTR, lower_module
+from fuseflow.lowering.ordering import DEFAULT_CAP
+from fuseflow.lowering.regions import main_func
+from fuseflow.passes.lower_to_sam import ensure_regions
+from fuseflow.mlir import ir
+
+
+@dataclass
+class Options:
+    order: str = "auto"
+    cap: int = DEFAULT_CAP
+
+
+def run(module, options: Options):
+    """Pick a dataflow order per region: order=auto (static estimate), order=K (K-th enumerated), order=i,k,j.
+
+    Orders concordant with the tensors' storage orders are enumerated first, then discordant ones
+    (the tensor is re-laid out, its cost counted); at most `cap`. The choice is written as
+    ``fuseflow.orders = {region = "i,k,j"}`` on the function; ``lower-to-sam`` follows it.
+    Regions come from ``fuseflow-partition`` (without it, every compute op is its own region).
+    """
+    with module.context:
+        func = main_func(module)
+        ensure_regions(func)
+        if ORDERS_ATTR in func.attributes:
+            del func.attributes[ORDERS_ATTR]
+        _, _, chosen = lower_module(module, order_spec=options.order, cap=options.cap)
+        func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
+    return module
