@@ -215,10 +215,11 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
         infos, _ = op_listing(main_func(module))
         assign_regions(main_func(module), schedule, imported.containers)
         pipeline = _pipeline(passes, order)
-        run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None])
+        run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None], "linalg")
         # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
         sam_text, summary, chosen = lower_module(module, node_budget, order)
-        sam_module = ir.Module.parse(sam_text)
+        sam_module = run_passes(ir.Module.parse(sam_text), pipeline, "sam")
+        sam_text = str(sam_module)
         graphs, outs = parse_graphs(sam_module)
     sched_name = schedule if isinstance(schedule, str) else "custom"
     return Program(model, args, imported, sched_name, linalg_text, sam_text, summary,
@@ -239,8 +240,9 @@ def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> li
     return out
 
 
-def run_passes(module: ir.Module, pipeline: list[str]) -> None:
-    """Run fuseflow passes (by name, with options) on the partitioned linalg module in place."""
+def run_passes(module: ir.Module, pipeline: list[str], stage: str) -> ir.Module:
+    """Run the pipeline's fuseflow passes of one stage ("linalg": after partitioning, "sam": after
+    lowering) in pipeline order; returns the resulting module."""
     import re
 
     from fuseflow.passes import PASSES
@@ -251,9 +253,11 @@ def run_passes(module: ir.Module, pipeline: list[str]) -> None:
         if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
             allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
             raise FuseflowError(f"passes: {name!r} cannot run here; compile() runs the partition and "
-                                f"lowering itself, after these: {', '.join(allowed)}")
+                                f"lowering itself, around these: {', '.join(allowed)}")
         p = PASSES[name]
-        p.run(module, p.parse_options(m.group(2) or ""))
+        if p.stage == stage:
+            module = p.run(module, p.parse_options(m.group(2) or "")) or module
+    return module
 
 
 def dumps(res: SimResult) -> str:

@@ -389,17 +389,22 @@ class ConcatOp(Sam.Operation, name="concat", traits=[Pure]):
 
 
 class ForkOp(Sam.Operation, name="fork", traits=[Pure]):
-    """Split a stream into `factor` parallel lanes at one index-variable level."""
+    """Split a stream into `factor` parallel lanes at one index-variable level: its elements
+    (one per coordinate of `index_var`) go round-robin to the lanes, stops and D to every lane.
+    `depth` is how many levels the stream lies below `index_var` (0: the level's own stream)."""
 
     input: Operand[RefStream | CrdStream | ValStream]
     index_var: ir.StringAttr
     factor: ir.IntegerAttr
+    depth: ir.IntegerAttr
     outputs: Sequence[Result[RefStream | CrdStream | ValStream]]
 
     def verify_invariants(self) -> bool:
         f = _int(self, "factor")
         if f is None or f < 1:
             return _err(self, "requires a positive 'factor'")
+        if (_int(self, "depth") or 0) < 0:
+            return _err(self, "requires a non-negative 'depth'")
         if not _segments(self, results=True):
             return False
         if len(self.outputs) != f:
@@ -408,11 +413,13 @@ class ForkOp(Sam.Operation, name="fork", traits=[Pure]):
 
 
 class JoinOp(Sam.Operation, name="join", traits=[Pure]):
-    """Merge `factor` parallel lanes back into one stream in fiber order."""
+    """Merge `factor` parallel lanes back into one stream in element order; `depth` as for fork
+    (an element of a depth-d stream ends with S(d-1))."""
 
     inputs: Sequence[Operand[RefStream | CrdStream | ValStream]]
     index_var: ir.StringAttr
     factor: ir.IntegerAttr
+    depth: ir.IntegerAttr
     output: Result[RefStream | CrdStream | ValStream]
 
     def verify_invariants(self) -> bool:
@@ -421,6 +428,10 @@ class JoinOp(Sam.Operation, name="join", traits=[Pure]):
             return False
         if f is None or f < 1 or len(self.inputs) != f:
             return _err(self, f"with factor {f} must have {f} inputs")
+        if (_int(self, "depth") or 0) < 0:
+            return _err(self, "requires a non-negative 'depth'")
+        if any(v.type != self.output.type for v in self.inputs):
+            return _err(self, "lanes and result must have one stream type")
         return True
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from fuseflow.errors import FuseflowError
-from fuseflow.passes import lower_to_sam, order, partition
+from fuseflow.passes import lower_to_sam, order, parallelize, partition
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class Pass:
     name: str
     run: Callable[[Any, Any], Any]
     options: type
+    stage: str = "linalg"  # the IR it reads: "linalg" (before lower-to-sam) or "sam" (after)
 
     @property
     def doc(self) -> str:
@@ -49,5 +50,6 @@ PASSES: dict[str, Pass] = {
         Pass("fuseflow-partition", partition.run, partition.Options),
         Pass("fuseflow-order", order.run, order.Options),
         Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
+        Pass("sam-parallelize", parallelize.run, parallelize.Options, stage="sam"),
     )
 }

@@ -101,9 +101,13 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
                 params["kind"] = _a(op, "kind")
                 if kind == "spacc":
                     params["order"] = int(_a(op, "order"))
-            elif kind in ("concat", "fork", "join"):
+            elif kind in ("fork", "join"):
+                params["factor"] = int(_a(op, "factor"))
+                params["depth"] = int(_a(op, "depth"))
+            elif kind == "concat":
                 raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
-            if kind in ("load", "alu", "reduce") or (kind == "spacc"):
+            if kind in ("load", "alu", "reduce", "spacc") or (
+                    kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes):
                 spec.value_nodes.append(idx)
             for r in op.results:
                 where[r] = (idx, r.result_number)

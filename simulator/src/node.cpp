@@ -111,6 +111,8 @@ NodePtr make_node(const std::string& kind, const std::string& name, int n, const
   if (kind == "val_drop") return make_val_drop(name, p);
   if (kind == "write_crd") return make_write_crd(name, n, p);
   if (kind == "write_val") return make_write_val(name, p);
+  if (kind == "fork") return make_fork(name, p);
+  if (kind == "join") return make_join(name, n, p);
   throw std::invalid_argument("unknown primitive kind '" + kind + "'");
 }
 

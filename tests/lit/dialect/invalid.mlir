@@ -85,7 +85,7 @@
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "dense", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "A"} : (!sam.ref) -> (!sam.ref, !sam.crd)
   // expected-error @+1 {{with factor 3 must have 3 results, got 2}}
-  %3:2 = "sam.fork"(%2) {factor = 3 : i64, index_var = "i", resultSegmentSizes = array<i32: 2>} : (!sam.crd) -> (!sam.crd, !sam.crd)
+  %3:2 = "sam.fork"(%2) {depth = 0 : i64, factor = 3 : i64, index_var = "i", resultSegmentSizes = array<i32: 2>} : (!sam.crd) -> (!sam.crd, !sam.crd)
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----

@@ -36,8 +36,8 @@
   %12:2 = "sam.crd_drop"(%2, %4#0) : (!sam.crd, !sam.crd) -> (!sam.crd, !sam.crd)
   %13:2 = "sam.val_drop"(%2, %9) : (!sam.crd, !sam.val<f32>) -> (!sam.crd, !sam.val<f32>)
   %14 = "sam.concat"(%2, %2) {index_var = "i", operandSegmentSizes = array<i32: 2>} : (!sam.crd, !sam.crd) -> !sam.crd
-  %15:2 = "sam.fork"(%2) {factor = 2 : i64, index_var = "i", resultSegmentSizes = array<i32: 2>} : (!sam.crd) -> (!sam.crd, !sam.crd)
-  %16 = "sam.join"(%15#0, %15#1) {factor = 2 : i64, index_var = "i", operandSegmentSizes = array<i32: 2>} : (!sam.crd, !sam.crd) -> !sam.crd
+  %15:2 = "sam.fork"(%2) {depth = 0 : i64, factor = 2 : i64, index_var = "i", resultSegmentSizes = array<i32: 2>} : (!sam.crd) -> (!sam.crd, !sam.crd)
+  %16 = "sam.join"(%15#0, %15#1) {depth = 0 : i64, factor = 2 : i64, index_var = "i", operandSegmentSizes = array<i32: 2>} : (!sam.crd, !sam.crd) -> !sam.crd
   "sam.write_crd"(%12#0) {format = "compressed", level = 0 : i64, mode = 0 : i64, operandSegmentSizes = array<i32: 1, 0>, tensor = "x"} : (!sam.crd) -> ()
   "sam.write_val"(%10) {tensor = "x"} : (!sam.val<f32>) -> ()
 }) {sym_name = "all_ops", tensors = [{name = "B", role = "input"}]} : () -> ()

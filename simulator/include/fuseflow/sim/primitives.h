@@ -32,6 +32,10 @@ NodePtr make_val_drop(const std::string& name, const Params& p);
 NodePtr make_write_crd(const std::string& name, int n_inputs, const Params& p);
 NodePtr make_write_val(const std::string& name, const Params& p);
 
+// lanes.cpp: parallel lanes at one index-variable level.
+NodePtr make_fork(const std::string& name, const Params& p);
+NodePtr make_join(const std::string& name, int n_inputs, const Params& p);
+
 // Build any primitive by its sam op mnemonic; throws std::invalid_argument.
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
 

@@ -1,0 +1,244 @@
+"""``sam-parallelize{level=i factor=4}``: run the work under one index variable in P lanes.
+
+The graph splits into three parts: the nodes that iterate the parallel variable `level` (its
+scanners, joiners, locates, repeats; plus roots), everything downstream of them (the *lane
+body*: all inner levels and the computation), and the writers. The lane body is copied P times;
+every stream from the level's nodes into the body goes through a ``sam.fork`` (coordinates of
+`level` dealt round-robin, so remainders need no policy: lanes differ by at most one element),
+and every stream from the body to a writer through a ``sam.join`` that restores element order.
+Outputs are identical to the unparallelized graph. Supported: `level` is the outermost output
+variable of a region (one level per region); other placements are refused with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fuseflow.errors import FuseflowError
+from fuseflow.mlir import ir
+
+WRITERS = {"write_crd", "write_val"}
+
+
+@dataclass
+class Options:
+    level: str = ""
+    factor: int = 2
+    region: str = ""
+
+
+@dataclass
+class OpRec:
+    """One sam op as the rewrite sees it: operands are (producer index, result number)."""
+
+    kind: str
+    operands: list[tuple[int, int]]
+    attrs: list[tuple[str, str]]
+    result_types: list[str]
+
+    def attr(self, name: str) -> str | None:
+        return next((v for k, v in self.attrs if k == name), None)
+
+    @property
+    def index_var(self) -> str | None:
+        v = self.attr("index_var")
+        return v.strip('"') if v is not None else None
+
+
+@dataclass
+class GraphRec:
+    name: str
+    ops: list[OpRec]
+    graph_attrs: str
+    lines: list[str] = field(default_factory=list)
+
+
+def _named_attrs(op) -> list[tuple[str, str]]:
+    attrs = op.attributes
+    return [(attrs[j].name, str(attrs[j].attr)) for j in range(len(attrs))]
+
+
+def read_graph(g: ir.Operation) -> GraphRec:
+    where: dict = {}
+    ops = []
+    for i, op in enumerate(g.regions[0].blocks[0].operations):
+        op = op.operation
+        rec = OpRec(op.name.split(".", 1)[1], [where[v] for v in op.operands],
+                    _named_attrs(op), [str(r.type) for r in op.results])
+        for r in op.results:
+            where[r] = (i, r.result_number)
+        ops.append(rec)
+    attrs = ", ".join(f"{k} = {v}" for k, v in _named_attrs(g))
+    return GraphRec(ir.StringAttr(g.attributes["sym_name"]).value, ops, attrs)
+
+
+class _Emitter:
+    """Generic-form text of a graph body with fresh SSA names."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.types: dict[str, str] = {}
+        self.n = 0
+
+    def op(self, kind: str, operands: list[str], attrs: list[tuple[str, str]], result_types: list[str]) -> list[str]:
+        names = []
+        for t in result_types:
+            names.append(f"%{self.n}")
+            self.types[names[-1]] = t
+            self.n += 1
+        lhs = ", ".join(names) + " = " if names else ""
+        outs = ", ".join(result_types)
+        outs = outs if len(result_types) == 1 else f"({outs})"
+        attr_text = ", ".join(f"{k} = {v}" for k, v in attrs)
+        ins = ", ".join(self.types[o] for o in operands)
+        self.lines.append(f'    {lhs}"sam.{kind}"({", ".join(operands)}) {{{attr_text}}} : ({ins}) -> {outs}')
+        return names
+
+
+def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[int, int], int]:
+    """Levels below the parallel variable of every stream the lane body produces."""
+    depth: dict[tuple[int, int], int] = {}
+    for i, op in enumerate(g.ops):
+        if i in level_nodes:
+            for r in range(len(op.result_types)):
+                depth[(i, r)] = 0
+    for i, op in enumerate(g.ops):
+        if i not in lane:
+            continue
+        ins = [depth[o] for o in op.operands]
+        n = len(op.result_types)
+        if op.kind == "scan":
+            out = [ins[0] + 1] * n
+        elif op.kind == "repeat":
+            out = [ins[1]] * n
+        elif op.kind == "reduce":
+            out = [ins[0] - 1]
+        elif op.kind == "spacc":
+            order = int(op.attr("order").split(":")[0])
+            outer = ins[order]  # operands: inner crds (order of them), the outer crd, the values
+            out = [outer + k for k in range(order)] + [outer + order - 1]
+        elif op.kind in ("crd_drop", "val_drop"):
+            out = ins[:n]
+        else:  # locate, joiners, repsiggen, load, alu: aligned with their first operand
+            out = [ins[0]] * n
+        for r, d in enumerate(out):
+            depth[(i, r)] = d
+    return depth
+
+
+def parallelize_graph(g: GraphRec, level: str, factor: int) -> str:
+    """The graph's text with its lane body in `factor` lanes; raises FuseflowError when `level`
+    is not the region's outermost output variable."""
+    writers = {i for i, op in enumerate(g.ops) if op.kind in WRITERS}
+    top = [op for op in g.ops if op.kind == "write_crd" and int(op.attr("level").split(":")[0]) == 0]
+    outer = sorted({g.ops[op.operands[0][0]].index_var for op in top} - {None})
+    if level not in outer:
+        have = sorted({op.index_var for op in g.ops} - {None})
+        where = (f"its outermost output variable is {', '.join(outer)}" if outer
+                 else "it writes no coordinate level")
+        raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: {where} (variables: "
+                            f"{', '.join(have)}); only the outermost output variable is supported")
+    level_nodes: set[int] = set()
+    for i, op in enumerate(g.ops):
+        if op.index_var == level or op.kind == "root" or (
+                op.kind == "repsiggen" and op.operands[0][0] in level_nodes):
+            level_nodes.add(i)
+    lane: set[int] = set()
+    for i, op in enumerate(g.ops):
+        if i in level_nodes or i in writers:
+            continue
+        if any(src in lane or src in level_nodes for src, _ in op.operands):
+            lane.add(i)
+    stray = [i for i in range(len(g.ops)) if i not in level_nodes | lane | writers]
+    if stray:
+        raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[stray[0]].kind} "
+                            f"#{stray[0]} is neither at that level nor under it")
+    if not lane:
+        raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
+    depth = _depths(g, lane, level_nodes)
+    em = _Emitter()
+    names: dict[tuple[int, int], str] = {}
+    for i in sorted(level_nodes):
+        op = g.ops[i]
+        for r, nm in enumerate(em.op(op.kind, [names[o] for o in op.operands], op.attrs, op.result_types)):
+            names[(i, r)] = nm
+    lane_attrs = [("depth", "0 : i64"), ("factor", f"{factor} : i64"), ("index_var", f'"{level}"')]
+    forks: dict[tuple[int, int], list[str]] = {}
+    for i in sorted(lane):
+        for o in g.ops[i].operands:
+            if o[0] in level_nodes and g.ops[o[0]].kind == "root":
+                raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: tensor "
+                                    f"{g.ops[o[0]].attr('tensor')} is not iterated or repeated along it")
+            if o[0] in level_nodes and o not in forks:
+                t = g.ops[o[0]].result_types[o[1]]
+                forks[o] = em.op("fork", [names[o]], lane_attrs + [("resultSegmentSizes", f"array<i32: {factor}>")],
+                                 [t] * factor)
+    lanes: list[dict[tuple[int, int], str]] = []
+    for p in range(factor):
+        mine: dict[tuple[int, int], str] = {}
+        for i in sorted(lane):
+            op = g.ops[i]
+            ins = [forks[o][p] if o in forks else mine[o] for o in op.operands]
+            for r, nm in enumerate(em.op(op.kind, ins, op.attrs, op.result_types)):
+                mine[(i, r)] = nm
+        lanes.append(mine)
+    joined: dict[tuple[int, int], str] = {}
+    for i in sorted(writers):
+        op = g.ops[i]
+        ins = []
+        for o in op.operands:
+            if o[0] in lane:
+                if o not in joined:
+                    attrs = [("depth", f"{depth[o]} : i64"), ("factor", f"{factor} : i64"),
+                             ("index_var", f'"{level}"'), ("operandSegmentSizes", f"array<i32: {factor}>")]
+                    joined[o] = em.op("join", [lanes[p][o] for p in range(factor)], attrs,
+                                      [g.ops[o[0]].result_types[o[1]]])[0]
+                ins.append(joined[o])
+            else:
+                ins.append(names[o])
+        em.op(op.kind, ins, op.attrs, [])
+    body = "\n".join(em.lines)
+    return f'  "sam.graph"() ({{\n{body}\n  }}) {{{g.graph_attrs}}} : () -> ()'
+
+
+def parallelize_module(module: ir.Module, level: str, factor: int, region: str = "") -> tuple[str, list[str]]:
+    """Text of `module` with every region whose outermost output variable is `level` (or just
+    `region`) parallelized; also the names of the regions changed."""
+    if not level:
+        raise FuseflowError("sam-parallelize: give level=<index variable> (e.g. level=i)")
+    if factor < 1:
+        raise FuseflowError(f"sam-parallelize: factor must be a positive integer, got {factor}")
+    graphs = [read_graph(op.operation) for op in module.body.operations]
+    if region and region not in {g.name for g in graphs}:
+        raise FuseflowError(f"sam-parallelize: no region {region!r}; regions: {', '.join(g.name for g in graphs)}")
+    texts, changed, errors = [], [], []
+    for g, op in zip(graphs, module.body.operations):
+        if (region and g.name != region) or factor == 1:
+            texts.append(str(op))
+            continue
+        try:
+            texts.append(parallelize_graph(g, level, factor))
+            changed.append(g.name)
+        except FuseflowError as e:
+            if region:
+                raise
+            errors.append(str(e))
+            texts.append(str(op))
+    if not changed and factor > 1:
+        raise FuseflowError(errors[0] if len(errors) == 1 else
+                            f"sam-parallelize: no region has {level!r} as its outermost output variable ("
+                            + "; ".join(errors[:3]) + ")")
+    outs = module.operation.attributes["sam.outputs"] if "sam.outputs" in module.operation.attributes else None
+    head = "module" + (f" attributes {{sam.outputs = {outs}}}" if outs is not None else "")
+    return head + " {\n" + "\n".join(texts) + "\n}\n", changed
+
+
+def run(module, options: Options):
+    """Split the streams under index variable `level` into `factor` lanes with sam.fork/sam.join.
+
+    Works on sam graphs (after ``lower-to-sam``). Applies to every region whose outermost output
+    variable is `level` (or only `region=`); elements are dealt round-robin, so `factor` need not
+    divide the dimension. Outputs are identical for every factor.
+    """
+    with module.context:
+        text, _ = parallelize_module(module, options.level, options.factor, options.region)
+        return ir.Module.parse(text)
