@@ -21,7 +21,7 @@ WRITERS = {"write_crd", "write_val"}
 
 @dataclass
 class Options:
-    level: str = ""
+    level: str = ""  # an index variable, or several (comma-separated) for multi-output regions
     factor: int = 2
     region: str = ""
 
@@ -125,53 +125,62 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
     return depth
 
 
-def parallelize_graph(g: GraphRec, level: str, factor: int) -> str:
-    """The graph's text with its lane body in `factor` lanes; raises FuseflowError when `level`
-    is not the region's outermost output variable."""
+def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
+    """The graph's text with the lane body under `levels` in `factor` lanes (several names when a
+    region computes several outputs, each with its own outermost variable; the other outputs'
+    subgraphs stay as they are); raises FuseflowError when no name is an outermost output
+    variable of the region, or a lane would read a stream the fork cannot split."""
     writers = {i for i, op in enumerate(g.ops) if op.kind in WRITERS}
     top = [op for op in g.ops if op.kind == "write_crd" and int(op.attr("level").split(":")[0]) == 0]
     outer = sorted({g.ops[op.operands[0][0]].index_var for op in top} - {None})
-    if level not in outer:
+    if not levels & set(outer):
         have = sorted({op.index_var for op in g.ops} - {None})
-        where = (f"its outermost output variable is {', '.join(outer)}" if outer
-                 else "it writes no coordinate level")
-        raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: {where} (variables: "
-                            f"{', '.join(have)}); only the outermost output variable is supported")
+        where = (f"its outermost output variable{'s are' if len(outer) > 1 else ' is'} {', '.join(outer)}"
+                 if outer else "it writes no coordinate level")
+        raise FuseflowError(f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: {where} "
+                            f"(variables: {', '.join(have)}); only outermost output variables are supported")
+    levels = levels & set(outer)  # a name may also be an inner variable of another output
+    level = ",".join(sorted(levels))
     level_nodes: set[int] = set()
     for i, op in enumerate(g.ops):
-        if op.index_var == level or op.kind == "root" or (
+        if op.index_var in levels or op.kind == "root" or (
                 op.kind == "repsiggen" and op.operands[0][0] in level_nodes):
             level_nodes.add(i)
     lane: set[int] = set()
     for i, op in enumerate(g.ops):
         if i in level_nodes or i in writers:
             continue
-        if any(src in lane or src in level_nodes for src, _ in op.operands):
+        if any(src in lane or (src in level_nodes and g.ops[src].kind != "root") for src, _ in op.operands):
             lane.add(i)
-    stray = [i for i in range(len(g.ops)) if i not in level_nodes | lane | writers]
-    if stray:
-        raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[stray[0]].kind} "
-                            f"#{stray[0]} is neither at that level nor under it")
+    for i in sorted(lane):
+        for src, _ in g.ops[i].operands:
+            if src not in lane and src not in level_nodes or g.ops[src].kind == "root":
+                raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
+                                    f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it")
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
     depth = _depths(g, lane, level_nodes)
     em = _Emitter()
     names: dict[tuple[int, int], str] = {}
-    for i in sorted(level_nodes):
-        op = g.ops[i]
+    for i, op in enumerate(g.ops):  # the level's nodes and the untouched subgraphs, in order
+        if i in lane or i in writers:
+            continue
+        bad = next((o for o in op.operands if o not in names), None)
+        if bad is not None:
+            raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{op.kind} #{i} "
+                                f"(index_var {op.index_var}) reads sam.{g.ops[bad[0]].kind} #{bad[0]} "
+                                "from under that level")
         for r, nm in enumerate(em.op(op.kind, [names[o] for o in op.operands], op.attrs, op.result_types)):
             names[(i, r)] = nm
-    lane_attrs = [("depth", "0 : i64"), ("factor", f"{factor} : i64"), ("index_var", f'"{level}"')]
     forks: dict[tuple[int, int], list[str]] = {}
     for i in sorted(lane):
         for o in g.ops[i].operands:
-            if o[0] in level_nodes and g.ops[o[0]].kind == "root":
-                raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: tensor "
-                                    f"{g.ops[o[0]].attr('tensor')} is not iterated or repeated along it")
             if o[0] in level_nodes and o not in forks:
                 t = g.ops[o[0]].result_types[o[1]]
-                forks[o] = em.op("fork", [names[o]], lane_attrs + [("resultSegmentSizes", f"array<i32: {factor}>")],
-                                 [t] * factor)
+                attrs = [("depth", "0 : i64"), ("factor", f"{factor} : i64"),
+                         ("index_var", f'"{g.ops[o[0]].index_var or level}"'),
+                         ("resultSegmentSizes", f"array<i32: {factor}>")]
+                forks[o] = em.op("fork", [names[o]], attrs, [t] * factor)
     lanes: list[dict[tuple[int, int], str]] = []
     for p in range(factor):
         mine: dict[tuple[int, int], str] = {}
@@ -189,7 +198,8 @@ def parallelize_graph(g: GraphRec, level: str, factor: int) -> str:
             if o[0] in lane:
                 if o not in joined:
                     attrs = [("depth", f"{depth[o]} : i64"), ("factor", f"{factor} : i64"),
-                             ("index_var", f'"{level}"'), ("operandSegmentSizes", f"array<i32: {factor}>")]
+                             ("index_var", f'"{_lane_var(g, o, level_nodes, lane)}"'),
+                             ("operandSegmentSizes", f"array<i32: {factor}>")]
                     joined[o] = em.op("join", [lanes[p][o] for p in range(factor)], attrs,
                                       [g.ops[o[0]].result_types[o[1]]])[0]
                 ins.append(joined[o])
@@ -200,10 +210,27 @@ def parallelize_graph(g: GraphRec, level: str, factor: int) -> str:
     return f'  "sam.graph"() ({{\n{body}\n  }}) {{{g.graph_attrs}}} : () -> ()'
 
 
+def _lane_var(g: GraphRec, o: tuple[int, int], level_nodes: set[int], lane: set[int]) -> str:
+    """The parallel variable a lane stream descends from (for the join's index_var)."""
+    stack, seen = [o[0]], set()
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        for src, _ in g.ops[i].operands:
+            if src in level_nodes and g.ops[src].kind != "root" and g.ops[src].index_var:
+                return g.ops[src].index_var
+            if src in lane:
+                stack.append(src)
+    return ""
+
+
 def parallelize_module(module: ir.Module, level: str, factor: int, region: str = "") -> tuple[str, list[str]]:
     """Text of `module` with every region whose outermost output variable is `level` (or just
     `region`) parallelized; also the names of the regions changed."""
-    if not level:
+    levels = {v.strip() for v in level.split(",") if v.strip()}
+    if not levels:
         raise FuseflowError("sam-parallelize: give level=<index variable> (e.g. level=i)")
     if factor < 1:
         raise FuseflowError(f"sam-parallelize: factor must be a positive integer, got {factor}")
@@ -216,7 +243,7 @@ def parallelize_module(module: ir.Module, level: str, factor: int, region: str =
             texts.append(str(op))
             continue
         try:
-            texts.append(parallelize_graph(g, level, factor))
+            texts.append(parallelize_graph(g, levels, factor))
             changed.append(g.name)
         except FuseflowError as e:
             if region:
