@@ -212,7 +212,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             ordered = [v for v in ctx if v in fv]
             k = len(fv)
             if given is not None:
-                spacc = _follow_order(e, ctx, ordered, given, masked, loc)
+                spacc = _follow_order(e, ctx, ordered, given, masked, loc, p.renamed)
             else:
                 spacc = None if masked else _spacc_candidate(e, ctx, ordered)
             if spacc is not None:
@@ -276,10 +276,11 @@ class UnrealisableOrder(UnsupportedError):
 
 
 def _follow_order(e: Reduce, ctx: tuple[str, ...], ordered: list[str], given: list[str], masked: bool,
-                  loc: str | None) -> str | None:
+                  loc: str | None, renamed: dict[str, str]) -> str | None:
     """The Gustavson variable a nested reduction must use under the given order, or None for an
-    inner product; raises when the order asks for a dataflow the lowering does not build."""
-    local = [v for v in given if v in set(ordered) | set(e.vars)]
+    inner product; raises when the order asks for a dataflow the lowering does not build. A
+    variable renamed for an enclosing spacc sits where its original does in the order."""
+    local = sorted(set(ordered) | set(e.vars), key=lambda v: given.index(renamed.get(v, v)))
     if all(local.index(r) > local.index(f) for r in e.vars for f in ordered):
         return None
     shown = f"order {','.join(given)}"
