@@ -15,6 +15,7 @@ from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
 from fuseflow.lowering.absent import absent, identity
+from fuseflow.lowering.alpha import share_equivalent
 from fuseflow.lowering.nests import NestPlan, binds, plan
 from fuseflow.lowering.order import storage_vars
 
@@ -284,7 +285,7 @@ class SamLowering:
     def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
         """Add the graph of one assignment; returns the root loop order."""
         self.dims = asg.dims
-        expr = asg.expr
+        expr = share_equivalent(asg.expr)
         out_vars = tuple(v for v in asg.vars if v != UNIT)
         relaid: set[str] = set()
         while True:
