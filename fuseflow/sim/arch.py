@@ -32,8 +32,7 @@ UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
 KINDS = ("root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce", "spacc",
          "crd_drop", "val_drop", "write_crd", "write_val")
-INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_matmul_latency_per_b",
-            "tile_elementwise_latency_per_b2"}
+INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_width"}
 BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
 MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
 

@@ -52,7 +52,7 @@ int Graph::add_node(const std::string& kind, const std::string& name,
     outs[port].push_back(f);
     n->inputs()[i] = f;
   }
-  n->configure(timing_.of(kind), &timing_, memory_.get());
+  n->configure(timing_.of(kind), &timing_, memory_.get(), tiles_.get());
   nodes_.push_back(std::move(n));
   return id;
 }

@@ -96,6 +96,11 @@ void Node::protocol_error(const std::string& what) const {
 }
 
 NodePtr make_node(const std::string& kind, const std::string& name, int n, const Params& p) {
+  if (p.ints.count("tile_b")) {  // blocked value streams
+    if (kind == "load") return make_tile_load(name, p);
+    if (kind == "alu") return make_tile_alu(name, n, p);
+    if (kind == "write_val") return make_tile_write_val(name, p);
+  }
   if (kind == "root") return make_root(name, p);
   if (kind == "scan") return make_scan(name, p);
   if (kind == "locate") return make_locate(name, p);

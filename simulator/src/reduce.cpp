@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <vector>
 
 #include "fuseflow/sim/primitives.h"
 
@@ -22,13 +23,50 @@ float combine(bool max, float a, float b) {
   return std::max(a, b);
 }
 
+// Accumulator policies: how a value token joins an accumulator and leaves as a token.
+// Scalars: one float. Tiles: the incoming tile (layout `lin`) is reduced onto the accumulator's
+// layout `lout` (the reduced variable's axis summed / maxed within the tile as well).
+struct ScalarAcc {
+  using V = float;
+  bool max;
+  V identity() const { return max ? -std::numeric_limits<float>::infinity() : 0.0f; }
+  size_t add(V& acc, const Token& t, TileStore*) const {
+    acc = combine(max, acc, t.is_data() ? t.f : 0.0f);
+    return 1;
+  }
+  Token out(const V& v, TileStore*) const { return Token::value(v); }
+};
+
+struct TileAcc {
+  using V = std::vector<float>;
+  bool max;
+  TileLayout lin, lout;
+  std::vector<std::vector<size_t>> strides;  // {into the input, into the accumulator} along `lin`
+  TileAcc(bool m, TileLayout i, TileLayout o) : max(m), lin(std::move(i)), lout(std::move(o)) {
+    strides = {lin.strides_along(lin.axes), lout.strides_along(lin.axes)};
+  }
+  V identity() const { return V(lout.size(), max ? -std::numeric_limits<float>::infinity() : 0.0f); }
+  size_t add(V& acc, const Token& t, TileStore* store) const {
+    if (!t.is_data()) {  // an absent tile is zeros
+      for (float& a : acc) a = combine(max, a, 0.0f);
+      return acc.size();
+    }
+    const float* x = store->get(t.i);
+    for_each_element(lin.b, lin.axes.size(), strides,
+                     [&](size_t, const std::vector<size_t>& off) { acc[off[1]] = combine(max, acc[off[1]], x[off[0]]); });
+    return lin.size();
+  }
+  Token out(const V& v, TileStore* store) const { return Token::data(store->put(v)); }
+};
+
 // reduce(val) -> val: one value per fiber (empty fibers give the identity);
 // S0 -> value; S(n>0) -> value then S(n-1), in the same cycle.
 // With a second input (the coordinate stream of the level above), a stop that closes an empty
 // *parent* fiber emits no value: the stream alone cannot tell it from an empty fiber.
+template <class Acc>
 class Reduce : public Node {
  public:
-  Reduce(const std::string& n, int n_in, const Params& p) : Node(n, "reduce", n_in, 1), max_(is_max(p, n)) {
+  Reduce(const std::string& n, int n_in, Acc acc) : Node(n, "reduce", n_in, 1), pol_(std::move(acc)) {
     if (n_in != 1 && n_in != 2) throw std::invalid_argument("reduce '" + n + "' takes a value and an optional parent crd");
     reset();
   }
@@ -42,8 +80,9 @@ class Reduce : public Node {
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
     if (t.is_data() || t.is_empty()) {
-      acc_ = combine(max_, acc_, t.is_data() ? t.f : 0.0f);
-      ++c_.reductions;
+      size_t work = pol_.add(acc_, t, tiles_);
+      c_.reductions += work;
+      if (work > 1) occupy(work);
       take(0);
       return Step::Progress;
     }
@@ -56,7 +95,7 @@ class Reduce : public Node {
         follow_parent(1, t.level);
       }
       Token s = take(0);
-      if (fiber) emit(0, Token::value(acc_));
+      if (fiber) emit(0, pol_.out(acc_, tiles_));
       if (s.level > 0) {
         bool split = timing_ && timing_->reduce_split_stop;
         if (!split && room(0)) emit(0, Token::stop(s.level - 1));  // same cycle when the FIFO has space
@@ -75,19 +114,20 @@ class Reduce : public Node {
     return Step::Progress;
   }
  private:
-  void reset() { acc_ = max_ ? -std::numeric_limits<float>::infinity() : 0.0f; }
-  bool max_;
-  float acc_ = 0.0f;
+  void reset() { acc_ = pol_.identity(); }
+  Acc pol_;
+  typename Acc::V acc_{};
   int pending_stop_ = -1;
 };
 
 // Output tokens queued per port; each port drains one token per cycle.
+template <class Acc>
 class Spacc : public Node {
  public:
   // order 1 ports: in (inner crd, outer crd, val) -> out (crd, val)
   // order 2 ports: in (crd_k, crd_l, outer crd, val) -> out (crd_k, crd_l, val)
-  Spacc(const std::string& n, const Params& p, int order)
-      : Node(n, "spacc", order + 2, order + 1), order_(order), max_(is_max(p, n)), pending_(order + 1) {}
+  Spacc(const std::string& n, Acc acc, int order)
+      : Node(n, "spacc", order + 2, order + 1), order_(order), pol_(std::move(acc)), pending_(order + 1) {}
 
   Step step() override {
     bool drained = drain();
@@ -111,10 +151,11 @@ class Spacc : public Node {
       if (!pending_[o].empty() && room(o)) { emit(o, pending_[o].front()); pending_[o].pop_front(); any = true; }
     return any;
   }
-  void accumulate(int64_t k, int64_t l, float v) {
-    auto [it, fresh] = acc_.try_emplace({k, l}, v);
-    if (!fresh) it->second = combine(max_, it->second, v);
-    ++c_.reductions;
+  void accumulate(int64_t k, int64_t l, const Token& v) {
+    auto it = acc_.try_emplace({k, l}, pol_.identity()).first;
+    size_t work = pol_.add(it->second, v, tiles_);
+    c_.reductions += work;
+    if (work > 1) occupy(work);
   }
   int val_port() const { return order_ + 1; }
   int outer_port() const { return order_; }
@@ -124,7 +165,7 @@ class Spacc : public Node {
     const Token& k = peek(0);
     if (k.is_data()) {
       const Token& v = peek(val_port());
-      accumulate(0, k.i, v.is_data() ? v.f : 0.0f);
+      accumulate(0, k.i, v);
       take(0); take(val_port());
       return Step::Progress;
     }
@@ -135,7 +176,7 @@ class Spacc : public Node {
       if (m >= 1) {
         for (auto& [key, v] : acc_) {
           pending_[0].push_back(Token::data(key.second));
-          pending_[1].push_back(Token::value(v));
+          pending_[1].push_back(pol_.out(v, tiles_));
         }
         acc_.clear();
         pending_[0].push_back(Token::stop(m - 1));
@@ -156,7 +197,7 @@ class Spacc : public Node {
       const Token& k = peek(0);
       if (!k.is_data()) protocol_error("outer inner-coordinate stream misaligned");
       const Token& v = peek(val_port());
-      accumulate(k.i, l.i, v.is_data() ? v.f : 0.0f);
+      accumulate(k.i, l.i, v);
       take(1); take(val_port());
       return Step::Progress;
     }
@@ -178,7 +219,7 @@ class Spacc : public Node {
             first = false;
           }
           pending_[1].push_back(Token::data(key.second));
-          pending_[2].push_back(Token::value(v));
+          pending_[2].push_back(pol_.out(v, tiles_));
         }
         acc_.clear();
         pending_[0].push_back(Token::stop(m - 2));
@@ -203,19 +244,33 @@ class Spacc : public Node {
   }
 
   int order_;
-  bool max_;
+  Acc pol_;
   bool done_pending_ = false;
-  std::map<std::pair<int64_t, int64_t>, float> acc_;
+  std::map<std::pair<int64_t, int64_t>, typename Acc::V> acc_;
   std::vector<std::deque<Token>> pending_;
 };
 
 }  // namespace
 
-NodePtr make_reduce(const std::string& name, int n, const Params& p) { return std::make_unique<Reduce>(name, n, p); }
+// A node reduces tiles when Python gave it tile layouts (tile_b, in_axes, axes).
+bool tiled(const Params& p) { return p.ints.count("tile_b") > 0; }
+
+TileAcc tile_acc(const Params& p, const std::string& name) {
+  int b = static_cast<int>(p.get_int("tile_b"));
+  std::vector<int> in(p.get_ints("in_axes").begin(), p.get_ints("in_axes").end());
+  std::vector<int> out(p.get_ints("axes").begin(), p.get_ints("axes").end());
+  return TileAcc(is_max(p, name), TileLayout{b, in}, TileLayout{b, out});
+}
+
+NodePtr make_reduce(const std::string& name, int n, const Params& p) {
+  if (tiled(p)) return std::make_unique<Reduce<TileAcc>>(name, n, tile_acc(p, name));
+  return std::make_unique<Reduce<ScalarAcc>>(name, n, ScalarAcc{is_max(p, name)});
+}
 NodePtr make_spacc(const std::string& name, const Params& p) {
   int64_t order = p.get_int("order", 1);
   if (order != 1 && order != 2) throw std::invalid_argument("spacc '" + name + "': order must be 1 or 2");
-  return std::make_unique<Spacc>(name, p, static_cast<int>(order));
+  if (tiled(p)) return std::make_unique<Spacc<TileAcc>>(name, tile_acc(p, name), static_cast<int>(order));
+  return std::make_unique<Spacc<ScalarAcc>>(name, ScalarAcc{is_max(p, name)}, static_cast<int>(order));
 }
 
 }  // namespace fuseflow::sim

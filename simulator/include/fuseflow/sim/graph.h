@@ -39,6 +39,7 @@ class Graph {
   [[noreturn]] void deadlock(uint64_t cycle, const char* why);
   Timing timing_;
   std::unique_ptr<Memory> memory_;
+  std::unique_ptr<TileStore> tiles_ = std::make_unique<TileStore>();
   std::vector<NodePtr> nodes_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
 };

@@ -1,11 +1,13 @@
 // The node base class: ports, counters and the per-cycle step contract.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "fuseflow/sim/tile.h"
 #include "fuseflow/sim/timing.h"
 #include "fuseflow/sim/token.h"
 
@@ -55,11 +57,12 @@ class Node {
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
   // Called by the graph before every step.
-  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; }
-  void configure(const KindTiming& t, const Timing* timing, Memory* mem) {
-    latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem;
+  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; }
+  void configure(const KindTiming& t, const Timing* timing, Memory* mem, TileStore* tiles) {
+    latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem; tiles_ = tiles;
   }
-  uint64_t ii() const { return ii_; }
+  // Cycles until the node may act again: its II, or longer after working on a large tile.
+  uint64_t ii() const { return busy_ > ii_ ? busy_ : ii_; }
 
  protected:
   bool has(int i, size_t k = 0) const { return in_[i] && in_[i]->ready(now_, k); }
@@ -78,6 +81,11 @@ class Node {
   // model on, this step's outputs wait for the line to arrive.
   void mem_access(int slot, int64_t addr, int bytes, bool write);
   void finish() { finished_ = true; }
+  // A tile unit handles `elements` values: the node is busy ceil(elements / tile_width) cycles.
+  void occupy(size_t elements) {
+    uint64_t w = timing_ ? timing_->tile_width : 256;
+    busy_ = std::max<uint64_t>(busy_, (elements + w - 1) / w);
+  }
   // Follow a parent stream one fiber at a time: a child stop S(k) consumes the
   // parent's element for that fiber and, for k > 0, the parent's S(k-1).
   // Returns false (consuming nothing) if the needed parent tokens are not ready.
@@ -91,7 +99,8 @@ class Node {
   std::vector<std::vector<Fifo*>> out_;
   Counters c_;
   bool finished_ = false;
-  uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0;
+  uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0, busy_ = 0;
+  TileStore* tiles_ = nullptr;
   const Timing* timing_ = nullptr;
   Memory* mem_ = nullptr;
   std::map<int, std::pair<int64_t, uint64_t>> lines_;  // slot -> (line, ready cycle)

@@ -36,6 +36,11 @@ NodePtr make_write_val(const std::string& name, const Params& p);
 NodePtr make_fork(const std::string& name, const Params& p);
 NodePtr make_join(const std::string& name, int n_inputs, const Params& p);
 
+// tile.cpp: tile variants of load, alu and write_val (blocked value streams).
+NodePtr make_tile_load(const std::string& name, const Params& p);
+NodePtr make_tile_alu(const std::string& name, int n_inputs, const Params& p);
+NodePtr make_tile_write_val(const std::string& name, const Params& p);
+
 // Build any primitive by its sam op mnemonic; throws std::invalid_argument.
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
 

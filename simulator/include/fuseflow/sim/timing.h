@@ -32,9 +32,10 @@ struct Timing {
   // Preset quirks (DESIGN §6 / the sam preset): see docs/simulator.md.
   bool scan_emit_on_pop = false;        // emit a fiber's first coordinate the cycle its ref is popped
   bool reduce_split_stop = false;       // a stop above S0 costs the reduce a second cycle
-  // Tile timing for blocked value streams (b x b tiles).
-  uint64_t tile_matmul_latency_per_b = 2;  // latency 2b - 1
-  uint64_t tile_elementwise_latency_per_b2 = 1;  // latency b^2
+  // Tile units (blocked value streams): elements a load / ALU / reduce / writer handles per
+  // cycle; a node working on a tile of E elements acts again after ceil(E / tile_width) cycles
+  // (256: a 16x16 tile per cycle, a 16x16x16 product-then-reduce in 16).
+  uint64_t tile_width = 256;
   MemoryConfig memory;
 
   KindTiming of(const std::string& kind) const {
