@@ -7,6 +7,7 @@ written levels back into a dense array.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -23,7 +24,8 @@ NAMED_2D = {
     # COO is accepted and stored as DCSR: the simulator has no singleton scanner.
     "coo": (("compressed", "compressed"), (0, 1)),
 }
-FORMAT_NAMES = ("dense", "compressed", *NAMED_2D)
+FORMAT_NAMES = ("dense", "compressed", *NAMED_2D, "bcsr<b>")
+_BCSR = re.compile(r"bcsr\s*<?\s*(\d+)\s*>?")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Format:
 
     levels: tuple[str, ...]
     mode_order: tuple[int, ...]
+    block: int = 0  # bcsr<b>: the levels range over b x b blocks; values are dense tiles
 
     @property
     def rank(self) -> int:
@@ -46,6 +49,8 @@ class Format:
 
 
 def describe(fmt: Format) -> str:
+    if fmt.block:
+        return f"bcsr<{fmt.block}>"
     for name, (levels, order) in NAMED_2D.items():
         if name != "coo" and fmt.levels == levels and fmt.mode_order == order:
             return name
@@ -72,6 +77,12 @@ def parse_format(spec: str | Sequence[str] | Format, rank: int, what: str = "ten
     if not isinstance(spec, str):
         raise FormatError(f"format of {what} must be a name or a list of level formats, got {type(spec).__name__}")
     name = spec.strip().lower()
+    m = _BCSR.fullmatch(name)
+    if m:
+        b = int(m.group(1))
+        if rank != 2 or b < 1:
+            raise FormatError(f"format {spec!r} is for 2-D tensors with a positive block size; {what} has rank {rank}")
+        return Format(("dense", "compressed"), (0, 1), b)
     if name == "dense":
         return Format(("dense",) * rank, tuple(range(rank)))
     if name == "compressed":
@@ -90,9 +101,13 @@ def parse_format(spec: str | Sequence[str] | Format, rank: int, what: str = "ten
 
 def encoding_attr(fmt: Format) -> str | None:
     """The ``#sparse_tensor.encoding`` text for a format (``None`` for plain dense)."""
-    if fmt.is_dense:
+    if fmt.is_dense and not fmt.block:
         return None
     dims = ", ".join(f"d{i}" for i in range(fmt.rank))
+    if fmt.block:  # MLIR's BSR: block levels, then the dense levels inside a block
+        outer = ", ".join(f"d{m} floordiv {fmt.block} : {k}" for m, k in zip(fmt.mode_order, fmt.levels))
+        inner = ", ".join(f"d{m} mod {fmt.block} : dense" for m in fmt.mode_order)
+        return f"#sparse_tensor.encoding<{{map = ({dims}) -> ({outer}, {inner})}}>"
     lv = ", ".join(f"d{m} : {k}" for m, k in zip(fmt.mode_order, fmt.levels))
     return f"#sparse_tensor.encoding<{{map = ({dims}) -> ({lv})}}>"
 
@@ -166,3 +181,63 @@ def unpack(segs: Sequence[np.ndarray], crds: Sequence[np.ndarray], vals: np.ndar
         return vals.reshape(())
     out[tuple(prefixes.T)] = vals
     return np.transpose(out, np.argsort(mode_order))
+
+
+def block_dims(shape: Sequence[int], b: int) -> tuple[int, ...]:
+    """Extent of each dimension's block grid (size-1 dimensions are not blocked)."""
+    return tuple(1 if d == 1 else d // b for d in shape)
+
+
+def tile_dims(shape: Sequence[int], b: int) -> tuple[int, ...]:
+    return tuple(1 if d == 1 else b for d in shape)
+
+
+def pack_blocked(dense: np.ndarray, fmt: Format, b: int) -> Packed:
+    """Encode a dense array as blocks: `fmt`'s levels range over the b x b block grid (a block
+    is present in a compressed level when any of its entries is nonzero) and the values are the
+    stored blocks' tiles back to back, each laid out in the storage (mode) order."""
+    dense = np.asarray(dense, dtype=np.float32)
+    grid, tile = block_dims(dense.shape, b), tile_dims(dense.shape, b)
+    r = dense.ndim
+    blocks = dense.reshape([x for pair in zip(grid, tile) for x in pair]).transpose(
+        list(range(0, 2 * r, 2)) + list(range(1, 2 * r, 2)))  # (grid..., tile...)
+    present = np.abs(blocks).reshape(grid + (-1,)).max(axis=-1) if r else np.abs(blocks)
+    structure = pack(np.where(present > 0, 1.0, 0.0).astype(np.float32), fmt)
+    order = list(fmt.mode_order)
+    stored = blocks.transpose(order + [r + m for m in order])
+    coords = _stored_coords(structure, stored.shape[:r])
+    tiles = stored[tuple(coords.T)] if r else stored.reshape(1, -1)
+    return Packed(fmt, tuple(dense.shape), structure.segs, structure.crds,
+                  np.ascontiguousarray(tiles.reshape(-1), dtype=np.float32))
+
+
+def _stored_coords(p: Packed, dims: Sequence[int]) -> np.ndarray:
+    """Storage-order coordinates of every stored value of a packed tensor."""
+    prefixes = np.zeros((1, 0), dtype=np.int64)
+    for lvl, kind in enumerate(p.fmt.levels):
+        if kind == "dense":
+            d = dims[lvl]
+            prefixes = np.concatenate([np.repeat(prefixes, d, axis=0),
+                                       np.tile(np.arange(d, dtype=np.int64), len(prefixes))[:, None]], axis=1)
+        else:
+            counts = np.diff(p.segs[lvl])
+            prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), p.crds[lvl][:, None]], axis=1)
+    return prefixes
+
+
+def unpack_blocked(segs, crds, vals: np.ndarray, shape: Sequence[int], mode_order: Sequence[int], b: int) -> np.ndarray:
+    """Decode written block levels and tiles (storage layout) into a dense array."""
+    r = len(shape)
+    grid, tile = block_dims(shape, b), tile_dims(shape, b)
+    order = list(mode_order)
+    level_grid = [grid[m] for m in order]
+    level_tile = [tile[m] for m in order]
+    n_tile = int(np.prod(level_tile)) if r else 1
+    vals = np.asarray(vals, dtype=np.float32).reshape(-1, n_tile)
+    index = unpack(segs, crds, np.arange(1, len(vals) + 1, dtype=np.float32), level_grid, list(range(r)))
+    out = np.zeros(level_grid + level_tile, dtype=np.float32)
+    where = np.nonzero(index)
+    out[where] = vals[index[where].astype(np.int64) - 1].reshape((-1, *level_tile))
+    inv = np.argsort(order)
+    out = out.transpose(list(inv) + [r + i for i in inv])  # (grid..., tile...) in mode order
+    return out.transpose([x for i in range(r) for x in (i, r + i)]).reshape(tuple(shape))

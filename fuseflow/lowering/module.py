@@ -6,6 +6,7 @@ region scans them by name.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Mapping
 
@@ -25,6 +26,10 @@ def _format_of(t: ir.RankedTensorType) -> Format:
     if t.encoding is None:
         return Format(("dense",) * rank, tuple(range(rank)))
     enc = sparse_tensor.EncodingAttr(t.encoding)
+    blocked = re.findall(r"d(\d+) floordiv (\d+)", str(enc.dim_to_lvl))
+    if blocked:  # MLIR's BSR encoding: bcsr<b> (the block levels, then dense levels inside a block)
+        kinds = ["dense" if lt == enc.lvl_types[-1] else "compressed" for lt in enc.lvl_types[:rank]]
+        return Format(tuple(kinds), tuple(int(d) for d, _ in blocked), int(blocked[0][1]))
     levels = []
     for lt in enc.lvl_types:
         s = str(sparse_tensor.EncodingAttr.get_lvl_fmt(lt) if hasattr(sparse_tensor.EncodingAttr, "get_lvl_fmt") else lt)
@@ -46,6 +51,8 @@ def _consumers(value: ir.Value) -> list[ir.Operation]:
     return out
 
 
+BLOCK_ATTR = "fuseflow.block"
+"""Function attribute the block pass writes: {region name or "*": block size}."""
 ORDERS_ATTR = "fuseflow.orders"
 """Function attribute the ordering pass writes: {region name: "i,k,j"}; lower-to-sam follows it."""
 
@@ -63,6 +70,8 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
     func = main_func(module)
     fixed = ({k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
              if ORDERS_ATTR in func.attributes else {})
+    blocks = ({k.name: ir.IntegerAttr(k.attr).value for k in ir.DictAttr(func.attributes[BLOCK_ATTR])}
+              if BLOCK_ATTR in func.attributes else {})
     density: dict[str, float] = {}
     Partition.of(func)
     block = func.regions[0].blocks[0]
@@ -112,7 +121,7 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
     for region in order:
         in_region = {op for op in ops if region_of[op] == region}
         parser = RegionParser(in_region, lambda v: None if _produced_in(v, in_region) else names.get(v))
-        lowering = SamLowering(region, {}, node_budget)
+        lowering = SamLowering(region, {}, node_budget, blocks.get(region, blocks.get("*", 0)))
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         for asg in asgs:
             used = {a.tensor for a in _accs(asg.expr)}

@@ -191,8 +191,10 @@ class _State:
 class SamLowering:
     """Builds the sam graph text of one region from its assignments."""
 
-    def __init__(self, name: str, tensors: dict[str, TensorInfo], node_budget: int = 100_000):
+    def __init__(self, name: str, tensors: dict[str, TensorInfo], node_budget: int = 100_000, block: int = 0):
         self.name = name
+        self.block = block  # > 0: iterate b x b blocks, values are dense tiles (the block pass)
+        self.vaxes: dict[str, tuple[str, ...]] = {}  # value stream -> its tile's axes (blocked)
         self.tensors = tensors
         self.g = GraphText()
         self.node_budget = node_budget
@@ -211,7 +213,8 @@ class SamLowering:
                 raise UnsupportedError(f"tensor {a.tensor}: a compressed level of size 1 is not supported")
             st.level += 1
         mode = fmt.mode_order[st.level]
-        return fmt.levels[st.level], mode, st.level, self.tensors[a.tensor].shape[mode]
+        dim = self.tensors[a.tensor].shape[mode]
+        return fmt.levels[st.level], mode, st.level, (dim // self.block if self.block and dim != 1 else dim)
 
     def _scan(self, a: Access, v: str) -> tuple[str, dict, bool]:
         st = self.state[a]
@@ -241,6 +244,9 @@ class SamLowering:
         n_ref = sum(self.g.types[r] == REF for r in refs)
         outs = self.g.op(kind, crds + refs, {"index_var": v}, [CRD] + [self.g.types[r] for r in refs],
                          segments=[n, n_ref, n - n_ref], result_segments=[1, n_ref, n - n_ref])
+        for r_in, r_out in zip(refs, outs[1:]):  # value payloads keep their tile axes
+            if r_in in self.vaxes:
+                self.vaxes[r_out] = self.vaxes[r_in]
         merged = {a: r for a, r in zip(owners, outs[1:]) if a is not _RANGE}
         full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
         return outs[0], merged, full
@@ -252,9 +258,11 @@ class SamLowering:
             r = t.reduce
             k, (_, inner) = r.vars[0], self.plan.spacc[id(r)]
             val = self._value(r.body, self.plan.body_nest[id(r)])
+            axes = self._minus(self.vaxes.get(val, ()), k)
             crd, out = self.g.op("spacc", [self.crd_of[inner], self.crd_of[k], val],
-                                 {"order": 1, "kind": r.kind, "index_var": k}, [CRD, VAL],
-                                 segments=[1, 1, 1], result_segments=[1, 1])
+                                 {"order": 1, "kind": r.kind, "index_var": k, **self._axes_attr(axes)},
+                                 [CRD, self._vtype(axes)], segments=[1, 1, 1], result_segments=[1, 1])
+            self.vaxes[out] = axes
             return crd, {r: out}, False
         if isinstance(t, Full):
             if t.part is None:
@@ -285,6 +293,8 @@ class SamLowering:
     def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
         """Add the graph of one assignment; returns the root loop order."""
         self.dims = asg.dims
+        if self.block:
+            self.dims = self._block_dims(asg)
         expr = share_equivalent(asg.expr)
         out_vars = tuple(v for v in asg.vars if v != UNIT)
         relaid: set[str] = set()
@@ -384,14 +394,15 @@ class SamLowering:
             after = [u for u in order[pos[v] + 1:] if u not in red_vars]
             if not after:
                 parent = [self.crd_of[order[pos[v] - 1]]] if pos[v] > 0 else []
-                val = self.g.op("reduce", [val] + parent, {"kind": red_kind, "index_var": v}, [VAL],
-                                segments=[1, len(parent)])[0]
+                val = self._reduce(val, parent, red_kind, v)
             elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1:]):
                 inner = [out_crds[u] for u in after]
+                axes = self._minus(self.vaxes.get(val, ()), v)
                 outs = self.g.op("spacc", inner + [self.crd_of[v], val],
-                                 {"order": len(after), "kind": red_kind, "index_var": v},
-                                 [CRD] * len(after) + [VAL], segments=[len(after), 1, 1],
+                                 {"order": len(after), "kind": red_kind, "index_var": v, **self._axes_attr(axes)},
+                                 [CRD] * len(after) + [self._vtype(axes)], segments=[len(after), 1, 1],
                                  result_segments=[len(after), 1])
+                self.vaxes[outs[-1]] = axes
                 for u, c in zip(after, outs[:-1]):
                     out_crds[u] = c
                     full_of[u] = False
@@ -411,8 +422,8 @@ class SamLowering:
             self.g.op("write_crd", operands, {"tensor": asg.out, "mode": mode_of[v], "level": lvl, "format": kind},
                       [], segments=[1, 1 if prev else 0], pure=False)
             prev = out_crds[v]
-        self.g.op("write_val", [val], {"tensor": asg.out}, [], pure=False)
-        shape = tuple(1 if v == UNIT else self.dims[v] for v in asg.vars)
+        self.g.op("write_val", [val], {"tensor": asg.out, **self._axes_attr(out_order)}, [], pure=False)
+        shape = tuple(1 if v == UNIT else self.dims[v] * max(1, self.block) for v in asg.vars)
         fmt = Format(tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes))
         self.outputs[asg.out] = TensorInfo(asg.out, shape, fmt, "output")
         return order
@@ -420,7 +431,8 @@ class SamLowering:
     def _value(self, e: Expr, ctx: tuple[str, ...]) -> str:
         """The value stream of `e`, aligned with the loop nest `ctx`."""
         if isinstance(e, Access):
-            return self.g.op("load", [self.state[e].ref], {"tensor": e.tensor}, [VAL])[0]
+            axes = tuple(self._orig(v) for v in storage_vars(e.vars, self._fmt(e).mode_order) if v != UNIT)
+            return self._vop("load", [self.state[e].ref], {"tensor": e.tensor}, axes)
         if isinstance(e, Const):
             raise UnsupportedError("a region output that is a constant is not supported")
         if isinstance(e, Reduce):
@@ -429,33 +441,71 @@ class SamLowering:
             if id(e) in p.spacc:
                 val = self.vval[e]
                 for u in ctx[len(value_nest):]:
-                    val = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
-                                    [VAL])[0]
+                    val = self._repeat_val(val, u)
                 return val
             val = self._value(e.body, body_nest)
             for k in range(len(body_nest) - 1, len(value_nest) - 1, -1):
                 parent = [self.crd_of[body_nest[k - 1]]] if k > 0 else []
-                val = self.g.op("reduce", [val] + parent, {"kind": e.kind, "index_var": body_nest[k]}, [VAL],
-                                segments=[1, len(parent)])[0]
+                val = self._reduce(val, parent, e.kind, body_nest[k])
             if value_nest != ctx[: len(value_nest)]:
                 raise UnsupportedError("internal: a reduction's value is consumed outside its loop nest")
             for u in ctx[len(value_nest):]:  # a hoisted reduction: repeat its values along the rest
-                val = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
-                                [VAL])[0]
+                val = self._repeat_val(val, u)
             return val
         if len(e.args) == 1:
-            return self.g.op("alu", [self._value(e.args[0], ctx)], {"op": e.op, "scalar": 0.0}, [VAL],
-                             segments=[1])[0]
+            return self._alu([self._value(e.args[0], ctx)], e.op, 0.0)
         a, b = e.args
         if isinstance(b, Const):
-            return self.g.op("alu", [self._value(a, ctx)], {"op": e.op, "scalar": float(b.value)}, [VAL],
-                             segments=[1])[0]
+            return self._alu([self._value(a, ctx)], e.op, float(b.value))
         if isinstance(a, Const):
             op = e.op if e.op in COMMUTATIVE else {"sub": "rsub", "div": "rdiv"}[e.op]
-            return self.g.op("alu", [self._value(b, ctx)], {"op": op, "scalar": float(a.value)}, [VAL],
-                             segments=[1])[0]
-        return self.g.op("alu", [self._value(a, ctx), self._value(b, ctx)], {"op": e.op, "scalar": 0.0}, [VAL],
-                         segments=[2])[0]
+            return self._alu([self._value(b, ctx)], op, float(a.value))
+        return self._alu([self._value(a, ctx), self._value(b, ctx)], e.op, 0.0)
+
+    # -- value ops: scalar streams, or tiles with named axes in a blocked region ---------------------
+    def _orig(self, v: str) -> str:
+        """A variable renamed for a spacc is the same tile axis as the original."""
+        return self.plan.renamed.get(v, v)
+
+    def _minus(self, axes: tuple[str, ...], v: str) -> tuple[str, ...]:
+        return tuple(x for x in axes if x != self._orig(v))
+
+    def _vtype(self, axes: tuple[str, ...]) -> str:
+        if not self.block:
+            return VAL
+        return f"!sam.val<tensor<{'x'.join([str(self.block)] * len(axes)) + 'x' if axes else ''}f32>>"
+
+    def _axes_attr(self, axes) -> dict:
+        return {"axes": [self._orig(v) for v in axes]} if self.block else {}
+
+    def _vop(self, kind: str, operands: list[str], attrs: dict, axes: tuple[str, ...], **kw) -> str:
+        out = self.g.op(kind, operands, {**attrs, **self._axes_attr(axes)}, [self._vtype(axes)], **kw)[0]
+        self.vaxes[out] = axes
+        return out
+
+    def _alu(self, vals: list[str], op: str, scalar: float) -> str:
+        seen = [x for v in vals for x in self.vaxes.get(v, ())]
+        axes = tuple(sorted(set(seen), key=seen.index))
+        return self._vop("alu", vals, {"op": op, "scalar": scalar}, axes, segments=[len(vals)])
+
+    def _reduce(self, val: str, parent: list[str], kind: str, v: str) -> str:
+        return self._vop("reduce", [val] + parent, {"kind": kind, "index_var": v},
+                         self._minus(self.vaxes.get(val, ()), v), segments=[1, len(parent)])
+
+    def _repeat_val(self, val: str, u: str) -> str:
+        out = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
+                        [self.g.types[val]])[0]
+        self.vaxes[out] = self.vaxes.get(val, ())
+        return out
+
+    def _block_dims(self, asg: Assign) -> dict[str, int]:
+        b, out = self.block, {}
+        for v, d in asg.dims.items():
+            if d != 1 and d % b:
+                raise UnsupportedError(f"region {self.name}: block size {b} does not divide index variable {v} "
+                                       f"(size {d}); choose a block size dividing every dimension", asg.loc)
+            out[v] = d if d == 1 else d // b
+        return out
 
     def text(self) -> str:
         entries = []
@@ -464,6 +514,11 @@ class SamLowering:
                      "levels": list(t.fmt.levels), "mode_order": [int(m) for m in t.fmt.mode_order]}
             if t.name in self.aliases:
                 entry["copy_of"] = self.aliases[t.name]
+            if self.block:
+                if t.fmt.block and t.fmt.block != self.block:
+                    raise UnsupportedError(f"region {self.name}: tensor {t.name} is {t.fmt} but the region is "
+                                           f"blocked with size {self.block}")
+                entry["block"] = self.block
             entries.append(entry)
         body = "\n".join(self.g.lines)
         return f'  "sam.graph"() ({{\n{body}\n  }}) {{sym_name = {_attr(self.name)}, tensors = {_attr(entries)}}} : () -> ()'

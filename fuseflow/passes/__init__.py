@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from fuseflow.errors import FuseflowError
-from fuseflow.passes import lower_to_sam, order, parallelize, partition
+from fuseflow.passes import block, lower_to_sam, order, parallelize, partition
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ PASSES: dict[str, Pass] = {
     p.name: p for p in (
         Pass("fuseflow-partition", partition.run, partition.Options),
         Pass("fuseflow-order", order.run, order.Options),
+        Pass("block", block.run, block.Options),
         Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
         Pass("sam-parallelize", parallelize.run, parallelize.Options, stage="sam"),
     )

@@ -13,7 +13,7 @@ import numpy as np
 
 from fuseflow import _simulator
 from fuseflow.errors import SimulationError, VerificationError
-from fuseflow.formats import Format, pack, unpack
+from fuseflow.formats import Format, pack, pack_blocked, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 
@@ -37,6 +37,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     fmt: Format
     copy_of: str | None = None  # a re-laid copy of another tensor's data
+    block: int = 0  # > 0: levels over b x b blocks, values are tiles (a blocked region)
 
 
 @dataclass
@@ -45,6 +46,22 @@ class GraphSpec:
     nodes: list[NodeSpec]
     tensors: dict[str, TensorSpec]
     value_nodes: list[int] = field(default_factory=list)
+    block: int = 0
+
+
+def _tile_params(op, kind: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
+    """Tile layouts of a blocked value op: its axes and each value input's axes, as variable ids."""
+    def id_of(v: str) -> int:
+        return ids.setdefault(v, len(ids))
+
+    own = _a(op, "axes")
+    axes = [ir.StringAttr(x).value for x in own] if own is not None else []
+    value_inputs = {"alu": inputs, "reduce": inputs[:1], "spacc": inputs[-1:], "write_val": inputs[:1],
+                    "load": []}[kind]
+    ins = [axes_of(*src) for src in value_inputs]
+    ints = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return {"tile_b": b, "axes": ints([id_of(v) for v in axes]), "in_axes": ints([id_of(v) for a in ins for v in a]),
+            "in_ranks": ints([len(a) for a in ins])}
 
 
 def _a(op, name, default=None):
@@ -72,9 +89,29 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
             levels = tuple(ir.StringAttr(x).value for x in ir.ArrayAttr(d["levels"]))
             order = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["mode_order"]))
             copy_of = ir.StringAttr(d["copy_of"]).value if "copy_of" in d else None
-            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of)
-        spec = GraphSpec(ir.StringAttr(g.attributes["sym_name"]).value, [], tensors)
+            block = ir.IntegerAttr(d["block"]).value if "block" in d else 0
+            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of,
+                                       block)
+        spec = GraphSpec(ir.StringAttr(g.attributes["sym_name"]).value, [], tensors,
+                         block=max((t.block for t in tensors.values()), default=0))
         where: dict = {}
+        ops_seen: list = []
+        ids: dict[str, int] = {}
+
+        def axes_of(idx: int, port: int) -> list[str]:
+            """Tile axes of a value stream: its producer's `axes`, through pass-through ops."""
+            while True:
+                src_op, spec_node = ops_seen[idx], spec.nodes[idx]
+                own = _a(src_op, "axes")
+                if own is not None:
+                    return [ir.StringAttr(x).value for x in own]
+                if spec_node.kind in ("repeat", "fork", "join"):
+                    idx, port = spec_node.inputs[0]
+                elif spec_node.kind in ("intersect", "union"):
+                    n = len(spec_node.inputs) - (len(src_op.results) - 1)  # number of crd inputs
+                    idx, port = spec_node.inputs[n + port - 1]
+                else:
+                    raise VerificationError(f"sam.{spec_node.kind}: no tile axes for its value output")
         for op in g.regions[0].blocks[0].operations:
             op = op.operation
             kind = op.name.split(".", 1)[1]
@@ -106,12 +143,15 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
                 params["depth"] = int(_a(op, "depth"))
             elif kind == "concat":
                 raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
+            if spec.block and kind in ("load", "alu", "reduce", "spacc", "write_val"):
+                params.update(_tile_params(op, kind, inputs, axes_of, ids, spec.block))
             if kind in ("load", "alu", "reduce", "spacc") or (
                     kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes):
                 spec.value_nodes.append(idx)
             for r in op.results:
                 where[r] = (idx, r.result_number)
             spec.nodes.append(node)
+            ops_seen.append(op)
         graphs.append(spec)
     outs = []
     if "sam.outputs" in module.operation.attributes:
@@ -146,7 +186,7 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
         if tuple(arr.shape) != t.shape:
             raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                   f"the graph was compiled for {t.shape}")
-        packed[name] = pack(arr, t.fmt)
+        packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
     g = _simulator.Graph(arch.settings)
     try:
         for n in spec.nodes:
@@ -176,9 +216,12 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
         crd_nodes.sort(key=lambda x: x[0])
         vals = [nd["vals"] for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_val" and n.tensor == name]
         del levels
-        level_dims = [t.shape[m] for m in t.fmt.mode_order]
-        outputs[name] = unpack([nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes], vals[0],
-                               level_dims, t.fmt.mode_order)
+        segs, crds = [nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes]
+        if t.block:
+            outputs[name] = unpack_blocked(segs, crds, vals[0], t.shape, t.fmt.mode_order, t.block)
+        else:
+            level_dims = [t.shape[m] for m in t.fmt.mode_order]
+            outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
     return GraphRun(spec.name, int(res["cycles"]), res["nodes"], outputs, res.get("traces"))
 
 
