@@ -66,12 +66,24 @@ def sparse_features(n: int, f: int, density: float, seed: int) -> torch.Tensor:
 
 
 def prune(model: torch.nn.Module, sparsity: float, block: int | None = None) -> None:
-    """Zero the smallest-magnitude fraction `sparsity` of every Linear weight (in place)."""
+    """Zero the smallest-magnitude fraction `sparsity` of every Linear weight (in place):
+    single entries, or with `block`, whole block x block tiles by their norm (block-structured
+    sparsity, what sparsity blocking can exploit)."""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, torch.nn.Linear) and sparsity > 0:
-                w = m.weight
-                k = int(w.numel() * sparsity)
+            if not isinstance(m, torch.nn.Linear) or sparsity <= 0:
+                continue
+            w = m.weight
+            if block:
+                r, c = w.shape[0] // block, w.shape[1] // block
+                norms = w[: r * block, : c * block].reshape(r, block, c, block).pow(2).sum((1, 3))
+                k = int(norms.numel() * sparsity)
                 if k:
-                    thresh = w.abs().flatten().kthvalue(k).values
-                    w[w.abs() <= thresh] = 0.0
+                    thresh = norms.flatten().kthvalue(k).values
+                    keep = (norms > thresh).repeat_interleave(block, 0).repeat_interleave(block, 1)
+                    w[: r * block, : c * block] *= keep
+                continue
+            k = int(w.numel() * sparsity)
+            if k:
+                thresh = w.abs().flatten().kthvalue(k).values
+                w[w.abs() <= thresh] = 0.0

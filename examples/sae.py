@@ -20,11 +20,13 @@ class SAE(torch.nn.Module):
 
 
 def build(batch: int = 32, n_in: int = 1024, n_hidden: int = 256, weight_sparsity: float = 0.9,
-          full_size: bool = False, seed: int = 0):
+          full_size: bool = False, seed: int = 0, block_pruned: int = 0):
+    """`block_pruned=b` prunes whole b x b weight blocks (block-structured sparsity) instead of
+    single weights; either way the weights are declared CSR (the block pass re-blocks them)."""
     if full_size:
         n_in, n_hidden = 50176, 256
     torch.manual_seed(seed)
     model = SAE(n_in, n_hidden).eval()
-    prune(model, weight_sparsity)
+    prune(model, weight_sparsity, block=block_pruned or None)
     x = torch.rand(batch, n_in)
     return model, (x,), {"encoder.weight": "csr", "decoder.weight": "csr"}

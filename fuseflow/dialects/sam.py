@@ -248,9 +248,12 @@ class AluOp(Sam.Operation, name="alu", traits=[Pure]):
 
     Binary ops take two streams, or one stream and the ``scalar`` attribute as second operand
     (``rsub`` and ``rdiv`` put the scalar first). Unary ops take one stream and ignore ``scalar``.
+    The operands are two groups (``in_lhs``, optional ``in_rhs``) so that tile streams of
+    different ranks can meet: the smaller broadcasts along the result's other axes.
     """
 
-    in_vals: Sequence[Operand[ValStream]]
+    in_lhs: Operand[ValStream]
+    in_rhs: Sequence[Operand[ValStream]]
     op: ir.StringAttr
     scalar: ir.FloatAttr
     out_val: Result[ValStream] = result(default_factory=_val)
@@ -258,7 +261,9 @@ class AluOp(Sam.Operation, name="alu", traits=[Pure]):
     def verify_invariants(self) -> bool:
         if not _segments(self):
             return False
-        name, n = _str(self, "op"), len(self.in_vals)
+        name, n = _str(self, "op"), 1 + len(self.in_rhs)
+        if len(self.in_rhs) > 1:
+            return _err(self, f"takes at most two value streams, got {n}")
         if name in ALU_UNARY:
             if n != 1:
                 return _err(self, f"'{name}' expects 1 value stream, got {n}")

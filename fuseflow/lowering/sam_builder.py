@@ -486,7 +486,7 @@ class SamLowering:
     def _alu(self, vals: list[str], op: str, scalar: float) -> str:
         seen = [x for v in vals for x in self.vaxes.get(v, ())]
         axes = tuple(sorted(set(seen), key=seen.index))
-        return self._vop("alu", vals, {"op": op, "scalar": scalar}, axes, segments=[len(vals)])
+        return self._vop("alu", vals, {"op": op, "scalar": scalar}, axes, segments=[1, len(vals) - 1])
 
     def _reduce(self, val: str, parent: list[str], kind: str, v: str) -> str:
         return self._vop("reduce", [val] + parent, {"kind": kind, "index_var": v},

@@ -32,7 +32,7 @@ UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
 KINDS = ("root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce", "spacc",
          "crd_drop", "val_drop", "write_crd", "write_val")
-INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_width"}
+INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_matmul_ii_per_b", "tile_elementwise_ii_per_b"}
 BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
 MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
 

@@ -56,7 +56,8 @@ Timing to_timing(const nb::dict& cfg) {
     else if (k == "ii") t.default_kind.ii = nb::cast<uint64_t>(v);
     else if (k == "scan_emit_on_pop") t.scan_emit_on_pop = nb::cast<bool>(v);
     else if (k == "reduce_split_stop") t.reduce_split_stop = nb::cast<bool>(v);
-    else if (k == "tile_width") t.tile_width = nb::cast<uint64_t>(v);
+    else if (k == "tile_matmul_ii_per_b") t.tile_matmul_ii_per_b = nb::cast<uint64_t>(v);
+    else if (k == "tile_elementwise_ii_per_b") t.tile_elementwise_ii_per_b = nb::cast<uint64_t>(v);
     else if (k == "kinds") {
       for (auto [kind, kv] : nb::cast<nb::dict>(v))
         t.per_kind[nb::cast<std::string>(kind)] = kind_timing(kv, t.default_kind);

@@ -35,6 +35,7 @@ struct ScalarAcc {
     return 1;
   }
   Token out(const V& v, TileStore*) const { return Token::value(v); }
+  template <class N> void charge(N&) const {}
 };
 
 struct TileAcc {
@@ -57,6 +58,8 @@ struct TileAcc {
     return lin.size();
   }
   Token out(const V& v, TileStore* store) const { return Token::data(store->put(v)); }
+  // Accumulating an incoming tile costs what the tile costs (a product tile: the matmul unit).
+  template <class N> void charge(N& node) const { node.charge_tile(lin.axes.size(), lin.b); }
 };
 
 // reduce(val) -> val: one value per fiber (empty fibers give the identity);
@@ -66,6 +69,7 @@ struct TileAcc {
 template <class Acc>
 class Reduce : public Node {
  public:
+  void charge_tile(size_t rank, int b) { occupy(rank, b); }
   Reduce(const std::string& n, int n_in, Acc acc) : Node(n, "reduce", n_in, 1), pol_(std::move(acc)) {
     if (n_in != 1 && n_in != 2) throw std::invalid_argument("reduce '" + n + "' takes a value and an optional parent crd");
     reset();
@@ -82,7 +86,7 @@ class Reduce : public Node {
     if (t.is_data() || t.is_empty()) {
       size_t work = pol_.add(acc_, t, tiles_);
       c_.reductions += work;
-      if (work > 1) occupy(work);
+      pol_.charge(*this);
       take(0);
       return Step::Progress;
     }
@@ -124,6 +128,7 @@ class Reduce : public Node {
 template <class Acc>
 class Spacc : public Node {
  public:
+  void charge_tile(size_t rank, int b) { occupy(rank, b); }
   // order 1 ports: in (inner crd, outer crd, val) -> out (crd, val)
   // order 2 ports: in (crd_k, crd_l, outer crd, val) -> out (crd_k, crd_l, val)
   Spacc(const std::string& n, Acc acc, int order)
@@ -155,7 +160,7 @@ class Spacc : public Node {
     auto it = acc_.try_emplace({k, l}, pol_.identity()).first;
     size_t work = pol_.add(it->second, v, tiles_);
     c_.reductions += work;
-    if (work > 1) occupy(work);
+    pol_.charge(*this);
   }
   int val_port() const { return order_ + 1; }
   int outer_port() const { return order_; }

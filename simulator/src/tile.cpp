@@ -44,8 +44,8 @@ class TileLoad : public Node {
         throw SimError("load '" + name_ + "': tile reference " + std::to_string(t.i) + " out of range");
       mem_access(0, t.i * static_cast<int64_t>(e) * 4, static_cast<int>(e * 4), false);
       std::vector<float> tile(vals_.begin() + t.i * e, vals_.begin() + (t.i + 1) * e);
+      occupy(layout_.axes.size(), layout_.b);
       emit(0, Token::data(tiles_->put(tile)));
-      occupy(e);
     } else {
       emit(0, t);  // N stays N: consumers read it as a tile of zeros
       if (t.is_done()) finish();
@@ -91,9 +91,9 @@ class TileAlu : public Node {
         out[e] = apply(op_, src[0][off[0]], two ? src[1][off[1]] : scalar_);
       });
       for (size_t i = 0; i < in_.size(); ++i) take(i);
+      occupy(out_.axes.size(), out_.b);
       emit(0, Token::data(tiles_->put(out)));
       c_.alu_ops += out.size();
-      occupy(out.size());
       return Step::Progress;
     }
     for (size_t i = 1; i < in_.size(); ++i)
@@ -133,7 +133,7 @@ class TileWriteVal : public WriterBase {
         for_each_element(out_.b, out_.axes.size(), strides_,
                          [&](size_t k, const std::vector<size_t>& off) { vals_[base + k] = x[off[0]]; });
       }
-      occupy(e);
+      occupy(out_.axes.size(), out_.b);
     } else if (t.is_done()) {
       finish();
     }

@@ -48,7 +48,7 @@
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1 = "sam.load"(%0) {tensor = "A"} : (!sam.ref) -> !sam.val<f32>
   // expected-error @+1 {{has unknown ALU op 'pow'}}
-  %2 = "sam.alu"(%1) {op = "pow", operandSegmentSizes = array<i32: 1>, scalar = 2.0 : f32} : (!sam.val<f32>) -> !sam.val<f32>
+  %2 = "sam.alu"(%1) {op = "pow", operandSegmentSizes = array<i32: 1, 0>, scalar = 2.0 : f32} : (!sam.val<f32>) -> !sam.val<f32>
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----
@@ -57,7 +57,7 @@
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   %1 = "sam.load"(%0) {tensor = "A"} : (!sam.ref) -> !sam.val<f32>
   // expected-error @+1 {{'exp' expects 1 value stream, got 2}}
-  %2 = "sam.alu"(%1, %1) {op = "exp", operandSegmentSizes = array<i32: 2>, scalar = 0.0 : f32} : (!sam.val<f32>, !sam.val<f32>) -> !sam.val<f32>
+  %2 = "sam.alu"(%1, %1) {op = "exp", operandSegmentSizes = array<i32: 1, 1>, scalar = 0.0 : f32} : (!sam.val<f32>, !sam.val<f32>) -> !sam.val<f32>
 }) {sym_name = "g", tensors = []} : () -> ()
 
 // -----

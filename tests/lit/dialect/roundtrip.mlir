@@ -30,7 +30,7 @@
   %6 = "sam.repsiggen"(%2) : (!sam.crd) -> !sam.rsig
   %7 = "sam.repeat"(%0, %6) {index_var = "i", tensor = "c"} : (!sam.ref, !sam.rsig) -> !sam.ref
   %8 = "sam.load"(%4#1) {tensor = "B"} : (!sam.ref) -> !sam.val<f32>
-  %9 = "sam.alu"(%8, %8) {op = "mul", operandSegmentSizes = array<i32: 2>, scalar = 0.0 : f32} : (!sam.val<f32>, !sam.val<f32>) -> !sam.val<f32>
+  %9 = "sam.alu"(%8, %8) {op = "mul", operandSegmentSizes = array<i32: 1, 1>, scalar = 0.0 : f32} : (!sam.val<f32>, !sam.val<f32>) -> !sam.val<f32>
   %10 = "sam.reduce"(%9) {index_var = "i", kind = "sum", operandSegmentSizes = array<i32: 1, 0>} : (!sam.val<f32>) -> !sam.val<f32>
   %11:2 = "sam.spacc"(%2, %2, %9) {index_var = "j", kind = "sum", order = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1>} : (!sam.crd, !sam.crd, !sam.val<f32>) -> (!sam.crd, !sam.val<f32>)
   %12:2 = "sam.crd_drop"(%2, %4#0) : (!sam.crd, !sam.crd) -> (!sam.crd, !sam.crd)

@@ -57,7 +57,7 @@ class Node {
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
   // Called by the graph before every step.
-  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; }
+  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; tile_latency_ = 0; }
   void configure(const KindTiming& t, const Timing* timing, Memory* mem, TileStore* tiles) {
     latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem; tiles_ = tiles;
   }
@@ -73,7 +73,7 @@ class Node {
     return true;
   }
   void emit(int o, const Token& t) {
-    uint64_t at = std::max(now_ + latency_, mem_ready_);
+    uint64_t at = std::max(now_ + std::max(latency_, tile_latency_), mem_ready_);
     for (auto* f : out_[o]) f->push(t, at);
     ++c_.tokens_out;
   }
@@ -81,10 +81,15 @@ class Node {
   // model on, this step's outputs wait for the line to arrive.
   void mem_access(int slot, int64_t addr, int bytes, bool write);
   void finish() { finished_ = true; }
-  // A tile unit handles `elements` values: the node is busy ceil(elements / tile_width) cycles.
-  void occupy(size_t elements) {
-    uint64_t w = timing_ ? timing_->tile_width : 256;
-    busy_ = std::max<uint64_t>(busy_, (elements + w - 1) / w);
+  // This step works on a tile of `rank` axes of extent b (timing.h: matmul vs vector unit).
+  void occupy(size_t rank, int b) {
+    uint64_t ub = static_cast<uint64_t>(b), e = 1;
+    for (size_t i = 0; i < rank; ++i) e *= ub;
+    uint64_t mm = timing_ ? timing_->tile_matmul_ii_per_b : 1, ew = timing_ ? timing_->tile_elementwise_ii_per_b : 1;
+    uint64_t busy = rank >= 3 ? ub * mm : ((e + ub - 1) / ub) * ew;
+    uint64_t lat = rank >= 3 ? 2 * ub - 1 : e;
+    busy_ = std::max<uint64_t>(busy_, busy);
+    tile_latency_ = std::max<uint64_t>(tile_latency_, lat);
   }
   // Follow a parent stream one fiber at a time: a child stop S(k) consumes the
   // parent's element for that fiber and, for k > 0, the parent's S(k-1).
@@ -99,7 +104,7 @@ class Node {
   std::vector<std::vector<Fifo*>> out_;
   Counters c_;
   bool finished_ = false;
-  uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0, busy_ = 0;
+  uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0, busy_ = 0, tile_latency_ = 0;
   TileStore* tiles_ = nullptr;
   const Timing* timing_ = nullptr;
   Memory* mem_ = nullptr;

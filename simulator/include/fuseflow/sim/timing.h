@@ -32,10 +32,12 @@ struct Timing {
   // Preset quirks (DESIGN §6 / the sam preset): see docs/simulator.md.
   bool scan_emit_on_pop = false;        // emit a fiber's first coordinate the cycle its ref is popped
   bool reduce_split_stop = false;       // a stop above S0 costs the reduce a second cycle
-  // Tile units (blocked value streams): elements a load / ALU / reduce / writer handles per
-  // cycle; a node working on a tile of E elements acts again after ceil(E / tile_width) cycles
-  // (256: a 16x16 tile per cycle, a 16x16x16 product-then-reduce in 16).
-  uint64_t tile_width = 256;
+  // Tile timing (blocked value streams of b-wide tiles, DESIGN §6): a tile of rank >= 3 is a
+  // product being contracted, handled by a b x b matmul unit (II b * tile_matmul_ii_per_b,
+  // latency 2b - 1); any other tile (E elements) by a b-lane vector unit (II ceil(E / b) *
+  // tile_elementwise_ii_per_b, latency E: b^2 for a b x b tile).
+  uint64_t tile_matmul_ii_per_b = 1;
+  uint64_t tile_elementwise_ii_per_b = 1;
   MemoryConfig memory;
 
   KindTiming of(const std::string& kind) const {
