@@ -1,13 +1,14 @@
 """``sam-parallelize{level=i factor=4}``: run the work under one index variable in P lanes.
 
-The graph splits into three parts: the nodes that iterate the parallel variable `level` (its
-scanners, joiners, locates, repeats; plus roots), everything downstream of them (the *lane
-body*: all inner levels and the computation), and the writers. The lane body is copied P times;
-every stream from the level's nodes into the body goes through a ``sam.fork`` (coordinates of
-`level` dealt round-robin, so remainders need no policy: lanes differ by at most one element),
-and every stream from the body to a writer through a ``sam.join`` that restores element order.
-Outputs are identical to the unparallelized graph. Supported: `level` is the outermost output
-variable of a region (one level per region); other placements are refused with the reason.
+The graph splits into the nodes that iterate the parallel variable `level` (its scanners,
+joiners, locates, repeats), everything downstream of them up to the exits (the *lane body*:
+the inner levels and the computation), the exits (writers, joins of an earlier
+parallelization, reductions over `level` itself) with what follows them, and the rest. The
+lane body is copied P times; every stream from the level's nodes into the body goes through a
+``sam.fork`` (coordinates of `level` dealt round-robin per fiber, so remainders need no policy:
+lanes differ by at most one element), every stream from the body to an exit through a
+``sam.join`` that restores element order. Outputs are identical to the unparallelized graph.
+Run the pass twice for two levels (the second level's lanes span all the first level's lanes).
 """
 from __future__ import annotations
 
@@ -126,35 +127,45 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
 
 
 def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
-    """The graph's text with the lane body under `levels` in `factor` lanes (several names when a
-    region computes several outputs, each with its own outermost variable; the other outputs'
-    subgraphs stay as they are); raises FuseflowError when no name is an outermost output
-    variable of the region, or a lane would read a stream the fork cannot split."""
-    writers = {i for i, op in enumerate(g.ops) if op.kind in WRITERS}
-    top = [op for op in g.ops if op.kind == "write_crd" and int(op.attr("level").split(":")[0]) == 0]
-    outer = sorted({g.ops[op.operands[0][0]].index_var for op in top} - {None})
-    if not levels & set(outer):
-        have = sorted({op.index_var for op in g.ops} - {None})
-        where = (f"its outermost output variable{'s are' if len(outer) > 1 else ' is'} {', '.join(outer)}"
-                 if outer else "it writes no coordinate level")
-        raise FuseflowError(f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: {where} "
-                            f"(variables: {', '.join(have)}); only outermost output variables are supported")
-    levels = levels & set(outer)  # a name may also be an inner variable of another output
+    """The graph's text with the work under `levels` in `factor` lanes (several names when a
+    region computes several outputs with their own variables; the rest stays as it is).
+
+    Level nodes iterate the variable; the lane body is everything downstream of them up to the
+    *exits*: writers, joins of an earlier parallelization, and reductions over the variable
+    itself (they need every element, so their inputs are joined first). Everything downstream of
+    an exit follows the joins. Raises FuseflowError when no name is a variable of the region, or
+    a lane (or the level itself) would read a stream the fork cannot split."""
+    have = sorted({op.index_var for op in g.ops} - {None, ""})
+    if not levels & set(have):
+        raise FuseflowError(f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: no such "
+                            f"index variable (variables: {', '.join(have)})")
+    levels = levels & set(have)
     level = ",".join(sorted(levels))
     level_nodes: set[int] = set()
     for i, op in enumerate(g.ops):
-        if op.index_var in levels or op.kind == "root" or (
+        if (op.index_var in levels and op.kind not in ("reduce", "spacc")) or (
                 op.kind == "repsiggen" and op.operands[0][0] in level_nodes):
             level_nodes.add(i)
     lane: set[int] = set()
+    after: set[int] = set()
     for i, op in enumerate(g.ops):
-        if i in level_nodes or i in writers:
+        if i in level_nodes:
             continue
-        if any(src in lane or (src in level_nodes and g.ops[src].kind != "root") for src, _ in op.operands):
+        reads_lane = any(src in lane or src in level_nodes for src, _ in op.operands)
+        reads_after = any(src in after for src, _ in op.operands)
+        exit_ = op.kind in WRITERS or op.kind == "join" or (op.kind in ("reduce", "spacc") and op.index_var in levels)
+        if reads_after or (exit_ and reads_lane):
+            after.add(i)
+        elif reads_lane:
             lane.add(i)
+    for i in sorted(level_nodes):
+        bad = next((src for src, _ in g.ops[i].operands if src in lane or src in after), None)
+        if bad is not None:
+            raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} at that "
+                                f"level reads sam.{g.ops[bad].kind} #{bad}, computed from the level itself")
     for i in sorted(lane):
         for src, _ in g.ops[i].operands:
-            if src not in lane and src not in level_nodes or g.ops[src].kind == "root":
+            if src not in lane and src not in level_nodes:
                 raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
                                     f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it")
     if not lane:
@@ -162,14 +173,9 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     depth = _depths(g, lane, level_nodes)
     em = _Emitter()
     names: dict[tuple[int, int], str] = {}
-    for i, op in enumerate(g.ops):  # the level's nodes and the untouched subgraphs, in order
-        if i in lane or i in writers:
+    for i, op in enumerate(g.ops):  # the level's nodes and everything above, in order
+        if i in lane or i in after:
             continue
-        bad = next((o for o in op.operands if o not in names), None)
-        if bad is not None:
-            raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{op.kind} #{i} "
-                                f"(index_var {op.index_var}) reads sam.{g.ops[bad[0]].kind} #{bad[0]} "
-                                "from under that level")
         for r, nm in enumerate(em.op(op.kind, [names[o] for o in op.operands], op.attrs, op.result_types)):
             names[(i, r)] = nm
     forks: dict[tuple[int, int], list[str]] = {}
@@ -191,7 +197,7 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
                 mine[(i, r)] = nm
         lanes.append(mine)
     joined: dict[tuple[int, int], str] = {}
-    for i in sorted(writers):
+    for i in sorted(after):
         op = g.ops[i]
         ins = []
         for o in op.operands:
@@ -205,7 +211,8 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
                 ins.append(joined[o])
             else:
                 ins.append(names[o])
-        em.op(op.kind, ins, op.attrs, [])
+        for r, nm in enumerate(em.op(op.kind, ins, op.attrs, op.result_types)):
+            names[(i, r)] = nm
     body = "\n".join(em.lines)
     return f'  "sam.graph"() ({{\n{body}\n  }}) {{{g.graph_attrs}}} : () -> ()'
 
@@ -227,13 +234,26 @@ def _lane_var(g: GraphRec, o: tuple[int, int], level_nodes: set[int], lane: set[
 
 
 def parallelize_module(module: ir.Module, level: str, factor: int, region: str = "") -> tuple[str, list[str]]:
-    """Text of `module` with every region whose outermost output variable is `level` (or just
-    `region`) parallelized; also the names of the regions changed."""
-    levels = {v.strip() for v in level.split(",") if v.strip()}
-    if not levels:
+    """Text of `module` with the regions that have index variable `level` (or just `region`)
+    parallelized; also the names of the regions changed. Several comma-separated names are
+    applied one after another (the lanes of a later one span all lanes of the earlier ones);
+    each name must apply to at least one region."""
+    names = [v.strip() for v in level.split(",") if v.strip()]
+    if not names:
         raise FuseflowError("sam-parallelize: give level=<index variable> (e.g. level=i)")
     if factor < 1:
         raise FuseflowError(f"sam-parallelize: factor must be a positive integer, got {factor}")
+    changed_all: list[str] = []
+    text = str(module)
+    for k, name in enumerate(names):
+        if k:
+            module = ir.Module.parse(text, context=module.context)
+        text, changed = _parallelize_once(module, name, factor, region)
+        changed_all += [c for c in changed if c not in changed_all]
+    return text, changed_all
+
+
+def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -> tuple[str, list[str]]:
     graphs = [read_graph(op.operation) for op in module.body.operations]
     if region and region not in {g.name for g in graphs}:
         raise FuseflowError(f"sam-parallelize: no region {region!r}; regions: {', '.join(g.name for g in graphs)}")
@@ -243,7 +263,7 @@ def parallelize_module(module: ir.Module, level: str, factor: int, region: str =
             texts.append(str(op))
             continue
         try:
-            texts.append(parallelize_graph(g, levels, factor))
+            texts.append(parallelize_graph(g, {level}, factor))
             changed.append(g.name)
         except FuseflowError as e:
             if region:
@@ -252,7 +272,7 @@ def parallelize_module(module: ir.Module, level: str, factor: int, region: str =
             texts.append(str(op))
     if not changed and factor > 1:
         raise FuseflowError(errors[0] if len(errors) == 1 else
-                            f"sam-parallelize: no region has {level!r} as its outermost output variable ("
+                            f"sam-parallelize: no region can be parallelized at {level!r} ("
                             + "; ".join(errors[:3]) + ")")
     outs = module.operation.attributes["sam.outputs"] if "sam.outputs" in module.operation.attributes else None
     head = "module" + (f" attributes {{sam.outputs = {outs}}}" if outs is not None else "")
@@ -262,9 +282,9 @@ def parallelize_module(module: ir.Module, level: str, factor: int, region: str =
 def run(module, options: Options):
     """Split the streams under index variable `level` into `factor` lanes with sam.fork/sam.join.
 
-    Works on sam graphs (after ``lower-to-sam``). Applies to every region whose outermost output
-    variable is `level` (or only `region=`); elements are dealt round-robin, so `factor` need not
-    divide the dimension. Outputs are identical for every factor.
+    Works on sam graphs (after ``lower-to-sam``). Applies to every region with index variable
+    `level` (or only `region=`); elements are dealt round-robin, so `factor` need not divide the
+    dimension. Outputs are identical for every factor. Two levels: run the pass twice.
     """
     with module.context:
         text, _ = parallelize_module(module, options.level, options.factor, options.region)

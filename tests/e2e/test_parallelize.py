@@ -51,6 +51,19 @@ def test_outputs_identical_for_every_lane_count(build, schedule):
     assert runs[8].cycles < runs[1].cycles
 
 
+def test_second_level_lanes_keep_outputs_identical():
+    """Lanes at i, then at the softmax loops and the key loop inside every i-lane (m, p, k)."""
+    runs = {}
+    for name, pipe in [("none", None), ("i", "sam-parallelize{level=i factor=4}"),
+                       ("i+mpk", "sam-parallelize{level=i factor=4},sam-parallelize{level=m,p,k factor=2}")]:
+        model, args, formats = attention(seq=32, d=8)
+        prog = fuseflow.compile(model, args, formats=formats, schedule="full", passes=pipe)
+        runs[name] = prog.simulate()
+        runs[name].check()
+    np.testing.assert_array_equal(runs["i+mpk"].outputs[0].numpy(), runs["none"].outputs[0].numpy())
+    assert runs["i+mpk"].cycles <= runs["i"].cycles
+
+
 def test_masked_attention_scales_near_linearly():
     runs = lanes(attention, "full", "i", [1, 2, 4])
     speedup = {p: runs[1].cycles / r.cycles for p, r in runs.items()}
@@ -64,7 +77,9 @@ def test_lanes_are_recorded_and_bad_levels_refused():
     res = prog.simulate()
     res.check()  # 3 does not divide 32: round-robin lanes differ by one row, outputs unchanged
     assert res.to_json()["passes"] == "sam-parallelize{level=i factor=3}"
-    with pytest.raises(fuseflow.FuseflowError, match="outermost output variable is i"):
+    with pytest.raises(fuseflow.FuseflowError, match="cannot parallelize at 'j'.*not iterated along it"):
         fuseflow.compile(model, args, formats=formats, schedule="full", passes="sam-parallelize{level=j factor=2}")
+    with pytest.raises(fuseflow.FuseflowError, match="no such index variable"):
+        fuseflow.compile(model, args, formats=formats, schedule="full", passes="sam-parallelize{level=zz factor=2}")
     with pytest.raises(fuseflow.FuseflowError, match="factor must be a positive integer"):
         fuseflow.compile(model, args, formats=formats, schedule="full", passes="sam-parallelize{level=i factor=0}")

@@ -1,4 +1,5 @@
 // RUN: fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=i factor=2})' | filecheck %s
+// RUN: fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=k factor=2})' | filecheck %s --check-prefix=REDUCED
 // RUN: not fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=j factor=2})' 2>&1 | filecheck %s --check-prefix=INNER
 // RUN: not fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=q factor=2})' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 
@@ -16,8 +17,17 @@
 // CHECK: %[[V:.*]] = "sam.join"({{.*}}) {depth = 1 : i64, factor = 2 : i64, index_var = "i"
 // CHECK: "sam.write_val"(%[[V]])
 
-// INNER: error: region r0_matmul: cannot parallelize at j: its outermost output variable is i (variables: i, j, k); only outermost output variables are supported
-// UNKNOWN: error: region r0_matmul: cannot parallelize at q
+// Lanes at the reduced variable k: the spacc over k is an exit, so the lanes' (j, value)
+// streams are joined before it (depth 1: one j fiber per k) and it accumulates as before.
+// REDUCED: "sam.fork"({{.*}}) {depth = 0 : i64, factor = 2 : i64, index_var = "k"
+// REDUCED: %[[C:.*]] = "sam.join"({{.*}}) {depth = 1 : i64, factor = 2 : i64, index_var = "k"
+// REDUCED: %[[V:.*]] = "sam.join"({{.*}}) {depth = 1 : i64, factor = 2 : i64, index_var = "k"
+// REDUCED: "sam.spacc"(%[[C]], {{.*}}, %[[V]]) {index_var = "k"
+
+// j lies under k here (Gustavson): the spacc over k, in j's lanes, would also need k's stream,
+// which a fork at j cannot split.
+// INNER: error: region r0_matmul: cannot parallelize at 'j': sam.spacc #13 also reads sam.scan #5, which is not iterated along it
+// UNKNOWN: error: region r0_matmul: cannot parallelize at q: no such index variable (variables: i, j, k)
 #csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
 func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x3xf32> {fuseflow.name = "B"}) -> tensor<4x3xf32> {
   %cst = arith.constant 0.0 : f32
