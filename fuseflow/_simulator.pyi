@@ -27,9 +27,9 @@ class Graph:
         Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.
         """
 
-    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False) -> dict:
+    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False, progress: object | None = None, progress_every: int = 1048576) -> dict:
         """
-        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals.
+        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there).
         """
 
     def __len__(self) -> int: ...

@@ -171,20 +171,52 @@ class Program:
         data.update(self.imported.param_values)
         return data
 
-    def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False) -> SimResult:
-        """Run every region on `args` (default: the example arguments) in program order."""
+    def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False,
+                 progress: Any = None) -> SimResult:
+        """Run every region on `args` (default: the example arguments) in program order.
+
+        `progress`: True shows a live cycle count per region on stderr (long simulations); a
+        callable is called as ``progress(region, cycle)`` about every million cycles.
+        """
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch)
         env = self.bind(args)
         runs: list[GraphRun] = []
-        for g in self.graphs:
-            run = run_graph(g, env, arch_, record=record, spans=spans)
-            env.update(run.outputs)
-            runs.append(run)
+        with _progress_reporter(progress) as report:
+            for g in self.graphs:
+                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+                run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb)
+                env.update(run.outputs)
+                runs.append(run)
         outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
         res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes) for r in runs], arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
+
+
+class _progress_reporter:
+    """`progress=True`: a transient rich display of each region's simulated cycles."""
+
+    def __init__(self, progress: Any):
+        self.progress, self.live, self.tasks = progress, None, {}
+
+    def __enter__(self):
+        if self.progress is True:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
+            self.live.start()
+            return self.show
+        return self.progress if callable(self.progress) else None
+
+    def show(self, region: str, cycle: int) -> None:
+        if region not in self.tasks:
+            self.tasks[region] = self.live.add_task(region, total=None)
+        self.live.update(self.tasks[region], description=f"simulating {region}: {cycle:,} cycles")
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.stop()
 
 
 def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,

@@ -70,7 +70,7 @@ def cmd_run(a) -> int:
 
     model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
-    res = prog.simulate(arch=a.arch, spans=bool(a.save))
+    res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None)
     err = res.check()
     if a.save:
         Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
@@ -117,7 +117,8 @@ def cmd_study(a) -> int:
                                                                        node_budget=a.node_budget)
                 t1 = time.perf_counter()
                 progress.update(task, description=f"{name}: simulate")
-                res = prog.simulate(arch=a.arch)
+                res = prog.simulate(arch=a.arch, progress=lambda region, cycle, name=name: progress.update(
+                    task, description=f"{name}: simulate {region} ({cycle:,} cycles)"))
                 t2 = time.perf_counter()
                 err = res.check()
             except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others

@@ -172,9 +172,14 @@ class GraphRun:
         return list(self.outputs)
 
 
+PROGRESS_EVERY = 1 << 20
+"""Simulated cycles between two progress reports."""
+
+
 def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False,
-              spans: bool = False) -> GraphRun:
-    """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs."""
+              spans: bool = False, progress=None) -> GraphRun:
+    """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
+    `progress(cycle)` is called about every million simulated cycles."""
     packed = {}
     for name, t in spec.tensors.items():
         if t.role != "input":
@@ -201,7 +206,7 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
             elif n.kind == "load":
                 raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
             g.add_node(n.kind, n.name, n.inputs, params)
-        res = g.run(arch.max_cycles, record, spec.value_nodes, spans)
+        res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY)
     except _simulator.SimError as e:
         raise SimulationError(f"graph {spec.name}: {e}") from None
     except ValueError as e:

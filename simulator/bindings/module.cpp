@@ -1,4 +1,6 @@
 // Thin nanobind bindings of the simulator core (fuseflow._simulator).
+#include <functional>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
@@ -113,11 +115,19 @@ nb::list token_list(const std::vector<Token>& toks, bool values) {
 }
 
 nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes,
-                   bool spans) {
+                   bool spans, nb::object progress, uint64_t progress_every) {
   RunResult r;
+  std::function<void(uint64_t)> report;
+  if (!progress.is_none()) {
+    report = [&progress](uint64_t cycle) {  // back in Python: report, and honour Ctrl-C
+      nb::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      progress(cycle);
+    };
+  }
   {
     nb::gil_scoped_release release;
-    r = g.run(max_cycles, record, spans);
+    r = g.run(max_cycles, record, spans, report, progress_every);
   }
   nb::dict out;
   out["cycles"] = r.cycles;
@@ -174,8 +184,10 @@ NB_MODULE(_simulator, m) {
            "Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.")
       .def("run", &run_graph, nb::arg("max_cycles"), nb::arg("record") = false,
            nb::arg("value_nodes") = std::vector<int>{}, nb::arg("spans") = false,
+           nb::arg("progress") = nb::none(), nb::arg("progress_every") = 1 << 20,
            "Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with "
            "`record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, "
-           "each node's active cycle intervals.")
+           "each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles "
+           "(Ctrl-C stops the run there).")
       .def("__len__", &Graph::size);
 }

@@ -143,7 +143,8 @@ class EventLoop : public Scheduler {
 
 }  // namespace
 
-RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans) {
+RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
+                     const std::function<void(uint64_t)>& progress, uint64_t progress_every) {
   // Event-driven: a node is stepped only in cycles where it may progress. It runs again
   // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
   // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
@@ -163,12 +164,16 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans) {
   for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
   RunResult r;
   if (want_spans) r.spans.resize(n);
-  uint64_t last = 0;
+  uint64_t last = 0, next_report = progress_every;
   while (live_sinks > 0) {
     int id = loop.next();
     if (id < 0) {
       if (!loop.advance()) deadlock(loop.cycle, "deadlock: no node can make progress");
       if (loop.cycle >= max_cycles) deadlock(loop.cycle, "cycle limit reached");
+      if (progress && loop.cycle >= next_report) {
+        progress(loop.cycle);
+        next_report = loop.cycle + progress_every;
+      }
       continue;
     }
     const uint64_t cycle = loop.cycle;

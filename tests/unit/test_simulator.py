@@ -158,3 +158,30 @@ def test_bad_node_parameters_raise_value_error():
         g.add_node("alu", "a", [(r, 0)], {"op": "pow"})
     with pytest.raises(ValueError, match="unknown node"):
         g.add_node("scan", "s", [(7, 0)], {"format": "dense", "dim": 2})
+
+
+def test_progress_reports_cycles_and_can_stop_a_long_run(monkeypatch):
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    import pytest as _pytest
+
+    import fuseflow
+    from fuseflow.sim import graph as graph_mod
+
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[2] / "examples"))
+    import gcn_layer
+
+    monkeypatch.setattr(graph_mod, "PROGRESS_EVERY", 1000)
+    model, args, formats = gcn_layer.build()
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full")
+    seen = []
+    res = prog.simulate(progress=lambda region, cycle: seen.append((region, cycle)))
+    assert [r for r, _ in seen] == ["full"] * len(seen) and len(seen) >= res.cycles // 1000 - 1
+    assert all(b > a for (_, a), (_, b) in zip(seen, seen[1:])) and seen[-1][1] <= res.cycles
+
+    def stop(region, cycle):
+        raise KeyboardInterrupt
+
+    with _pytest.raises(KeyboardInterrupt):
+        prog.simulate(progress=stop)

@@ -1,5 +1,6 @@
 // A dataflow graph of primitives connected by FIFOs, and the cycle loop that runs it.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,7 +32,9 @@ class Graph {
   int add_node(const std::string& kind, const std::string& name,
                const std::vector<std::pair<int, int>>& inputs, const Params& params);
   // Run to completion; throws SimError on deadlock or when max_cycles is reached.
-  RunResult run(uint64_t max_cycles, bool record, bool spans = false);
+  // `progress(cycle)` is called every `progress_every` simulated cycles (it may throw to stop).
+  RunResult run(uint64_t max_cycles, bool record, bool spans = false,
+                const std::function<void(uint64_t)>& progress = {}, uint64_t progress_every = 1 << 20);
   size_t size() const { return nodes_.size(); }
   Node& node(size_t i) { return *nodes_.at(i); }
 
