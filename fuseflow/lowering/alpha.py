@@ -25,8 +25,11 @@ def _key(e: Expr, env: dict[str, str]) -> tuple:
 
 
 def share_equivalent(e: Expr) -> Expr:
-    """`e` with every reduction replaced by the first alpha-equivalent one met (bottom-up)."""
+    """`e` with every reduction replaced by the first alpha-equivalent one met (bottom-up);
+    `e` itself when nothing is shared. The caller must check that each shared reduction is
+    evaluated in one loop nest (`nests.SharedInTwoNests`)."""
     seen: dict[tuple, Reduce] = {}
+    shared = [False]
 
     def walk(x: Expr) -> Expr:
         if isinstance(x, Call):
@@ -34,7 +37,12 @@ def share_equivalent(e: Expr) -> Expr:
         if isinstance(x, Reduce):
             r = Reduce(x.kind, x.vars, walk(x.body))
             k = _key(r, {})
-            return seen.setdefault(k, r)
+            if k in seen:
+                shared[0] = True
+                return seen[k]
+            seen[k] = r
+            return r
         return x
 
-    return walk(e)
+    out = walk(e)
+    return out if shared[0] else e

@@ -192,6 +192,8 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                     f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
                     f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
                     loc, e.tensor, wanted, e.use)
+            if p.access_nest.get(e, ctx) != ctx:
+                raise SharedInTwoNests(f"{e.tensor} read in loop nests {p.access_nest[e]} and {ctx}", loc)
             p.access_nest[e] = ctx
             record(ctx)
             return e
@@ -269,6 +271,10 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     for v in order:
         p.owner[v] = p.expr
     return p
+
+
+class SharedInTwoNests(UnsupportedError):
+    """A shared (alpha-equivalent) subexpression would be evaluated in two different loop nests."""
 
 
 class UnrealisableOrder(UnsupportedError):

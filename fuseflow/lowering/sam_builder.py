@@ -16,7 +16,7 @@ from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
 from fuseflow.lowering.absent import absent, identity
 from fuseflow.lowering.alpha import share_equivalent
-from fuseflow.lowering.nests import NestPlan, binds, plan
+from fuseflow.lowering.nests import NestPlan, SharedInTwoNests, binds, plan
 from fuseflow.lowering.order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
@@ -195,6 +195,7 @@ class SamLowering:
         self.name = name
         self.block = block  # > 0: iterate b x b blocks, values are dense tiles (the block pass)
         self.vaxes: dict[str, tuple[str, ...]] = {}  # value stream -> its tile's axes (blocked)
+        self._scans: dict = {}
         self.tensors = tensors
         self.g = GraphText()
         self.node_budget = node_budget
@@ -217,6 +218,15 @@ class SamLowering:
         return fmt.levels[st.level], mode, st.level, (dim // self.block if self.block and dim != 1 else dim)
 
     def _scan(self, a: Access, v: str) -> tuple[str, dict, bool]:
+        # A shared (alpha-equivalent) subexpression can put one access twice in an iteration
+        # tree: it is scanned once per variable.
+        key = (a, v, self.state[a].ref)
+        if key in self._scans:
+            return self._scans[key]
+        self._scans[key] = out = self._scan_level(a, v)
+        return out
+
+    def _scan_level(self, a: Access, v: str) -> tuple[str, dict, bool]:
         st = self.state[a]
         kind, mode, level, dim = self._level(a, st)
         ref, crd = self.g.op("scan", [st.ref], {"tensor": a.tensor, "mode": mode, "level": level,
@@ -290,20 +300,15 @@ class SamLowering:
         return self.g.op("repsiggen", [crd], {}, [SIG])[0]
 
     # -- whole assignment --------------------------------------------------------------------------
-    def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
-        """Add the graph of one assignment; returns the root loop order."""
-        self.dims = asg.dims
-        if self.block:
-            self.dims = self._block_dims(asg)
-        expr = share_equivalent(asg.expr)
-        out_vars = tuple(v for v in asg.vars if v != UNIT)
+    def _plan_concordant(self, expr: Expr, out_vars: tuple[str, ...], asg: Assign, order) -> NestPlan:
+        """Plan `expr`, re-laying out tensors (or single uses) the loop nest reads discordantly."""
         relaid: set[str] = set()
         while True:
             try:
                 p = plan(expr, out_vars,
                          lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
                          asg.loc, order)
-                break
+                return p
             except DiscordantError as e:  # noqa: PERF203
                 # Re-lay the tensor out in the order the loop nest needs (its data is packed at run
                 # time, so this is a format conversion, reported as a note). If another use already
@@ -326,6 +331,20 @@ class SamLowering:
                     expr = _retarget(expr, e.use, alias)
                     self.notes.append(f"{self.name}: one use of {e.tensor} reads a copy stored as "
                                       f"{self.tensors[alias].fmt}")
+
+    def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
+        """Add the graph of one assignment; returns the root loop order."""
+        self.dims = asg.dims
+        if self.block:
+            self.dims = self._block_dims(asg)
+        out_vars = tuple(v for v in asg.vars if v != UNIT)
+        shared = share_equivalent(asg.expr)
+        snapshot = (dict(self.tensors), dict(self.aliases), list(self.notes))
+        try:
+            p = self._plan_concordant(shared, out_vars, asg, order)
+        except SharedInTwoNests:  # shared copies land in different nests: keep them apart
+            self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
+            p = self._plan_concordant(asg.expr, out_vars, asg, order)
         self.plan = p
         expr = p.expr
         self.virtual = {rid: a for rid, (a, _) in p.spacc.items()}
