@@ -91,14 +91,23 @@ class NestPlan:
         return list(nx.lexicographical_topological_sort(g, key=lambda n: rank[n]))
 
 
-def rename(e: Expr, m: dict[str, str]) -> Expr:
+def rename(e: Expr, m: dict[str, str], memo: dict | None = None) -> Expr:
+    """`e` with variables renamed; shared subexpressions (the parser builds a DAG) are renamed
+    once and stay shared."""
+    memo = {} if memo is None else memo
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit
     if isinstance(e, Access):
-        return Access(e.tensor, tuple(m.get(v, v) for v in e.vars), e.use)
-    if isinstance(e, Call):
-        return Call(e.op, tuple(rename(a, m) for a in e.args))
-    if isinstance(e, Reduce):
-        return Reduce(e.kind, tuple(m.get(v, v) for v in e.vars), rename(e.body, m))
-    return e
+        out = Access(e.tensor, tuple(m.get(v, v) for v in e.vars), e.use)
+    elif isinstance(e, Call):
+        out = Call(e.op, tuple(rename(a, m, memo) for a in e.args))
+    elif isinstance(e, Reduce):
+        out = Reduce(e.kind, tuple(m.get(v, v) for v in e.vars), rename(e.body, m, memo))
+    else:
+        out = e
+    memo[id(e)] = out
+    return out
 
 
 def _inner_reductions(e: Expr) -> list[Reduce]:
@@ -332,8 +341,12 @@ GUSTAVSON_ALWAYS = True
 
 def _first_use(e: Expr) -> list[str]:
     out: list[str] = []
+    seen: set[int] = set()
 
     def walk(x):
+        if id(x) in seen:  # a shared subexpression adds no variable the first visit did not
+            return
+        seen.add(id(x))
         if isinstance(x, Access):
             out.extend(v for v in x.vars if v not in out and v != UNIT)
         elif isinstance(x, Call):
