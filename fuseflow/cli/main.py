@@ -65,6 +65,15 @@ def _table(title: str, rows: list[list], headers: list[str]) -> None:
     Console(width=200).print(t)
 
 
+def _write_json(result: dict, a) -> bool:
+    """Write `result` to `-o FILE` if given; print it and return True under `--json`."""
+    if a.output:
+        Path(a.output).write_text(json.dumps(result, indent=2))
+    if a.json:
+        print(json.dumps(result, indent=2))
+    return bool(a.json)
+
+
 def cmd_run(a) -> int:
     import fuseflow
 
@@ -138,10 +147,7 @@ def cmd_study(a) -> int:
         r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
     result = {"model": a.model, "options": _options(a.option) | ({"graph": a.graph} if a.graph else {}),
               "arch": a.arch, "schedules": rows}
-    if a.output:
-        Path(a.output).write_text(json.dumps(result, indent=2))
-    if a.json:
-        print(json.dumps(result, indent=2))
+    if _write_json(result, a):
         return 0
     _table(f"fusion study: {Path(a.model).name} (arch {a.arch})",
            [[r["schedule"], r["regions"], r["cycles"], r["speedup_vs_unfused"], r["alu_ops"],
@@ -189,10 +195,7 @@ def cmd_order_sweep(a) -> int:
         r["vs_best"] = round(r["region_cycles"] / best, 3) if best else None
     result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto,
               "orders": rows}
-    if a.output:
-        Path(a.output).write_text(json.dumps(result, indent=2))
-    if a.json:
-        print(json.dumps(result, indent=2))
+    if _write_json(result, a):
         return 0
     _table(f"order sweep: {Path(a.model).name}, region {region} (arch {a.arch}; * = order=auto)",
            [[r["index"], r["order"] + (" *" if r["auto"] else ""), ",".join(r["relayouts"]) or "-", r["estimate"],

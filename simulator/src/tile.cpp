@@ -96,13 +96,7 @@ class TileAlu : public Node {
       c_.alu_ops += out.size();
       return Step::Progress;
     }
-    for (size_t i = 1; i < in_.size(); ++i)
-      if (peek(i).kind != a.kind || peek(i).level != a.level) protocol_error("value streams are misaligned");
-    Token t = a;
-    for (size_t i = 0; i < in_.size(); ++i) take(i);
-    emit(0, t);
-    if (t.is_done()) finish();
-    return Step::Progress;
+    return forward_aligned_control(a);
   }
 
  private:

@@ -81,6 +81,18 @@ class Node {
   // model on, this step's outputs wait for the line to arrive.
   void mem_access(int slot, int64_t addr, int bytes, bool write);
   void finish() { finished_ = true; }
+  // Aligned value inputs all hold the control token `a` (a stop or D): consume one from each
+  // input, forward it once; D finishes the node.
+  Step forward_aligned_control(const Token& a) {
+    for (size_t i = 1; i < in_.size(); ++i)
+      if (peek(static_cast<int>(i)).kind != a.kind || peek(static_cast<int>(i)).level != a.level)
+        protocol_error("value streams are misaligned");
+    Token t = a;
+    for (size_t i = 0; i < in_.size(); ++i) take(static_cast<int>(i));
+    emit(0, t);
+    if (t.is_done()) finish();
+    return Step::Progress;
+  }
   // This step works on a tile of `rank` axes of extent b (timing.h: matmul vs vector unit).
   void occupy(size_t rank, int b) {
     uint64_t ub = static_cast<uint64_t>(b), e = 1;
