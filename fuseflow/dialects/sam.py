@@ -396,7 +396,8 @@ class ConcatOp(Sam.Operation, name="concat", traits=[Pure]):
 class ForkOp(Sam.Operation, name="fork", traits=[Pure]):
     """Split a stream into `factor` parallel lanes at one index-variable level: its elements
     (one per coordinate of `index_var`) go round-robin to the lanes, stops and D to every lane.
-    `depth` is how many levels the stream lies below `index_var` (0: the level's own stream)."""
+    `depth` is how many levels the stream lies below `index_var` (0: the level's own stream);
+    -1 marks a stream from above the level, copied whole to every lane."""
 
     input: Operand[RefStream | CrdStream | ValStream]
     index_var: ir.StringAttr
@@ -408,8 +409,8 @@ class ForkOp(Sam.Operation, name="fork", traits=[Pure]):
         f = _int(self, "factor")
         if f is None or f < 1:
             return _err(self, "requires a positive 'factor'")
-        if (_int(self, "depth") or 0) < 0:
-            return _err(self, "requires a non-negative 'depth'")
+        if (_int(self, "depth") or 0) < -1:
+            return _err(self, "requires 'depth' >= -1 (-1: a stream from above the level, copied to every lane)")
         if not _segments(self, results=True):
             return False
         if len(self.outputs) != f:

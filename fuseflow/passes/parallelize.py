@@ -105,7 +105,7 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
     for i, op in enumerate(g.ops):
         if i not in lane:
             continue
-        ins = [depth[o] for o in op.operands]
+        ins = [depth.get(o, -1) for o in op.operands]  # -1: a stream above the level (broadcast)
         n = len(op.result_types)
         if op.kind == "scan":
             out = [ins[0] + 1] * n
@@ -116,7 +116,10 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
         elif op.kind == "spacc":
             order = int(op.attr("order").split(":")[0])
             outer = ins[order]  # operands: inner crds (order of them), the outer crd, the values
-            out = [outer + k for k in range(order)] + [outer + order - 1]
+            if outer < 0:  # accumulating over a variable above the level: inner levels keep their depth
+                out = ins[:order] + [ins[order - 1]]
+            else:
+                out = [outer + k for k in range(order)] + [outer + order - 1]
         elif op.kind in ("crd_drop", "val_drop"):
             out = ins[:n]
         else:  # locate, joiners, repsiggen, load, alu: aligned with their first operand
@@ -163,11 +166,17 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
         if bad is not None:
             raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} at that "
                                 f"level reads sam.{g.ops[bad].kind} #{bad}, computed from the level itself")
+    # A lane may read a stream from above the level (e.g. a spacc over an outer variable reads
+    # its coordinates) when the level is dense: every fiber then holds every coordinate, dealing
+    # by position is dealing by coordinate, and each lane gets the whole outer stream.
+    dense = all(g.ops[i].kind != "scan" or (g.ops[i].attr("format") or "").strip('"') == "dense"
+                for i in level_nodes) and not any(g.ops[i].kind in ("intersect", "union") for i in level_nodes)
     for i in sorted(lane):
         for src, _ in g.ops[i].operands:
-            if src not in lane and src not in level_nodes:
+            if src not in lane and src not in level_nodes and not dense:
                 raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
-                                    f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it")
+                                    f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it "
+                                    f"(and {level!r} is sparse, so its lanes cannot share that stream)")
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
     depth = _depths(g, lane, level_nodes)
@@ -181,10 +190,11 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     forks: dict[tuple[int, int], list[str]] = {}
     for i in sorted(lane):
         for o in g.ops[i].operands:
-            if o[0] in level_nodes and o not in forks:
+            if o[0] not in lane and o not in forks:
                 t = g.ops[o[0]].result_types[o[1]]
-                attrs = [("depth", "0 : i64"), ("factor", f"{factor} : i64"),
-                         ("index_var", f'"{g.ops[o[0]].index_var or level}"'),
+                deal = o[0] in level_nodes  # else: a stream from above, copied to every lane
+                attrs = [("depth", f"{0 if deal else -1} : i64"), ("factor", f"{factor} : i64"),
+                         ("index_var", f'"{(g.ops[o[0]].index_var if deal else None) or level}"'),
                          ("resultSegmentSizes", f"array<i32: {factor}>")]
                 forks[o] = em.op("fork", [names[o]], attrs, [t] * factor)
     lanes: list[dict[tuple[int, int], str]] = []

@@ -14,11 +14,11 @@ namespace {
 // Deals the data tokens of a depth-0 stream round-robin; stops and D go to every lane.
 class Fork : public Node {
  public:
-  Fork(const std::string& n, int factor) : Node(n, "fork", 1, factor), p_(factor) {}
+  Fork(const std::string& n, int factor, bool copy) : Node(n, "fork", 1, factor), p_(factor), copy_(copy) {}
   Step step() override {
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
-    if (t.is_data() || t.is_empty()) {
+    if ((t.is_data() || t.is_empty()) && !copy_) {
       if (!room(lane_)) return Step::StallOutput;
       emit(lane_, take(0));
       lane_ = (lane_ + 1) % p_;
@@ -28,13 +28,14 @@ class Fork : public Node {
       if (!room(l)) return Step::StallOutput;
     Token s = take(0);
     for (int l = 0; l < p_; ++l) emit(l, s);
-    lane_ = 0;  // the next fiber starts again at lane 0, as the join expects
+    if (!s.is_data() && !s.is_empty()) lane_ = 0;  // the next fiber starts again at lane 0, as the join expects
     if (s.is_done()) finish();
     return Step::Progress;
   }
 
  private:
   int p_, lane_ = 0;
+  bool copy_;  // depth -1: a stream from above the level, every token to every lane
 };
 
 // Merges P lanes of a depth-d stream back into element order. An element's closing S(d-1) is
@@ -135,9 +136,11 @@ class Join : public Node {
 NodePtr make_fork(const std::string& name, const Params& p) {
   int f = static_cast<int>(p.get_int("factor"));
   if (f < 1) throw std::invalid_argument("fork '" + name + "': factor must be positive");
-  if (p.get_int("depth", 0) != 0)
-    throw std::invalid_argument("fork '" + name + "': only depth 0 (the parallel level's own streams) is supported");
-  return std::make_unique<Fork>(name, f);
+  int64_t depth = p.get_int("depth", 0);
+  if (depth != 0 && depth != -1)
+    throw std::invalid_argument("fork '" + name + "': depth must be 0 (the level's own stream) or -1 (a stream "
+                                "from above, copied to every lane)");
+  return std::make_unique<Fork>(name, f, depth == -1);
 }
 
 NodePtr make_join(const std::string& name, int n, const Params& p) {

@@ -1,6 +1,6 @@
 // RUN: fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=i factor=2})' | filecheck %s
 // RUN: fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=k factor=2})' | filecheck %s --check-prefix=REDUCED
-// RUN: not fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=j factor=2})' 2>&1 | filecheck %s --check-prefix=INNER
+// RUN: fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=j factor=2})' | filecheck %s --check-prefix=INNER
 // RUN: not fuseflow-opt %s --pass-pipeline='builtin.module(lower-to-sam,sam-parallelize{level=q factor=2})' 2>&1 | filecheck %s --check-prefix=UNKNOWN
 
 // SpMM Y(i,j) = sum_k A(i,k) B(k,j) with A CSR, B dense, in two lanes at i. A's row refs and
@@ -24,9 +24,15 @@
 // REDUCED: %[[V:.*]] = "sam.join"({{.*}}) {depth = 1 : i64, factor = 2 : i64, index_var = "k"
 // REDUCED: "sam.spacc"(%[[C]], {{.*}}, %[[V]]) {index_var = "k"
 
-// j lies under k here (Gustavson): the spacc over k, in j's lanes, would also need k's stream,
-// which a fork at j cannot split.
-// INNER: error: region r0_matmul: cannot parallelize at 'j': sam.spacc #13 also reads sam.scan #5, which is not iterated along it
+// Lanes at j, which lies under k (Gustavson): each lane's spacc accumulates its share of the
+// j coordinates and reads all of k's coordinates, copied to every lane (depth -1). That is
+// correct because j is dense: every fiber holds every coordinate, so dealing by position is
+// dealing by coordinate (sam-parallelize-invalid.mlir: a sparse j is refused).
+// INNER-LABEL: "sam.graph"
+// INNER: "sam.fork"({{.*}}) {depth = -1 : i64, factor = 2 : i64, index_var = "j"
+// INNER-COUNT-2: "sam.spacc"
+// INNER: "sam.join"({{.*}}) {depth = 0 : i64, factor = 2 : i64, index_var = "j"
+
 // UNKNOWN: error: region r0_matmul: cannot parallelize at q: no such index variable (variables: i, j, k)
 #csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
 func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x3xf32> {fuseflow.name = "B"}) -> tensor<4x3xf32> {
