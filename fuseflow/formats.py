@@ -241,3 +241,23 @@ def unpack_blocked(segs, crds, vals: np.ndarray, shape: Sequence[int], mode_orde
     inv = np.argsort(order)
     out = out.transpose(list(inv) + [r + i for i in inv])  # (grid..., tile...) in mode order
     return out.transpose([x for i in range(r) for x in (i, r + i)]).reshape(tuple(shape))
+
+
+def pack_sparse(matrix, fmt: Format) -> Packed:
+    """Encode a 2-D scipy sparse matrix without densifying it (large graphs): CSR/CSC/DCSR/DCSC
+    straight from scipy's compressed arrays; explicit zeros are dropped, as `pack` would."""
+    import scipy.sparse as sp
+
+    m = sp.csr_matrix(matrix, dtype=np.float32)
+    if fmt.block or fmt.levels not in (("dense", "compressed"), ("compressed", "compressed")):
+        return pack(m.toarray(), fmt)
+    stored = (m.T if fmt.mode_order == (1, 0) else m).tocsr()
+    stored.eliminate_zeros()
+    stored.sort_indices()
+    indptr, indices = stored.indptr.astype(np.int64), stored.indices.astype(np.int64)
+    vals = np.ascontiguousarray(stored.data, dtype=np.float32)
+    if fmt.levels == ("dense", "compressed"):
+        return Packed(fmt, tuple(m.shape), [None, indptr], [None, indices], vals)
+    rows = np.flatnonzero(np.diff(indptr)).astype(np.int64)  # doubly compressed: non-empty rows only
+    seg1 = np.concatenate([[0], np.cumsum(np.diff(indptr)[rows])]).astype(np.int64)
+    return Packed(fmt, tuple(m.shape), [np.array([0, len(rows)], np.int64), seg1], [rows, indices], vals)

@@ -166,6 +166,9 @@ class Program:
             raise FuseflowError(f"simulate() takes {self.imported.n_user_args} arguments, got {len(args)}")
         data = {}
         for name, a in zip(self.imported.input_names, args):
+            if isinstance(a, torch.Tensor) and a.dim() == 2 and a.layout in _SPARSE_2D:
+                data[name] = _to_scipy(a)  # packed without densifying (large graphs)
+                continue
             d, _ = densify(a, name)
             data[name] = d.float().numpy()
         data.update(self.imported.param_values)
@@ -192,6 +195,21 @@ class Program:
         res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes) for r in runs], arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
+
+
+_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo)
+
+
+def _to_scipy(t: torch.Tensor):
+    import scipy.sparse as sp
+
+    t = t.detach().float()
+    if t.layout == torch.sparse_csr:
+        return sp.csr_matrix((t.values().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape)
+    if t.layout == torch.sparse_csc:
+        return sp.csc_matrix((t.values().numpy(), t.row_indices().numpy(), t.ccol_indices().numpy()), shape=t.shape)
+    t = t.coalesce()
+    return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)
 
 
 class _progress_reporter:

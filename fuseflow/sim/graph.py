@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
+import scipy.sparse
 
 from fuseflow import _simulator
 from fuseflow.errors import SimulationError, VerificationError
-from fuseflow.formats import Format, pack, pack_blocked, unpack, unpack_blocked
+from fuseflow.formats import Format, pack, pack_blocked, pack_sparse, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 
@@ -187,11 +188,18 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
         source = t.copy_of or name
         if source not in data:
             raise SimulationError(f"graph {spec.name}: no data for input tensor {source!r}")
-        arr = np.asarray(data[source], dtype=np.float32)
+        arr = data[source]
+        sparse = scipy.sparse.issparse(arr)
+        if not sparse:
+            arr = np.asarray(arr, dtype=np.float32)
         if tuple(arr.shape) != t.shape:
             raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
                                   f"the graph was compiled for {t.shape}")
-        packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
+        if sparse and not t.block:
+            packed[name] = pack_sparse(arr, t.fmt)
+        else:
+            arr = arr.toarray().astype(np.float32) if sparse else arr
+            packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
     g = _simulator.Graph(arch.settings)
     try:
         for n in spec.nodes:
