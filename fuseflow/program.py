@@ -279,7 +279,7 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
 
 
 def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> list[str]:
-    from fuseflow.cli.opt import split_pipeline
+    from fuseflow.passes import split_pipeline
 
     out = split_pipeline(passes) if passes else []
     if order is not None:
@@ -293,20 +293,17 @@ def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> li
 def run_passes(module: ir.Module, pipeline: list[str], stage: str) -> ir.Module:
     """Run the pipeline's fuseflow passes of one stage ("linalg": after partitioning, "sam": after
     lowering) in pipeline order; returns the resulting module."""
-    import re
-
-    from fuseflow.passes import PASSES
+    from fuseflow.passes import PASSES, split_element
 
     for el in pipeline:
-        m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", el, re.S)
-        name = m.group(1) if m else el
+        name, options = split_element(el)
         if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
             allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
             raise FuseflowError(f"passes: {name!r} cannot run here; compile() runs the partition and "
                                 f"lowering itself, around these: {', '.join(allowed)}")
         p = PASSES[name]
         if p.stage == stage:
-            module = p.run(module, p.parse_options(m.group(2) or "")) or module
+            module = p.run(module, p.parse_options(options)) or module
     return module
 
 

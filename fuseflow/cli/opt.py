@@ -9,34 +9,13 @@ from pathlib import Path
 
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import MLIRError, PassManager, ir, new_context
-from fuseflow.passes import PASSES
+from fuseflow.passes import PASSES, split_element, split_pipeline
 
 
 @dataclass
 class Diag:
     line: int | None
     message: str
-
-
-def split_pipeline(text: str) -> list[str]:
-    """Top-level elements of `builtin.module(a, b{x=1}, func.func(cse))`."""
-    text = text.strip()
-    m = re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)
-    inner = m.group(1) if m else text
-    parts, depth, cur = [], 0, ""
-    for ch in inner:
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        parts.append(cur.strip())
-    return parts
 
 
 def run_pipeline(module: ir.Module, elements: list[str], print_after_all: bool = False) -> ir.Module:
@@ -56,12 +35,11 @@ def run_pipeline(module: ir.Module, elements: list[str], print_after_all: bool =
         return mod
 
     for el in elements:
-        m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", el, re.S)
-        name = m.group(1) if m else el
+        name, options = split_element(el)
         if name in PASSES:
             module = flush(module)
             p = PASSES[name]
-            module = p.run(module, p.parse_options(m.group(2) or ""))
+            module = p.run(module, p.parse_options(options))
             if print_after_all:
                 print(f"// -----// IR Dump After {name} //----- //\n{module}", file=sys.stderr)
         else:

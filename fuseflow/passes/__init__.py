@@ -5,6 +5,7 @@ Each pass lives in its own module, takes a module and an options dataclass, and 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -54,3 +55,30 @@ PASSES: dict[str, Pass] = {
         Pass("sam-parallelize", parallelize.run, parallelize.Options, stage="sam"),
     )
 }
+
+
+def split_pipeline(text: str) -> list[str]:
+    """Top-level elements of `builtin.module(a, b{x=1}, func.func(cse))`."""
+    text = text.strip()
+    m = re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)
+    inner = m.group(1) if m else text
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch in "({":
+            depth += 1
+        elif ch in ")}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        parts.append(cur.strip())
+    return parts
+
+
+def split_element(element: str) -> tuple[str, str]:
+    """``name{opt=1 other=x}`` -> (name, "opt=1 other=x")."""
+    m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", element.strip(), re.S)
+    return (m.group(1), m.group(2) or "") if m else (element.strip(), "")

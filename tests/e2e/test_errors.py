@@ -90,3 +90,24 @@ def test_diagonal_access_is_rejected_with_location():
 
     with pytest.raises(fuseflow.FuseflowError):
         fuseflow.compile(Diag(), (torch.rand(4, 4),), formats={"A": "csr"})
+
+
+def test_order_sweep_cli_reports_every_order(tmp_path, capsys):
+    out = tmp_path / "sweep.json"
+    rc = fuseflow_main(["order-sweep", str(ROOT / "examples" / "spgemm_chain.py"), "--cap", "3", "--json",
+                        "-o", str(out)])
+    import json
+
+    result = json.loads(out.read_text())
+    assert rc == 0 and result["region"] == "full" and len(result["orders"]) == 3
+    assert all("cycles" in r and r["max_abs_error"] < 1e-4 for r in result["orders"])
+    assert sum(r["auto"] for r in result["orders"]) <= 1
+
+
+def test_run_cli_pipeline_errors_are_one_line():
+    r = run_cli("fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--pipeline",
+                "sam-parallelize{level=zz factor=2}")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "no such index variable" in r.stderr
+    r = run_cli("fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--order", "i,q")
+    assert r.returncode == 1 and "unknown index variable(s) q" in r.stderr and "Traceback" not in r.stderr
