@@ -7,6 +7,9 @@ from typing import overload
 class SimError(Exception):
     pass
 
+class WindowUnsafe(Exception):
+    pass
+
 class Graph:
     """A graph of SAM primitives joined by bounded FIFOs."""
 
@@ -27,9 +30,15 @@ class Graph:
         Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.
         """
 
-    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False, progress: object | None = None, progress_every: int = 1048576) -> dict:
+    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False, progress: object | None = None, progress_every: int = 1048576, engine: str = 'event') -> dict:
         """
-        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there).
+        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent).
+        """
+
+    @property
+    def window_capable(self) -> bool:
+        """
+        Whether the window engine supports this graph's timing (no memory model).
         """
 
     def __len__(self) -> int: ...

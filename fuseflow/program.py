@@ -28,6 +28,7 @@ class RegionResult:
     cycles: int
     nodes: list[dict]
     writes: list[str] = field(default_factory=list)  # tensors the region writes
+    engine: str = "event"  # simulation engine that ran it (results do not depend on it)
 
     def totals(self) -> dict[str, int]:
         keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
@@ -88,7 +89,7 @@ class SimResult:
         """Summary (cycles per region, totals, error); `detail` adds every node's counters and edges."""
         regions = []
         for r, g in zip(self.regions, self.program.graphs):
-            entry = {"name": r.name, "cycles": r.cycles, **r.totals()}
+            entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
             if detail:
                 entry["nodes"] = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in n.items()
                                    if k not in ("seg", "crd", "vals")} for n in r.nodes]
@@ -175,11 +176,13 @@ class Program:
         return data
 
     def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False,
-                 progress: Any = None) -> SimResult:
+                 progress: Any = None, engine: str = "auto") -> SimResult:
         """Run every region on `args` (default: the example arguments) in program order.
 
         `progress`: True shows a live cycle count per region on stderr (long simulations); a
         callable is called as ``progress(region, cycle)`` about every million cycles.
+        `engine`: ``auto`` (default), ``event`` or ``window``; all give the same results, the window
+        engine is faster and applies when FIFOs never fill and the memory model is off.
         """
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch)
@@ -188,11 +191,11 @@ class Program:
         with _progress_reporter(progress) as report:
             for g in self.graphs:
                 cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb)
+                run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
                 env.update(run.outputs)
                 runs.append(run)
         outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
-        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes) for r in runs], arch_)
+        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs], arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
 

@@ -5,7 +5,6 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -167,6 +166,7 @@ class GraphRun:
     nodes: list[dict]
     outputs: dict[str, np.ndarray]
     traces: list[dict] | None = None
+    engine: str = "event"  # the engine that produced the run (after any fallback)
 
     @property
     def writes(self) -> list[str]:
@@ -177,10 +177,15 @@ PROGRESS_EVERY = 1 << 20
 """Simulated cycles between two progress reports."""
 
 
-def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False,
-              spans: bool = False, progress=None) -> GraphRun:
-    """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
-    `progress(cycle)` is called about every million simulated cycles."""
+ENGINES = ("auto", "event", "window")
+"""Simulation engines (same results; see docs/simulator.md): ``auto`` takes the window engine
+when the architecture allows it and falls back to the event engine when a run needs it."""
+WINDOW_MIN_FIFO_DEPTH = 1 << 16
+"""``auto`` tries the window engine only with FIFOs this deep (shallower ones fill: backpressure)."""
+
+
+def _pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
+    """Each input tensor in the level arrays its format needs (sparse inputs are never densified)."""
     packed = {}
     for name, t in spec.tensors.items():
         if t.role != "input":
@@ -200,6 +205,11 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
         else:
             arr = arr.toarray().astype(np.float32) if sparse else arr
             packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
+    return packed
+
+
+def _build(spec: GraphSpec, packed: dict, arch: Arch) -> "_simulator.Graph":
+    """A fresh C++ graph for `spec` (a run consumes it)."""
     g = _simulator.Graph(arch.settings)
     try:
         for n in spec.nodes:
@@ -214,7 +224,31 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
             elif n.kind == "load":
                 raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
             g.add_node(n.kind, n.name, n.inputs, params)
-        res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY)
+    except ValueError as e:
+        raise SimulationError(f"graph {spec.name}: {e}") from None
+    return g
+
+
+def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False,
+              spans: bool = False, progress=None, engine: str = "auto") -> GraphRun:
+    """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
+    `progress(cycle)` is called about every million simulated cycles."""
+    if engine not in ENGINES:
+        raise SimulationError(f"unknown simulation engine {engine!r} (one of {', '.join(ENGINES)})")
+    packed = _pack_inputs(spec, data)
+    g = _build(spec, packed, arch)
+    chosen = engine
+    if engine == "auto":
+        chosen = "window" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
+    try:
+        try:
+            res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
+        except _simulator.WindowUnsafe as e:
+            if engine != "auto":
+                raise SimulationError(f"graph {spec.name}: the window engine cannot run this graph: {e}") from None
+            g = _build(spec, packed, arch)  # the window run spent the graph
+            chosen = "event"
+            res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
     except _simulator.SimError as e:
         raise SimulationError(f"graph {spec.name}: {e}") from None
     except ValueError as e:
@@ -223,19 +257,16 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
     for name, t in spec.tensors.items():
         if t.role != "output":
             continue
-        levels = sorted((nd for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name),
-                        key=lambda nd: nd["name"])
         crd_nodes = [(n.level, nd) for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name]
         crd_nodes.sort(key=lambda x: x[0])
         vals = [nd["vals"] for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_val" and n.tensor == name]
-        del levels
         segs, crds = [nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes]
         if t.block:
             outputs[name] = unpack_blocked(segs, crds, vals[0], t.shape, t.fmt.mode_order, t.block)
         else:
             level_dims = [t.shape[m] for m in t.fmt.mode_order]
             outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
-    return GraphRun(spec.name, int(res["cycles"]), res["nodes"], outputs, res.get("traces"))
+    return GraphRun(spec.name, int(res["cycles"]), res["nodes"], outputs, res.get("traces"), chosen)
 
 
 def check_protocol(tokens: list) -> str | None:
@@ -250,6 +281,4 @@ def check_protocol(tokens: list) -> str | None:
         last = tokens[-2]
         if not (isinstance(last, str) and last == f"S{top}"):
             return f"stream ends with {last!r} instead of its outermost stop S{top}"
-    if any(isinstance(t, float) and math.isnan(t) for t in tokens) and False:
-        return None
     return None

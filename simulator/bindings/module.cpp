@@ -115,7 +115,9 @@ nb::list token_list(const std::vector<Token>& toks, bool values) {
 }
 
 nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes,
-                   bool spans, nb::object progress, uint64_t progress_every) {
+                   bool spans, nb::object progress, uint64_t progress_every, const std::string& engine) {
+  if (engine != "event" && engine != "window")
+    throw std::invalid_argument("unknown engine '" + engine + "' (event or window)");
   RunResult r;
   std::function<void(uint64_t)> report;
   if (!progress.is_none()) {
@@ -127,7 +129,7 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
   }
   {
     nb::gil_scoped_release release;
-    r = g.run(max_cycles, record, spans, report, progress_every);
+    r = g.run(max_cycles, record, spans, report, progress_every, engine == "window" ? Engine::Window : Engine::Event);
   }
   nb::dict out;
   out["cycles"] = r.cycles;
@@ -169,6 +171,7 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
 NB_MODULE(_simulator, m) {
   m.doc() = "fuseflow's cycle-level sparse streaming dataflow simulator (C++ core).";
   static nb::exception<SimError> sim_error(m, "SimError");
+  static nb::exception<WindowUnsafe> window_unsafe(m, "WindowUnsafe");
   nb::class_<Graph>(m, "Graph", "A graph of SAM primitives joined by bounded FIFOs.")
       .def(nb::init<size_t, uint64_t>(), nb::arg("fifo_depth"), nb::arg("latency") = 1,
            "Create an empty graph whose edges hold `fifo_depth` tokens and deliver after `latency` cycles.")
@@ -184,10 +187,13 @@ NB_MODULE(_simulator, m) {
            "Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.")
       .def("run", &run_graph, nb::arg("max_cycles"), nb::arg("record") = false,
            nb::arg("value_nodes") = std::vector<int>{}, nb::arg("spans") = false,
-           nb::arg("progress") = nb::none(), nb::arg("progress_every") = 1 << 20,
+           nb::arg("progress") = nb::none(), nb::arg("progress_every") = 1 << 20, nb::arg("engine") = "event",
            "Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with "
            "`record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, "
            "each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles "
-           "(Ctrl-C stops the run there).")
+           "(Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises "
+           "WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent).")
+      .def_prop_ro("window_capable", &Graph::window_capable,
+                   "Whether the window engine supports this graph's timing (no memory model).")
       .def("__len__", &Graph::size);
 }

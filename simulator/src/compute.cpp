@@ -72,7 +72,7 @@ class Alu : public Node {
 
 }  // namespace
 
-NodePtr make_load(const std::string& name, const Params& p) { return std::make_unique<Load>(name, p); }
-NodePtr make_alu(const std::string& name, int n, const Params& p) { return std::make_unique<Alu>(name, n, p); }
+NodePtr make_load(const std::string& name, const Params& p) { return make_stepped<Load>(name, p); }
+NodePtr make_alu(const std::string& name, int n, const Params& p) { return make_stepped<Alu>(name, n, p); }
 
 }  // namespace fuseflow::sim

@@ -94,7 +94,7 @@ class ValDrop : public Node {
 
 }  // namespace
 
-NodePtr make_crd_drop(const std::string& name, const Params&) { return std::make_unique<CrdDrop>(name); }
-NodePtr make_val_drop(const std::string& name, const Params&) { return std::make_unique<ValDrop>(name); }
+NodePtr make_crd_drop(const std::string& name, const Params&) { return make_stepped<CrdDrop>(name); }
+NodePtr make_val_drop(const std::string& name, const Params&) { return make_stepped<ValDrop>(name); }
 
 }  // namespace fuseflow::sim

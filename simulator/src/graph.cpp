@@ -53,6 +53,7 @@ int Graph::add_node(const std::string& kind, const std::string& name,
     n->inputs()[i] = f;
   }
   n->configure(timing_.of(kind), &timing_, memory_.get(), tiles_.get());
+  n->id = id;
   nodes_.push_back(std::move(n));
   return id;
 }
@@ -144,28 +145,51 @@ class EventLoop : public Scheduler {
 }  // namespace
 
 RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
-                     const std::function<void(uint64_t)>& progress, uint64_t progress_every) {
-  // Event-driven: a node is stepped only in cycles where it may progress. It runs again
-  // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
-  // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
+                     const std::function<void(uint64_t)>& progress, uint64_t progress_every, Engine engine) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (size_t p = 0; p < nodes_[i]->outputs().size(); ++p)
       if (nodes_[i]->outputs()[p].empty())  // unconsumed outputs drain into unbounded sinks
         nodes_[i]->outputs()[p].push_back(fifos_.emplace_back(std::make_unique<Fifo>(SIZE_MAX)).get());
-  const int n = static_cast<int>(nodes_.size());
-  size_t live_sinks = 0;
-  for (auto& nd : nodes_) live_sinks += nd->is_sink();
-  if (live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
-
-  EventLoop loop(nodes_);
-  for (auto& f : fifos_) { f->set_record(record); f->set_scheduler(&loop); }
-  std::vector<uint64_t> sleep_from(n, 0), busy_until(n, 0);
-  std::vector<Step> sleep_why(n, Step::Progress);
-  for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
   RunResult r;
-  if (want_spans) r.spans.resize(n);
-  uint64_t last = 0, next_report = progress_every;
-  while (live_sinks > 0) {
+  RunCtx ctx;
+  if (want_spans) {
+    r.spans.resize(nodes_.size());
+    ctx.spans = &r.spans;
+  }
+  for (auto& nd : nodes_) ctx.live_sinks += nd->is_sink();
+  if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
+  for (auto& f : fifos_) f->set_record(record);
+  if (engine == Engine::Window) {
+    if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
+    run_window(ctx, max_cycles, progress, progress_every);
+  } else {
+    run_event(ctx, max_cycles, progress, progress_every);
+  }
+  r.cycles = ctx.last + 1;
+  r.mem_requests = memory_->requests();
+  if (record)
+    for (auto& f : fifos_)
+      if (f->dst_node >= 0)
+        r.traces.push_back({f->src_node, f->src_port, f->dst_node, f->dst_port,
+                            std::vector<Token>(f->trace().begin(), f->trace().end())});
+  return r;
+}
+
+void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
+                      uint64_t progress_every) {
+  // Event-driven: a node is stepped only in cycles where it may progress. It runs again
+  // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
+  // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
+  const int n = static_cast<int>(nodes_.size());
+  EventLoop loop(nodes_);
+  for (auto& f : fifos_) f->set_scheduler(&loop);
+  struct Detach {  // the loop dies with this frame, also when a node throws
+    std::vector<std::unique_ptr<Fifo>>& fifos;
+    ~Detach() { for (auto& f : fifos) f->set_scheduler(nullptr); }
+  } detach{fifos_};
+  for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
+  uint64_t next_report = progress_every;
+  while (ctx.live_sinks > 0) {
     int id = loop.next();
     if (id < 0) {
       if (!loop.advance()) deadlock(loop.cycle, "deadlock: no node can make progress");
@@ -177,50 +201,52 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
       continue;
     }
     const uint64_t cycle = loop.cycle;
-    if (cycle < busy_until[id]) {  // initiation interval not elapsed
-      loop.schedule(id, busy_until[id]);
+    Node* nd = nodes_[id].get();
+    if (cycle < nd->busy_until) {  // initiation interval not elapsed
+      loop.schedule(id, nd->busy_until);
       continue;
     }
-    Node* nd = nodes_[id].get();
-    Counters& c = nd->counters();
-    if (sleep_why[id] != Step::Progress && cycle > sleep_from[id] + 1) {
-      uint64_t idle = cycle - sleep_from[id] - 1;
-      (sleep_why[id] == Step::StallInput ? c.stall_input : c.stall_output) += idle;
+    if (nd->step_at(cycle, ctx) == Step::Progress && !nd->finished()) loop.schedule(id, nd->busy_until);
+  }
+}
+
+void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
+                       uint64_t progress_every) {
+  // Windows of kWindow cycles. Within one, nodes run in id (topological) order, each through
+  // every cycle of the window in which the event engine would step it: the cycle its II ends
+  // after progress, or, after a stall on input, the next cycle at which a queued input token
+  // becomes visible. Tokens visible inside the window were pushed by producers (lower ids)
+  // earlier in this pass, so each node sees exactly what it would see cycle by cycle.
+  constexpr uint64_t kWindow = 1024;
+  const int n = static_cast<int>(nodes_.size());
+  for (auto& f : fifos_) f->set_scheduler(nullptr);
+  std::vector<uint64_t> next(n, 0);  // the cycle each node is stepped next (kNever: when an input arrives)
+  uint64_t start = 0, next_report = progress_every;
+  while (true) {
+    const uint64_t end = std::min(start + kWindow, max_cycles);
+    for (int id = 0; id < n; ++id) {
+      Node* nd = nodes_[id].get();
+      if (nd->finished()) continue;
+      uint64_t t = next[id] == kNever ? nd->next_wake(nd->sleep_from) : next[id];
+      next[id] = t < end ? nd->run_until(t, end, ctx) : t;
     }
-    nd->set_now(cycle);
-    Step s = nd->step();
-    sleep_why[id] = s;
-    sleep_from[id] = cycle;
-    if (s == Step::Progress) {
-      if (c.first_active > cycle) c.first_active = cycle;
-      c.last_active = cycle;
-      last = cycle;
-      if (want_spans) {
-        auto& sp = r.spans[id];
-        if (!sp.empty() && sp.back().second + 1 >= cycle) sp.back().second = cycle;
-        else sp.push_back({cycle, cycle});
-      }
-      if (nd->finished()) {
-        live_sinks -= nd->is_sink();
-      } else {
-        busy_until[id] = cycle + nd->ii();
-        loop.schedule(id, busy_until[id]);
-      }
-    } else if (s == Step::StallInput) {
-      ++c.stall_input;
-    } else {
-      ++c.stall_output;
+    if (ctx.live_sinks == 0) break;
+    uint64_t soonest = kNever;
+    for (int id = 0; id < n; ++id)
+      if (!nodes_[id]->finished()) soonest = std::min(soonest, next[id]);
+    if (end >= max_cycles) deadlock(max_cycles, "cycle limit reached");
+    if (soonest == kNever) deadlock(ctx.last + 1, "deadlock: no node can make progress");
+    start = std::max(end, soonest);
+    if (progress && start >= next_report) {
+      progress(start);
+      next_report = start + progress_every;
     }
   }
-  r.cycles = last + 1;
-  r.mem_requests = memory_->requests();
-  for (auto& f : fifos_) f->set_scheduler(nullptr);
-  if (record)
-    for (auto& f : fifos_)
-      if (f->dst_node >= 0)
-        r.traces.push_back({f->src_node, f->src_port, f->dst_node, f->dst_port,
-                            std::vector<Token>(f->trace().begin(), f->trace().end())});
-  return r;
+  // The event engine stops right after the last writer finishes; a node that acted later (one
+  // feeding no writer) would make this run's counters differ from it.
+  for (auto& nd : nodes_)
+    if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
+      throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
 }
 
 void Graph::deadlock(uint64_t cycle, const char* why) {

@@ -69,11 +69,11 @@ class Joiner : public Node {
 
 NodePtr make_intersect(const std::string& name, int n, const Params&) {
   if (n % 2) throw std::invalid_argument("intersect '" + name + "' needs a crd and a ref per operand");
-  return std::make_unique<Joiner>(name, "intersect", n / 2, false);
+  return make_stepped<Joiner>(name, "intersect", n / 2, false);
 }
 NodePtr make_union(const std::string& name, int n, const Params&) {
   if (n % 2) throw std::invalid_argument("union '" + name + "' needs a crd and a ref per operand");
-  return std::make_unique<Joiner>(name, "union", n / 2, true);
+  return make_stepped<Joiner>(name, "union", n / 2, true);
 }
 
 }  // namespace fuseflow::sim

@@ -140,14 +140,14 @@ NodePtr make_fork(const std::string& name, const Params& p) {
   if (depth != 0 && depth != -1)
     throw std::invalid_argument("fork '" + name + "': depth must be 0 (the level's own stream) or -1 (a stream "
                                 "from above, copied to every lane)");
-  return std::make_unique<Fork>(name, f, depth == -1);
+  return make_stepped<Fork>(name, f, depth == -1);
 }
 
 NodePtr make_join(const std::string& name, int n, const Params& p) {
   int f = static_cast<int>(p.get_int("factor"));
   if (f != n) throw std::invalid_argument("join '" + name + "': factor " + std::to_string(f) + " but " +
                                           std::to_string(n) + " inputs");
-  return std::make_unique<Join>(name, f, static_cast<int>(p.get_int("depth")));
+  return make_stepped<Join>(name, f, static_cast<int>(p.get_int("depth")));
 }
 
 }  // namespace fuseflow::sim

@@ -75,9 +75,7 @@ bool Node::follow_parent(int port, int k) {
   protocol_error("parent stream has " + describe(h) + " before its child stream ended");
 }
 
-void Node::mem_access(int slot, int64_t addr, int bytes, bool write) {
-  (write ? c_.mem_writes : c_.mem_reads) += bytes;
-  if (!mem_ || !mem_->enabled()) return;
+void Node::request_lines(int slot, int64_t addr, int bytes, bool write) {
   int64_t line = addr / mem_->line_bytes();
   int64_t last = (addr + bytes - 1) / mem_->line_bytes();
   uint64_t ready = 0;

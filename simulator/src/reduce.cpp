@@ -268,14 +268,14 @@ TileAcc tile_acc(const Params& p, const std::string& name) {
 }
 
 NodePtr make_reduce(const std::string& name, int n, const Params& p) {
-  if (tiled(p)) return std::make_unique<Reduce<TileAcc>>(name, n, tile_acc(p, name));
-  return std::make_unique<Reduce<ScalarAcc>>(name, n, ScalarAcc{is_max(p, name)});
+  if (tiled(p)) return make_stepped<Reduce<TileAcc>>(name, n, tile_acc(p, name));
+  return make_stepped<Reduce<ScalarAcc>>(name, n, ScalarAcc{is_max(p, name)});
 }
 NodePtr make_spacc(const std::string& name, const Params& p) {
   int64_t order = p.get_int("order", 1);
   if (order != 1 && order != 2) throw std::invalid_argument("spacc '" + name + "': order must be 1 or 2");
-  if (tiled(p)) return std::make_unique<Spacc<TileAcc>>(name, tile_acc(p, name), static_cast<int>(order));
-  return std::make_unique<Spacc<ScalarAcc>>(name, ScalarAcc{is_max(p, name)}, static_cast<int>(order));
+  if (tiled(p)) return make_stepped<Spacc<TileAcc>>(name, tile_acc(p, name), static_cast<int>(order));
+  return make_stepped<Spacc<ScalarAcc>>(name, ScalarAcc{is_max(p, name)}, static_cast<int>(order));
 }
 
 }  // namespace fuseflow::sim

@@ -56,7 +56,7 @@ class Repeat : public Node {
 
 }  // namespace
 
-NodePtr make_repsiggen(const std::string& name, const Params&) { return std::make_unique<RepSigGen>(name); }
-NodePtr make_repeat(const std::string& name, const Params&) { return std::make_unique<Repeat>(name); }
+NodePtr make_repsiggen(const std::string& name, const Params&) { return make_stepped<RepSigGen>(name); }
+NodePtr make_repeat(const std::string& name, const Params&) { return make_stepped<Repeat>(name); }
 
 }  // namespace fuseflow::sim

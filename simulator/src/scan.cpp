@@ -137,8 +137,8 @@ class Locate : public Node {
 
 }  // namespace
 
-NodePtr make_root(const std::string& name, const Params&) { return std::make_unique<Root>(name); }
-NodePtr make_scan(const std::string& name, const Params& p) { return std::make_unique<Scan>(name, p); }
-NodePtr make_locate(const std::string& name, const Params& p) { return std::make_unique<Locate>(name, p); }
+NodePtr make_root(const std::string& name, const Params&) { return make_stepped<Root>(name); }
+NodePtr make_scan(const std::string& name, const Params& p) { return make_stepped<Scan>(name, p); }
+NodePtr make_locate(const std::string& name, const Params& p) { return make_stepped<Locate>(name, p); }
 
 }  // namespace fuseflow::sim

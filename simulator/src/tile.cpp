@@ -141,8 +141,8 @@ class TileWriteVal : public WriterBase {
 
 }  // namespace
 
-NodePtr make_tile_load(const std::string& name, const Params& p) { return std::make_unique<TileLoad>(name, p); }
-NodePtr make_tile_alu(const std::string& name, int n, const Params& p) { return std::make_unique<TileAlu>(name, n, p); }
-NodePtr make_tile_write_val(const std::string& name, const Params& p) { return std::make_unique<TileWriteVal>(name, p); }
+NodePtr make_tile_load(const std::string& name, const Params& p) { return make_stepped<TileLoad>(name, p); }
+NodePtr make_tile_alu(const std::string& name, int n, const Params& p) { return make_stepped<TileAlu>(name, n, p); }
+NodePtr make_tile_write_val(const std::string& name, const Params& p) { return make_stepped<TileWriteVal>(name, p); }
 
 }  // namespace fuseflow::sim

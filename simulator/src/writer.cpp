@@ -64,8 +64,8 @@ class WriteVal : public WriterBase {
 
 NodePtr make_write_crd(const std::string& name, int n, const Params&) {
   if (n != 1 && n != 2) throw std::invalid_argument("write_crd '" + name + "' takes a crd and an optional parent crd");
-  return std::make_unique<WriteCrd>(name, n);
+  return make_stepped<WriteCrd>(name, n);
 }
-NodePtr make_write_val(const std::string& name, const Params&) { return std::make_unique<WriteVal>(name); }
+NodePtr make_write_val(const std::string& name, const Params&) { return make_stepped<WriteVal>(name); }
 
 }  // namespace fuseflow::sim

@@ -14,7 +14,10 @@ def writers(res):
     return {n["name"]: n for n in res["nodes"] if n["kind"].startswith("write")}
 
 
-def elementwise_mul(arch):
+ENGINES = ["event", "window"]
+
+
+def elementwise_mul(arch, engine="event"):
     """x(i) = a(i) * b(i), a: crd [0,2,3,7] vals [1,2,3,4], b: crd [2,3,5,7] vals [5,6,7,8]."""
     g = _simulator.Graph(Arch.resolve(arch).settings)
     ra, rb = g.add_node("root", "ra", [], {}), g.add_node("root", "rb", [], {})
@@ -26,10 +29,10 @@ def elementwise_mul(arch):
     m = g.add_node("alu", "mul", [(la, 0), (lb, 0)], {"op": "mul"})
     g.add_node("write_crd", "x_crd", [(x, 0)], {})
     g.add_node("write_val", "x_val", [(m, 0)], {})
-    return g.run(10_000)
+    return g.run(10_000, engine=engine)
 
 
-def spmv(arch, n_rows: int = 0):
+def spmv(arch, n_rows: int = 0, engine: str = "event"):
     """x(i) = sum_j B(i,j) c(j): the 4x4 DCSR example (or a larger banded one), no crd_drop."""
     if n_rows:
         rows = [[(i + d) % n_rows for d in (0, 3, 7)] for i in range(n_rows)]
@@ -58,29 +61,32 @@ def spmv(arch, n_rows: int = 0):
     r = g.add_node("reduce", "red", [(m, 0)], {"kind": "sum"})
     g.add_node("write_crd", "x_crd", [(si, 1)], {})
     g.add_node("write_val", "x_val", [(r, 0)], {})
-    return g.run(10_000_000)
+    return g.run(10_000_000, engine=engine)
 
 
-def test_sam_preset_reproduces_the_elementwise_trace():
-    res = elementwise_mul("sam")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sam_preset_reproduces_the_elementwise_trace(engine):
+    res = elementwise_mul("sam", engine)
     w = writers(res)
     assert res["cycles"] == 12
     assert list(w["x_crd"]["crd"]) == [2, 3, 7]
     assert list(w["x_val"]["vals"]) == [10.0, 18.0, 32.0]
 
 
-def test_sam_preset_reproduces_the_spmv_trace():
-    res = spmv("sam")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sam_preset_reproduces_the_spmv_trace(engine):
+    res = spmv("sam", engine=engine)
     w = writers(res)
     assert res["cycles"] == 22
     assert list(w["x_crd"]["crd"]) == [0, 2, 3]
     assert list(w["x_val"]["vals"]) == [10.0, 0.0, 140.0]
 
 
-def test_comal_preset_opens_a_fiber_in_its_own_cycle():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_comal_preset_opens_a_fiber_in_its_own_cycle(engine):
     # Comal's scanner reads the segment before the first coordinate: one cycle more per scan level.
-    assert elementwise_mul("comal")["cycles"] == 13
-    assert spmv("comal")["cycles"] == 24
+    assert elementwise_mul("comal", engine)["cycles"] == 13
+    assert spmv("comal", engine=engine)["cycles"] == 24
 
 
 def test_memory_model_slows_a_bandwidth_bound_kernel_more_as_bandwidth_drops():
@@ -92,12 +98,21 @@ def test_memory_model_slows_a_bandwidth_bound_kernel_more_as_bandwidth_drops():
     assert writers(slow)["x_val"]["vals"].tolist() == writers(fast)["x_val"]["vals"].tolist()
 
 
-def test_per_kind_latency_and_initiation_interval_cost_cycles():
-    base = spmv("comal", n_rows=100)["cycles"]
-    slow_alu = spmv({"kinds": {"alu": {"latency": 10}}}, n_rows=100)["cycles"]
-    ii_joiner = spmv({"kinds": {"intersect": {"ii": 3}}}, n_rows=100)["cycles"]
+@pytest.mark.parametrize("engine", ENGINES)
+def test_per_kind_latency_and_initiation_interval_cost_cycles(engine):
+    base = spmv("comal", n_rows=100, engine=engine)["cycles"]
+    slow_alu = spmv({"kinds": {"alu": {"latency": 10}}}, n_rows=100, engine=engine)["cycles"]
+    ii_joiner = spmv({"kinds": {"intersect": {"ii": 3}}}, n_rows=100, engine=engine)["cycles"]
     assert slow_alu == base + 9
     assert ii_joiner > 2 * base  # the intersect is the busiest node of this graph
+
+
+def test_window_engine_refuses_the_memory_model_and_full_fifos():
+    mem = {"memory": {"channels": 1, "bytes_per_request": 64, "latency": 50, "ii": 1}}
+    with pytest.raises(_simulator.WindowUnsafe, match="memory model"):
+        spmv(mem, n_rows=10, engine="window")
+    with pytest.raises(_simulator.WindowUnsafe, match="FIFO filled up"):
+        spmv({"fifo_depth": 1}, n_rows=10, engine="window")
 
 
 def test_rda_preset_has_finite_fifos_and_memory():

@@ -23,6 +23,16 @@ struct Counters {
 
 enum class Step { Progress, StallInput, StallOutput };
 
+// What one run tracks across nodes (shared by both engines, graph.h).
+struct RunCtx {
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* spans = nullptr;  // per node, when recording
+  size_t live_sinks = 0;
+  uint64_t last = 0;       // last cycle in which any node progressed
+  uint64_t end_cycle = 0;  // cycle in which the last writer finished ...
+  int end_sink = -1;       // ... and its id (the event engine stops right after it)
+};
+constexpr uint64_t kNever = UINT64_MAX;
+
 // Scalar/array parameters a node is built from (filled from Python).
 struct Params {
   std::map<std::string, int64_t> ints;
@@ -44,8 +54,31 @@ class Node {
       : name_(std::move(name)), kind_(std::move(kind)), in_(n_in, nullptr), out_(n_out) {}
   virtual ~Node() = default;
 
-  // Advance one cycle; must not consume or produce more than the ports allow.
+  // Advance one cycle; must not consume or produce more than the ports allow. A step that
+  // stalls changes nothing, so stepping a node in extra cycles never changes a run.
   virtual Step step() = 0;
+  // Window engine: step at `t` and at every later cycle before `end` in which the event engine
+  // would step this node; returns the next such cycle (kNever once finished, or when only a
+  // token not yet pushed can wake it). Implemented once, by Stepped.
+  virtual uint64_t run_until(uint64_t t, uint64_t end, RunCtx& ctx) = 0;
+  // step() at `cycle` with the run's bookkeeping: stall accounting, II, spans, the run's end.
+  Step step_at(uint64_t cycle, RunCtx& ctx) {
+    before_step(cycle);
+    Step s = step();
+    after_step(s, cycle, ctx);
+    return s;
+  }
+  // The earliest cycle after `now` at which an input token becomes visible (kNever: none queued).
+  uint64_t next_wake(uint64_t now) const {
+    uint64_t best = kNever;
+    for (const Fifo* f : in_)
+      if (f) best = std::min(best, f->next_visible_after(now));
+    return best;
+  }
+  int id = -1;                 // position in the graph (a topological order)
+  uint64_t busy_until = 0;     // the initiation interval ends
+  uint64_t sleep_from = 0;     // cycle of the last step
+  Step last_outcome = Step::Progress;
   // Writers are sinks: the run ends when every sink is finished.
   virtual bool is_sink() const { return false; }
 
@@ -56,7 +89,6 @@ class Node {
   const Counters& counters() const { return c_; }
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
-  // Called by the graph before every step.
   void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; tile_latency_ = 0; }
   void configure(const KindTiming& t, const Timing* timing, Memory* mem, TileStore* tiles) {
     latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem; tiles_ = tiles;
@@ -72,14 +104,18 @@ class Node {
     for (auto* f : out_[o]) if (f->space() < n) return false;
     return true;
   }
-  void emit(int o, const Token& t) {
+  void emit(int o, Token t) {
     uint64_t at = std::max(now_ + std::max(latency_, tile_latency_), mem_ready_);
     for (auto* f : out_[o]) f->push(t, at);
     ++c_.tokens_out;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
   // model on, this step's outputs wait for the line to arrive.
-  void mem_access(int slot, int64_t addr, int bytes, bool write);
+  void mem_access(int slot, int64_t addr, int bytes, bool write) {
+    (write ? c_.mem_writes : c_.mem_reads) += bytes;
+    if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, write);
+  }
+  void request_lines(int slot, int64_t addr, int bytes, bool write);
   void finish() { finished_ = true; }
   // Aligned value inputs all hold the control token `a` (a stop or D): consume one from each
   // input, forward it once; D finishes the node.
@@ -111,6 +147,42 @@ class Node {
   bool parent_ready(int port, int k) const;
   [[noreturn]] void protocol_error(const std::string& what) const;
 
+  // A sleeping node's idle cycles are charged to the stall that put it to sleep, when it wakes.
+  void before_step(uint64_t cycle) {
+    if (last_outcome != Step::Progress && cycle > sleep_from + 1)
+      (last_outcome == Step::StallInput ? c_.stall_input : c_.stall_output) += cycle - sleep_from - 1;
+    set_now(cycle);
+  }
+  void after_step(Step s, uint64_t cycle, RunCtx& ctx) {
+    last_outcome = s;
+    sleep_from = cycle;
+    if (s == Step::Progress) {
+      if (c_.first_active > cycle) c_.first_active = cycle;
+      c_.last_active = cycle;
+      ctx.last = cycle;
+      if (ctx.spans) {
+        auto& sp = (*ctx.spans)[id];
+        if (!sp.empty() && sp.back().second + 1 >= cycle) sp.back().second = cycle;
+        else sp.push_back({cycle, cycle});
+      }
+      if (finished_) {
+        if (is_sink()) {
+          --ctx.live_sinks;
+          if (cycle > ctx.end_cycle || (cycle == ctx.end_cycle && id > ctx.end_sink)) {
+            ctx.end_cycle = cycle;
+            ctx.end_sink = id;
+          }
+        }
+      } else {
+        busy_until = cycle + ii();
+      }
+    } else if (s == Step::StallInput) {
+      ++c_.stall_input;
+    } else {
+      ++c_.stall_output;
+    }
+  }
+
   std::string name_, kind_;
   std::vector<Fifo*> in_;
   std::vector<std::vector<Fifo*>> out_;
@@ -121,6 +193,30 @@ class Node {
   const Timing* timing_ = nullptr;
   Memory* mem_ = nullptr;
   std::map<int, std::pair<int64_t, uint64_t>> lines_;  // slot -> (line, ready cycle)
+};
+
+// Every primitive is built as Stepped<Primitive> (make_stepped): the window engine's per-node
+// loop, with the primitive's step() called directly so that it inlines.
+template <class D>
+class Stepped final : public D {
+ public:
+  using D::D;
+  uint64_t run_until(uint64_t t, uint64_t end, RunCtx& ctx) override {
+    while (t < end) {
+      this->before_step(t);
+      Step s = D::step();
+      this->after_step(s, t, ctx);
+      if (s == Step::Progress) {
+        if (this->finished()) return kNever;
+        t = this->busy_until;
+      } else if (s == Step::StallInput) {
+        t = this->next_wake(t);
+      } else {
+        throw WindowUnsafe("a FIFO filled up at node '" + this->name() + "'");
+      }
+    }
+    return t;
+  }
 };
 
 }  // namespace fuseflow::sim

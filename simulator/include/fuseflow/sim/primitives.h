@@ -2,12 +2,16 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "fuseflow/sim/node.h"
 
 namespace fuseflow::sim {
 
 using NodePtr = std::unique_ptr<Node>;
+
+template <class D, class... A>
+NodePtr make_stepped(A&&... args) { return std::make_unique<Stepped<D>>(std::forward<A>(args)...); }
 
 // scan.cpp: root, level scanners (dense / compressed) and iterate-locate.
 NodePtr make_root(const std::string& name, const Params& p);

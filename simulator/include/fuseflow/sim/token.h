@@ -36,6 +36,13 @@ class SimError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The window engine met a run it cannot reproduce exactly (a FIFO filled, or a node acted
+// after the last writer finished); the caller reruns the graph with the event engine.
+class WindowUnsafe : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Wakes nodes when a FIFO changes (implemented by the graph's event loop).
 class Scheduler {
  public:
@@ -48,11 +55,11 @@ class Scheduler {
 // t + latency (later under the memory model; delivery stays in order).
 class Fifo {
  public:
-  explicit Fifo(size_t depth) : depth_(depth), buf_(8) {}
+  explicit Fifo(size_t depth) : depth_(depth), buf_(8), mask_(7) {}
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).at <= now; }
   const Token& peek(size_t k = 0) const { return at(k).tok; }
   void pop() {
-    head_ = (head_ + 1) & (buf_.size() - 1);
+    head_ = (head_ + 1) & mask_;
     --size_;
     if (sched_) sched_->wake_next(src_node);
   }
@@ -61,9 +68,20 @@ class Fifo {
   size_t size() const { return size_; }
   // Some queued token is not visible yet (pushes may carry non-monotonic times under the memory model).
   bool in_flight(uint64_t now) const { return size_ > 0 && max_at_ > now; }
-  void push(const Token& t, uint64_t when) {
-    if (size_ == buf_.size()) grow();
-    buf_[(head_ + size_) & (buf_.size() - 1)] = {t, when};
+  // The earliest cycle after `now` at which the head or the token behind it becomes visible
+  // (no primitive looks deeper); UINT64_MAX when no queued token changes visibility later.
+  uint64_t next_visible_after(uint64_t now) const {
+    uint64_t best = UINT64_MAX;
+    for (size_t k = 0; k < size_ && k < 2; ++k)
+      if (at(k).at > now && at(k).at < best) best = at(k).at;
+    return best;
+  }
+  // By value: a token just built in registers is stored without a store-forwarding stall.
+  void push(Token t, uint64_t when) {
+    if (size_ > mask_) grow();
+    Entry& e = buf_[(head_ + size_) & mask_];
+    e.tok = t;
+    e.at = when;
     ++size_;
     if (when > max_at_) max_at_ = when;
     if (record_) trace_.push_back(t);
@@ -76,15 +94,17 @@ class Fifo {
 
  private:
   struct Entry { Token tok; uint64_t at; };
-  const Entry& at(size_t k) const { return buf_[(head_ + k) & (buf_.size() - 1)]; }
+  const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   void grow() {
     std::vector<Entry> nb(buf_.size() * 2);
     for (size_t k = 0; k < size_; ++k) nb[k] = at(k);
     buf_.swap(nb);
+    mask_ = buf_.size() - 1;
     head_ = 0;
   }
   size_t depth_;
   std::vector<Entry> buf_;
+  size_t mask_;  // buf_.size() - 1 (a power of two)
   size_t head_ = 0, size_ = 0;
   uint64_t max_at_ = 0;
   bool record_ = false;

@@ -1,0 +1,111 @@
+"""The window engine reproduces the event engine exactly: cycles, outputs (bit for bit) and every
+node's counters, on compiled graphs that use every primitive kind and both timing presets; and
+`engine="auto"` falls back to the event engine when the window engine cannot run a graph."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import fuseflow
+import gcn_layer
+import gpt_bigbird
+import spgemm_chain
+from fuseflow.sim import graph as sim_graph
+from test_kernels import KERNELS, operands, program
+from test_parallelize import attention
+
+
+def assert_same_runs(a, b):
+    assert [r.cycles for r in a.regions] == [r.cycles for r in b.regions]
+    for ra, rb in zip(a.regions, b.regions):
+        assert len(ra.nodes) == len(rb.nodes)
+        for na, nb in zip(ra.nodes, rb.nodes):
+            assert na.keys() == nb.keys()
+            for k in na:
+                if isinstance(na[k], np.ndarray):
+                    np.testing.assert_array_equal(na[k], nb[k], err_msg=f"{ra.name}/{na['name']}/{k}")
+                else:
+                    assert na[k] == nb[k], f"{ra.name}/{na['name']}/{k}: {na[k]} != {nb[k]}"
+    for oa, ob in zip(a.outputs, b.outputs):
+        np.testing.assert_array_equal(oa.numpy(), ob.numpy())
+
+
+def both(prog, *args, **kw):
+    ev = prog.simulate(*args, engine="event", **kw)
+    win = prog.simulate(*args, engine="window", **kw)
+    assert {r.engine for r in ev.regions} == {"event"} and {r.engine for r in win.regions} == {"window"}
+    assert_same_runs(ev, win)
+    return win
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_every_kernel_kind_and_format_runs_the_same(kernel):
+    for fmt in ("dense", "csr", "csc", "coo"):
+        prog = program(kernel, fmt)
+
+        @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(operands(kernel))
+        def check(ab):
+            both(prog, *ab).check(rtol=0, atol=0)
+
+        check()
+
+
+def compiled(build, schedule="full", passes=None, order=None, **kw):
+    model, args, formats = build(**kw)
+    return fuseflow.compile(model, args, formats=formats, schedule=schedule, passes=passes, order=order)
+
+
+@pytest.mark.parametrize("arch", ["comal", "sam", {"latency": 2, "kinds": {"alu": {"latency": 3, "ii": 2}}}],
+                         ids=["comal", "sam", "latency-ii"])
+def test_fused_gcn_layer_runs_the_same_under_every_timing(arch):
+    both(compiled(gcn_layer.build), arch=arch, spans=True).check()
+
+
+@pytest.mark.parametrize("order", ["i,l,k,j", "k,l,i,j", "i,j,k,l"])
+def test_spgemm_chain_orders_run_the_same(order):
+    # Gustavson spacc, outer product (order-2 spacc), and recomputed inner products
+    both(compiled(spgemm_chain.build, order=order)).check()
+
+
+@pytest.mark.parametrize("passes", [None, "sam-parallelize{level=i factor=4}", "block{size=16}"],
+                         ids=["plain", "lanes", "tiles"])
+def test_masked_attention_runs_the_same(passes):
+    # union/intersect/reduce-max/exp/div; fork and join; tile loads, ALUs and accumulators
+    both(compiled(attention, passes=passes, seq=32, d=16, block=16)).check()
+
+
+def test_gpt_block_with_fuseflow_schedule_runs_the_same():
+    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, block=16)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    prog = fuseflow.compile(model, args, formats=formats, schedule=gpt_bigbird.schedules(prog.op_infos)["fuseflow"])
+    both(prog).check()
+
+
+def test_recorded_traces_are_the_same():
+    prog = compiled(gcn_layer.build)
+    ev, win = prog.simulate(engine="event", record=True), prog.simulate(engine="window", record=True)
+    assert ev.traces == win.traces
+
+
+def test_auto_picks_window_for_deep_fifos_and_event_for_memory_or_shallow_fifos():
+    prog = compiled(gcn_layer.build)
+    assert {r.engine for r in prog.simulate().regions} == {"window"}
+    assert {r.engine for r in prog.simulate(arch="rda").regions} == {"event"}
+    assert {r.engine for r in prog.simulate(arch={"fifo_depth": 4}).regions} == {"event"}
+
+
+def test_auto_falls_back_to_the_event_engine_when_a_fifo_fills(monkeypatch):
+    prog = compiled(gcn_layer.build)
+    want = prog.simulate(arch={"fifo_depth": 2}, engine="event")
+    monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)  # let auto try the window engine on depth 2
+    got = prog.simulate(arch={"fifo_depth": 2})
+    assert {r.engine for r in got.regions} == {"event"}
+    assert_same_runs(want, got)
+    with pytest.raises(fuseflow.SimulationError, match="window engine cannot run this graph: a FIFO filled up"):
+        prog.simulate(arch={"fifo_depth": 2}, engine="window")
+
+
+def test_unknown_engine_is_named():
+    with pytest.raises(fuseflow.SimulationError, match="unknown simulation engine 'fast'"):
+        compiled(gcn_layer.build).simulate(engine="fast")
