@@ -266,6 +266,9 @@ def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
         rel = _relayouts(rv, plans)
         out.append(Candidate(len(out), order, rel, estimate(rv, plans, rel)))
 
+    default = _default_order(rv)
+    if default is not None:  # the lowering's own choice is always a candidate, however many variables
+        consider(default)
     examined = 0
     for concordant in (True, False):
         source = linear_extensions(vars_, storage) if concordant else linear_extensions(vars_, [])
@@ -277,6 +280,27 @@ def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
                 continue
             consider(order)
     return out
+
+
+def _default_order(rv: RegionVars) -> tuple[str, ...] | None:
+    """A total order reproducing the nests the lowering picks without an order (None if the
+    default nests of different assignments disagree)."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_nodes_from(rv.variables)
+    for a in rv.assigns:
+        try:
+            p = plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, None)
+        except UnsupportedError:
+            return None
+        for nest in [p.root_nest, *p.body_nest.values(), *p.access_nest.values()]:
+            names = [p.renamed.get(v, v) for v in nest if v != UNIT]
+            g.add_edges_from((x, y) for x, y in zip(names, names[1:]) if x in g and y in g)
+    try:
+        return tuple(nx.lexicographical_topological_sort(g, key=rv.variables.index))
+    except nx.NetworkXUnfeasible:
+        return None
 
 
 def _is_concordant(order: Sequence[str], edges: Sequence[tuple[str, str]]) -> bool:

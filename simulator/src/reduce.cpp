@@ -2,7 +2,9 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <map>
+#include <algorithm>
+#include <cstdint>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -60,6 +62,53 @@ struct TileAcc {
   Token out(const V& v, TileStore* store) const { return Token::data(store->put(v)); }
   // Accumulating an incoming tile costs what the tile costs (a product tile: the matmul unit).
   template <class N> void charge(N& node) const { node.charge_tile(lin.axes.size(), lin.b); }
+};
+
+// A spacc's accumulators: entries in arrival order, found through an open-addressing index, and
+// handed out in coordinate order when a fiber closes. No allocation per element once warm (a
+// std::map allocated a node per coordinate; this is the simulator's hot loop).
+template <class V>
+class AccTable {
+ public:
+  using Key = std::pair<int64_t, int64_t>;
+  V& find_or_add(const Key& k, const V& identity) {
+    if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(16, 2 * slots_.size()));
+    size_t s = probe(k);
+    if (slots_[s] < 0) {
+      slots_[s] = static_cast<int32_t>(entries_.size());
+      used_.push_back(s);
+      entries_.push_back({k, identity});
+    }
+    return entries_[slots_[s]].second;
+  }
+  // Visit every entry in key order, then empty the table (keeping its capacity).
+  template <class F> void drain_sorted(F&& visit) {
+    for (size_t s : used_) slots_[s] = -1;
+    used_.clear();
+    std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [k, v] : entries_) visit(k, v);
+    entries_.clear();
+  }
+
+ private:
+  size_t probe(const Key& k) const {  // the key's slot, or the empty slot where it belongs
+    uint64_t h = static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.second) * 0xC2B2AE3D27D4EB4Full;
+    size_t mask = slots_.size() - 1;
+    for (size_t s = (h ^ (h >> 29)) & mask;; s = (s + 1) & mask)
+      if (slots_[s] < 0 || entries_[slots_[s]].first == k) return s;
+  }
+  void rehash(size_t n) {
+    slots_.assign(n, -1);
+    used_.clear();
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      size_t s = probe(entries_[i].first);
+      slots_[s] = static_cast<int32_t>(i);
+      used_.push_back(s);
+    }
+  }
+  std::vector<std::pair<Key, V>> entries_;
+  std::vector<int32_t> slots_;
+  std::vector<size_t> used_;  // occupied slots, to empty them without sweeping the table
 };
 
 // reduce(val) -> val: one value per fiber (empty fibers give the identity);
@@ -132,7 +181,8 @@ class Spacc : public Node {
   // order 1 ports: in (inner crd, outer crd, val) -> out (crd, val)
   // order 2 ports: in (crd_k, crd_l, outer crd, val) -> out (crd_k, crd_l, val)
   Spacc(const std::string& n, Acc acc, int order)
-      : Node(n, "spacc", order + 2, order + 1), order_(order), pol_(std::move(acc)), pending_(order + 1) {}
+      : Node(n, "spacc", order + 2, order + 1), order_(order), pol_(std::move(acc)), identity_(pol_.identity()),
+        pending_(order + 1) {}
 
   Step step() override {
     bool drained = drain();
@@ -157,8 +207,7 @@ class Spacc : public Node {
     return any;
   }
   void accumulate(int64_t k, int64_t l, const Token& v) {
-    auto it = acc_.try_emplace({k, l}, pol_.identity()).first;
-    size_t work = pol_.add(it->second, v, tiles_);
+    size_t work = pol_.add(acc_.find_or_add({k, l}, identity_), v, tiles_);
     c_.reductions += work;
     pol_.charge(*this);
   }
@@ -179,11 +228,10 @@ class Spacc : public Node {
       if (!follow_parent(outer_port(), m)) return Step::StallInput;
       take(0); take(val_port());
       if (m >= 1) {
-        for (auto& [key, v] : acc_) {
+        acc_.drain_sorted([&](const auto& key, const auto& v) {
           pending_[0].push_back(Token::data(key.second));
           pending_[1].push_back(pol_.out(v, tiles_));
-        }
-        acc_.clear();
+        });
         pending_[0].push_back(Token::stop(m - 1));
         pending_[1].push_back(Token::stop(m - 1));
         drain();
@@ -216,7 +264,7 @@ class Spacc : public Node {
       if (m >= 2) {
         int64_t cur = INT64_MIN;
         bool first = true;
-        for (auto& [key, v] : acc_) {
+        acc_.drain_sorted([&](const auto& key, const auto& v) {
           if (first || key.first != cur) {
             if (!first) { pending_[1].push_back(Token::stop(0)); pending_[2].push_back(Token::stop(0)); }
             pending_[0].push_back(Token::data(key.first));
@@ -225,8 +273,7 @@ class Spacc : public Node {
           }
           pending_[1].push_back(Token::data(key.second));
           pending_[2].push_back(pol_.out(v, tiles_));
-        }
-        acc_.clear();
+        });
         pending_[0].push_back(Token::stop(m - 2));
         pending_[1].push_back(Token::stop(m - 1));
         pending_[2].push_back(Token::stop(m - 1));
@@ -251,7 +298,8 @@ class Spacc : public Node {
   int order_;
   Acc pol_;
   bool done_pending_ = false;
-  std::map<std::pair<int64_t, int64_t>, typename Acc::V> acc_;
+  typename Acc::V identity_;
+  AccTable<typename Acc::V> acc_;
   std::vector<std::deque<Token>> pending_;
 };
 

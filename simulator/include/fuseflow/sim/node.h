@@ -11,6 +11,9 @@
 #include "fuseflow/sim/timing.h"
 #include "fuseflow/sim/token.h"
 
+// The per-token helpers are small and called once per token: inline them into every step.
+#define FF_INLINE inline __attribute__((always_inline))
+
 namespace fuseflow::sim {
 
 struct Counters {
@@ -99,12 +102,12 @@ class Node {
  protected:
   bool has(int i, size_t k = 0) const { return in_[i] && in_[i]->ready(now_, k); }
   const Token& peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
-  Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
-  bool room(int o, size_t n = 1) const {
+  FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
+  FF_INLINE bool room(int o, size_t n = 1) const {
     for (auto* f : out_[o]) if (f->space() < n) return false;
     return true;
   }
-  void emit(int o, Token t) {
+  FF_INLINE void emit(int o, Token t) {
     uint64_t at = std::max(now_ + std::max(latency_, tile_latency_), mem_ready_);
     for (auto* f : out_[o]) f->push(t, at);
     ++c_.tokens_out;

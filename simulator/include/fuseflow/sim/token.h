@@ -1,7 +1,7 @@
 // Stream tokens and bounded FIFO channels shared by every primitive.
 #pragma once
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <vector>
 #include <stdexcept>
 #include <string>
@@ -55,7 +55,7 @@ class Scheduler {
 // t + latency (later under the memory model; delivery stays in order).
 class Fifo {
  public:
-  explicit Fifo(size_t depth) : depth_(depth), buf_(8), mask_(7) {}
+  explicit Fifo(size_t depth) : buf_(new Entry[8]), mask_(7), depth_(depth) {}
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).at <= now; }
   const Token& peek(size_t k = 0) const { return at(k).tok; }
   void pop() {
@@ -89,27 +89,28 @@ class Fifo {
   }
   void set_record(bool r) { record_ = r; }
   void set_scheduler(Scheduler* s) { sched_ = s; }
-  const std::deque<Token>& trace() const { return trace_; }
+  const std::vector<Token>& trace() const { return trace_; }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
  private:
   struct Entry { Token tok; uint64_t at; };
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   void grow() {
-    std::vector<Entry> nb(buf_.size() * 2);
+    std::unique_ptr<Entry[]> nb(new Entry[2 * (mask_ + 1)]);
     for (size_t k = 0; k < size_; ++k) nb[k] = at(k);
     buf_.swap(nb);
-    mask_ = buf_.size() - 1;
+    mask_ = 2 * mask_ + 1;
     head_ = 0;
   }
-  size_t depth_;
-  std::vector<Entry> buf_;
-  size_t mask_;  // buf_.size() - 1 (a power of two)
+  // Hot fields first: one cache line serves push, pop and ready.
+  std::unique_ptr<Entry[]> buf_;
+  size_t mask_;  // capacity - 1 (a power of two)
   size_t head_ = 0, size_ = 0;
+  size_t depth_;
   uint64_t max_at_ = 0;
-  bool record_ = false;
   Scheduler* sched_ = nullptr;
-  std::deque<Token> trace_;
+  bool record_ = false;
+  std::vector<Token> trace_;
 };
 
 std::string describe(const Token& t);
