@@ -15,6 +15,7 @@ from fuseflow.lowering.module import lower_module
 from fuseflow.lowering.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
+from fuseflow.progress import progress_reporter
 from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
 
 SCHEDULES = ("unfused", "layer", "full", "op")
@@ -188,7 +189,7 @@ class Program:
         arch_ = Arch.resolve(arch)
         env = self.bind(args)
         runs: list[GraphRun] = []
-        with _progress_reporter(progress) as report:
+        with progress_reporter(progress) as report:
             for g in self.graphs:
                 cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
                 run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
@@ -213,31 +214,6 @@ def _to_scipy(t: torch.Tensor):
         return sp.csc_matrix((t.values().numpy(), t.row_indices().numpy(), t.ccol_indices().numpy()), shape=t.shape)
     t = t.coalesce()
     return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)
-
-
-class _progress_reporter:
-    """`progress=True`: a transient rich display of each region's simulated cycles."""
-
-    def __init__(self, progress: Any):
-        self.progress, self.live, self.tasks = progress, None, {}
-
-    def __enter__(self):
-        if self.progress is True:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
-            self.live.start()
-            return self.show
-        return self.progress if callable(self.progress) else None
-
-    def show(self, region: str, cycle: int) -> None:
-        if region not in self.tasks:
-            self.tasks[region] = self.live.add_task(region, total=None)
-        self.live.update(self.tasks[region], description=f"simulating {region}: {cycle:,} cycles")
-
-    def __exit__(self, *exc) -> None:
-        if self.live is not None:
-            self.live.stop()
 
 
 def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,

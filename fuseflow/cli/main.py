@@ -79,7 +79,7 @@ def cmd_run(a) -> int:
 
     model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
-    res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None)
+    res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None, engine=a.engine)
     err = res.check()
     if a.save:
         Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
@@ -126,7 +126,7 @@ def cmd_study(a) -> int:
                                                                        node_budget=a.node_budget)
                 t1 = time.perf_counter()
                 progress.update(task, description=f"{name}: simulate")
-                res = prog.simulate(arch=a.arch, progress=lambda region, cycle, name=name: progress.update(
+                res = prog.simulate(arch=a.arch, engine=a.engine, progress=lambda region, cycle, name=name: progress.update(
                     task, description=f"{name}: simulate {region} ({cycle:,} cycles)"))
                 t2 = time.perf_counter()
                 err = res.check()
@@ -181,7 +181,7 @@ def cmd_order_sweep(a) -> int:
                    "estimate": round(c.estimate.cost), "auto": c.name == auto}
             try:
                 prog = first.reorder({region: c.name})
-                res = prog.simulate(arch=a.arch)
+                res = prog.simulate(arch=a.arch, engine=a.engine)
                 row["max_abs_error"] = res.check()
                 row["cycles"] = res.cycles
                 row["region_cycles"] = next(r.cycles for r in res.regions if r.name == region)
@@ -250,6 +250,7 @@ def cmd_simulate(a) -> int:
     import scipy.sparse as sp
 
     from fuseflow.mlir import MLIRError, ir, new_context
+    from fuseflow.progress import progress_reporter
     from fuseflow.sim.arch import Arch
     from fuseflow.sim.graph import parse_graphs, run_graph
 
@@ -274,11 +275,13 @@ def cmd_simulate(a) -> int:
                 env[f.stem] = sp.load_npz(f).toarray()
     arch = Arch.resolve(a.arch)
     rows, result = [], {"regions": [], "outputs": {}}
-    for g in graphs:
-        run = run_graph(g, env, arch)
-        env.update(run.outputs)
-        rows.append([g.name, run.cycles])
-        result["regions"].append({"name": g.name, "cycles": run.cycles})
+    with progress_reporter(sys.stderr.isatty() or None) as report:
+        for g in graphs:
+            cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+            run = run_graph(g, env, arch, progress=cb, engine=a.engine)
+            env.update(run.outputs)
+            rows.append([g.name, run.cycles])
+            result["regions"].append({"name": g.name, "cycles": run.cycles, "engine": run.engine})
     result["total_cycles"] = sum(r["cycles"] for r in result["regions"])
     if a.output_dir:
         od = Path(a.output_dir)
@@ -302,6 +305,13 @@ def _first_diag(text: str, file: str) -> FuseflowError:
     return FuseflowError(text.splitlines()[0] if text else "malformed input")
 
 
+def _engine_arg(p: argparse.ArgumentParser) -> None:
+    from fuseflow.sim.graph import ENGINES
+
+    p.add_argument("--engine", default="auto", choices=ENGINES,
+                   help="simulation engine (same results): auto picks window when FIFOs are deep and memory is off")
+
+
 def _pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--order", help="dataflow order of every region: auto | K | i,k,j")
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
@@ -319,6 +329,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--graph", help="graph file for GNN examples")
     r.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
     _pass_args(r)
+    _engine_arg(r)
     r.set_defaults(fn=cmd_run)
     st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
     st.add_argument("model")
@@ -329,6 +340,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--node-budget", type=int, default=100_000)
     st.add_argument("--json", action="store_true")
     st.add_argument("-o", "--output", help="also write the JSON here")
+    _engine_arg(st)
     st.set_defaults(fn=cmd_study)
     o = sub.add_parser("order-sweep", help="simulate every dataflow order of a region; cycles per order")
     o.add_argument("model")
@@ -340,6 +352,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
     o.add_argument("--json", action="store_true")
     o.add_argument("-o", "--output", help="also write the JSON here")
+    _engine_arg(o)
     o.set_defaults(fn=cmd_order_sweep)
 
     rp = sub.add_parser("report", help="tables, a Perfetto trace and a DOT graph from a saved result")
@@ -362,6 +375,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", default="comal")
     s.add_argument("--json", action="store_true")
     s.add_argument("-o", "--output-dir", help="write outputs as NAME.npy here")
+    _engine_arg(s)
     s.set_defaults(fn=cmd_simulate)
     return p
 

@@ -9,6 +9,7 @@ A TOML file has an ``[arch]`` table::
     scan_emit_on_pop = false  # scanner emits a fiber's first coordinate the cycle it pops the ref
     reduce_split_stop = false # reduce spends a second cycle on a stop above S0
     max_cycles = 1000000000   # the run fails (never hangs) past this
+    max_fifo_mib = 8192       # the run fails (never exhausts memory) when queued tokens pass this
     [arch.kinds.alu]          # per primitive kind (sam op mnemonic): latency, ii
     latency = 3
     [arch.memory]             # off-chip memory model, off unless this table is present
@@ -32,7 +33,8 @@ UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
 KINDS = ("root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce", "spacc",
          "crd_drop", "val_drop", "write_crd", "write_val")
-INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "tile_matmul_ii_per_b", "tile_elementwise_ii_per_b"}
+INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "max_fifo_mib", "tile_matmul_ii_per_b",
+            "tile_elementwise_ii_per_b"}
 BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
 MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
 

@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <stdexcept>
+#include <algorithm>
 #include <map>
 #include <queue>
 
@@ -148,8 +149,11 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
                      const std::function<void(uint64_t)>& progress, uint64_t progress_every, Engine engine) {
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (size_t p = 0; p < nodes_[i]->outputs().size(); ++p)
-      if (nodes_[i]->outputs()[p].empty())  // unconsumed outputs drain into unbounded sinks
+      if (nodes_[i]->outputs()[p].empty()) {  // unconsumed outputs drain into sinks that drop tokens
         nodes_[i]->outputs()[p].push_back(fifos_.emplace_back(std::make_unique<Fifo>(SIZE_MAX)).get());
+        fifos_.back()->set_discard();
+        fifos_.back()->src_node = static_cast<int>(i);
+      }
   RunResult r;
   RunCtx ctx;
   if (want_spans) {
@@ -158,12 +162,18 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
   }
   for (auto& nd : nodes_) ctx.live_sinks += nd->is_sink();
   if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
-  for (auto& f : fifos_) f->set_record(record);
-  if (engine == Engine::Window) {
-    if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
-    run_window(ctx, max_cycles, progress, progress_every);
-  } else {
-    run_event(ctx, max_cycles, progress, progress_every);
+  FifoBudget budget;
+  budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
+  for (auto& f : fifos_) { f->set_record(record); f->set_budget(&budget); }
+  try {
+    if (engine == Engine::Window) {
+      if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
+      run_window(ctx, max_cycles, progress, progress_every);
+    } else {
+      run_event(ctx, max_cycles, progress, progress_every);
+    }
+  } catch (const FifoBudgetExceeded&) {
+    over_budget();
   }
   r.cycles = ctx.last + 1;
   r.mem_requests = memory_->requests();
@@ -247,6 +257,22 @@ void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<voi
   for (auto& nd : nodes_)
     if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
       throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
+}
+
+void Graph::over_budget() {
+  std::vector<Fifo*> by_size;
+  for (auto& f : fifos_) by_size.push_back(f.get());
+  std::sort(by_size.begin(), by_size.end(), [](Fifo* a, Fifo* b) { return a->size() > b->size(); });
+  std::ostringstream os;
+  os << "the FIFOs hold more than max_fifo_mib = " << timing_.max_fifo_mib
+     << " MiB of queued tokens (a fast producer runs far ahead of a slow consumer; set a finite fifo_depth "
+        "to model backpressure, or raise max_fifo_mib); fullest:";
+  for (size_t k = 0; k < by_size.size() && k < 3 && by_size[k]->size() > 0; ++k) {
+    Fifo* f = by_size[k];
+    os << "\n  " << nodes_[f->src_node]->name() << " -> " << nodes_[f->dst_node]->name() << ": " << f->size()
+       << " tokens";
+  }
+  throw SimError(os.str());
 }
 
 void Graph::deadlock(uint64_t cycle, const char* why) {

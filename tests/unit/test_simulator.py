@@ -88,10 +88,32 @@ def test_fanout_reconverging_at_a_reduce_deadlocks_with_depth_one_fifos():
         g.run(100_000, False, [])
 
 
-def test_cycle_limit_is_an_error_not_a_hang():
-    g, _ = spmv_graph(10)
+@pytest.mark.parametrize("engine", ["event", "window"])
+def test_cycle_limit_is_an_error_not_a_hang(engine):
+    g, _ = spmv_graph(10_240_000)
     with pytest.raises(_simulator.SimError, match="cycle limit"):
-        g.run(5, False, [])
+        g.run(5, False, [], engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["event", "window"])
+def test_tokens_piling_up_in_fifos_stop_the_run_with_the_fullest_named(engine):
+    # a dense scan emits a coordinate per cycle; its writer takes one every 100 cycles
+    g = _simulator.Graph({"fifo_depth": 10_240_000, "max_fifo_mib": 1, "kinds": {"write_crd": {"ii": 100}}})
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 1 << 20})
+    g.add_node("write_crd", "slow", [(s, 1)], {})
+    with pytest.raises(_simulator.SimError, match=r"(?s)more than max_fifo_mib = 1 MiB.*rows -> slow: \d+ tokens"):
+        g.run(10_000_000, False, [], engine=engine)
+
+
+def test_unread_outputs_store_nothing():
+    # the scan's ref output has no reader: 1M tokens would pass a 1 MiB limit if they were kept
+    g = _simulator.Graph({"fifo_depth": 10_240_000, "max_fifo_mib": 1})
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 1 << 20})
+    g.add_node("write_crd", "w", [(s, 1)], {})
+    res = g.run(10_000_000, False, [], engine="window")
+    assert len(res["nodes"][2]["crd"]) == 1 << 20
 
 
 def test_crd_drop_removes_empty_fibers_and_writers_follow_parents():

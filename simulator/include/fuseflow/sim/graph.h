@@ -51,6 +51,7 @@ class Graph {
 
  private:
   [[noreturn]] void deadlock(uint64_t cycle, const char* why);
+  [[noreturn]] void over_budget();
   void run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                  uint64_t progress_every);
   void run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,

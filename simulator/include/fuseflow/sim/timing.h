@@ -27,6 +27,7 @@ struct MemoryConfig {
 
 struct Timing {
   size_t fifo_depth = 10240000;
+  uint64_t max_fifo_mib = 8192;  // storage all FIFOs of a run may hold (a simulator limit, not hardware)
   KindTiming default_kind;
   std::map<std::string, KindTiming> per_kind;
   // Preset quirks (DESIGN §6 / the sam preset): see docs/simulator.md.

@@ -43,6 +43,15 @@ class WindowUnsafe : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Storage shared by a run's FIFOs: growing past `limit` bytes throws (the run reports it instead
+// of exhausting the machine's memory: unbounded FIFOs let a fast producer run far ahead).
+struct FifoBudget {
+  uint64_t used = 0, limit = UINT64_MAX;
+};
+struct FifoBudgetExceeded : std::exception {
+  const char* what() const noexcept override { return "FIFO storage limit exceeded"; }
+};
+
 // Wakes nodes when a FIFO changes (implemented by the graph's event loop).
 class Scheduler {
  public:
@@ -78,6 +87,7 @@ class Fifo {
   }
   // By value: a token just built in registers is stored without a store-forwarding stall.
   void push(Token t, uint64_t when) {
+    if (discard_) return;
     if (size_ > mask_) grow();
     Entry& e = buf_[(head_ + size_) & mask_];
     e.tok = t;
@@ -88,6 +98,9 @@ class Fifo {
     if (sched_) sched_->wake(dst_node, when);
   }
   void set_record(bool r) { record_ = r; }
+  void set_budget(FifoBudget* b) { budget_ = b; }
+  // An output nobody reads: tokens are dropped on arrival (it never fills, stores nothing).
+  void set_discard() { discard_ = true; }
   void set_scheduler(Scheduler* s) { sched_ = s; }
   const std::vector<Token>& trace() const { return trace_; }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
@@ -96,6 +109,10 @@ class Fifo {
   struct Entry { Token tok; uint64_t at; };
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   void grow() {
+    if (budget_) {
+      budget_->used += (mask_ + 1) * sizeof(Entry);
+      if (budget_->used > budget_->limit) throw FifoBudgetExceeded();
+    }
     std::unique_ptr<Entry[]> nb(new Entry[2 * (mask_ + 1)]);
     for (size_t k = 0; k < size_; ++k) nb[k] = at(k);
     buf_.swap(nb);
@@ -109,7 +126,8 @@ class Fifo {
   size_t depth_;
   uint64_t max_at_ = 0;
   Scheduler* sched_ = nullptr;
-  bool record_ = false;
+  bool record_ = false, discard_ = false;
+  FifoBudget* budget_ = nullptr;
   std::vector<Token> trace_;
 };
 
