@@ -169,7 +169,7 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     fmts: dict[str, Format] = {}
     for name, t in zip(all_names, inputs):
         spec = formats.get(name, implied.get(name, "dense"))
-        fmts[name] = parse_format(spec, t.dim(), what=f"{name!r}")
+        fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
     density = {name: float(torch.count_nonzero(t)) / max(1, t.numel())
                for name, t in zip(all_names, inputs) if "compressed" in fmts[name].levels}
     out_names = _attach(module, all_names, fmts, density)
@@ -179,7 +179,17 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
                   if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))}
     return ImportedModel(module, all_names, fmts,
                          {n: state[n].detach().float().numpy() for n in state_names},
-                         len(args), out_names, single, notes, containers)
+                         len(args), out_names, single, containers=containers, notes=notes)
+
+
+def _size_one_levels_dense(fmt: Format, shape: tuple[int, ...], name: str, notes: list[str]) -> Format:
+    """A compressed level over a dimension of size 1 is stored dense: the loop over it is a
+    unit loop that the lowering does not iterate, and one position holds what one coordinate would."""
+    if fmt.block or all(shape[m] != 1 or k == "dense" for k, m in zip(fmt.levels, fmt.mode_order)):
+        return fmt
+    levels = tuple("dense" if shape[m] == 1 else k for k, m in zip(fmt.levels, fmt.mode_order))
+    notes.append(f"{name}: size-1 compressed level(s) stored dense ({fmt} -> {'/'.join(levels)})")
+    return Format(levels, fmt.mode_order)
 
 
 def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format],

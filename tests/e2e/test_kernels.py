@@ -107,6 +107,20 @@ def test_spmm_over_random_shapes(n, m, density, fmt):
     assert res.cycles > 0
 
 
+@pytest.mark.parametrize("fmt", ["csr", "dcsr", "csc", "coo"])
+@pytest.mark.parametrize("n,m", [(1, 1), (1, 4), (3, 1)])
+def test_size_one_dimensions_of_sparse_operands(n, m, fmt):
+    # a compressed level over a size-1 dimension is stored dense (a note says so)
+    A = torch.zeros(n, m)
+    A[0, 0] = 2.0
+    X = torch.arange(m * 5, dtype=torch.float32).reshape(m, 5)
+    prog = fuseflow.compile(Kernel(lambda A, B: A @ B), (A, X), formats={"A": fmt})
+    stored_dense = fmt in ("dcsr", "coo") or (fmt == "csr" and m == 1) or (fmt == "csc" and n == 1)
+    assert any("size-1 compressed level" in note for note in prog.imported.notes) == stored_dense
+    for data in (A, torch.zeros(n, m)):
+        assert torch.equal(prog.simulate(data, X).outputs[0], data @ X)
+
+
 def test_float_data_within_stated_tolerance():
     torch.manual_seed(0)
     A = torch.rand(30, 40) * (torch.rand(30, 40) < 0.2)

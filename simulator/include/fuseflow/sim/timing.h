@@ -30,7 +30,7 @@ struct Timing {
   uint64_t max_fifo_mib = 8192;  // storage all FIFOs of a run may hold (a simulator limit, not hardware)
   KindTiming default_kind;
   std::map<std::string, KindTiming> per_kind;
-  // Preset quirks (DESIGN §6 / the sam preset): see docs/simulator.md.
+  // Preset quirks (DESIGN §6 / the sam preset): see docs/architecture.md.
   bool scan_emit_on_pop = false;        // emit a fiber's first coordinate the cycle its ref is popped
   bool reduce_split_stop = false;       // a stop above S0 costs the reduce a second cycle
   // Tile timing (blocked value streams of b-wide tiles, DESIGN §6): a tile of rank >= 3 is a
