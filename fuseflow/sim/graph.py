@@ -178,8 +178,9 @@ PROGRESS_EVERY = 1 << 20
 
 
 ENGINES = ("auto", "event", "window")
-"""Simulation engines (same results; see docs/architecture.md, "Two engines, one semantics"): ``auto`` takes the window engine
-when the architecture allows it and falls back to the event engine when a run needs it."""
+"""Simulation engines, same results (docs/architecture.md, "Two engines, one semantics"):
+``auto`` takes the window engine when the architecture allows it and falls back to the event
+engine when a run needs it."""
 WINDOW_MIN_FIFO_DEPTH = 1 << 16
 """``auto`` tries the window engine only with FIFOs this deep (shallower ones fill: backpressure)."""
 

@@ -106,6 +106,22 @@ def test_tokens_piling_up_in_fifos_stop_the_run_with_the_fullest_named(engine):
         g.run(10_000_000, False, [], engine=engine)
 
 
+def test_window_engine_refuses_a_node_acting_after_the_last_writer():
+    # 'idle' feeds no writer and keeps scanning after 'w' has finished: the event engine stops
+    # at w's end, so the window engine's counters for 'idle' would differ; it must say so.
+    def graph():
+        g = _simulator.Graph(10_240_000, 1)
+        r = g.add_node("root", "root", [], {})
+        s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 2})
+        g.add_node("write_crd", "w", [(s, 1)], {})
+        g.add_node("scan", "idle", [(r, 0)], {"format": "dense", "dim": 5000})
+        return g
+
+    assert graph().run(100_000, False, [], engine="event")["cycles"] < 100
+    with pytest.raises(_simulator.WindowUnsafe, match="'idle' acts after the last writer finished"):
+        graph().run(100_000, False, [], engine="window")
+
+
 def test_unread_outputs_store_nothing():
     # the scan's ref output has no reader: 1M tokens would pass a 1 MiB limit if they were kept
     g = _simulator.Graph({"fifo_depth": 10_240_000, "max_fifo_mib": 1})

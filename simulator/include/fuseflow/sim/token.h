@@ -109,7 +109,7 @@ class Fifo {
   struct Entry { Token tok; uint64_t at; };
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   void grow() {
-    if (budget_) {
+    if (budget_) {  // the sum over growths tracks the capacity held (the first 8 entries are free)
       budget_->used += (mask_ + 1) * sizeof(Entry);
       if (budget_->used > budget_->limit) throw FifoBudgetExceeded();
     }
