@@ -61,7 +61,7 @@ class NestPlan:
     spacc: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(reduction) -> (out var, inner copy)
     spacc_nests: dict[int, list] = field(default_factory=dict)       # nests of everything inside it
     bound: dict[int, frozenset] = field(default_factory=dict)         # id(node) -> variables reduced inside
-    renamed: dict[str, str] = field(default_factory=dict)            # inner copy -> original variable
+    renamed: dict[str, str] = field(default_factory=dict)            # inner copy -> original (root) variable
     expr: Expr | None = None                                         # the (rewritten) expression planned
 
     def prefixes(self) -> list[tuple[str, ...]]:
@@ -221,7 +221,6 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 return out
             fv = free_vars(e)
             ordered = [v for v in ctx if v in fv]
-            k = len(fv)
             if given is not None:
                 spacc = _follow_order(e, ctx, ordered, given, masked, loc, p.renamed)
             else:
@@ -231,9 +230,9 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 # sparse accumulator, so reductions inside stay hoisted instead of recomputed.
                 a = ordered[-1]
                 a2 = f"{a}_{e.vars[0]}"
-                p.renamed[a2] = a
+                p.renamed[a2] = p.renamed.get(a, a)  # always the original variable
                 e2 = Reduce(e.kind, e.vars, rename(e.body, {a: a2}))
-                prefix = tuple(ordered[:-1])
+                prefix = ctx[: ctx.index(a)]
                 body_nest = prefix + (e.vars[0], a2)
                 collecting.append([body_nest])
                 body = assign(e2.body, body_nest, masked=masked)
@@ -249,7 +248,9 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 p.owner[e.vars[0]] = out
                 p.owner[a2] = out
                 return out
-            inner = ctx[:k] if set(ctx[:k]) == fv else ctx  # hoist when free vars are a prefix
+            # hoist to the shortest prefix of the nest holding every free variable: computed once
+            # there and repeated along the loops inside (a degree under a feature loop)
+            inner = ctx[: max((ctx.index(v) + 1 for v in fv), default=0)]
             rv = (list(e.vars) if len(e.vars) == 1 else [v for v in given if v in e.vars] if given is not None
                   else default_order([], list(e.vars), restricted(set(e.vars)), loc))
             body_nest = inner + tuple(rv)
@@ -309,10 +310,12 @@ def _follow_order(e: Reduce, ctx: tuple[str, ...], ordered: list[str], given: li
 
 
 def _spacc_candidate_position(ctx: tuple[str, ...], ordered: list[str]) -> str | None:
-    a, prefix = ordered[-1], tuple(ordered[:-1])
-    if ctx[: len(prefix)] != prefix or len(ctx) <= len(prefix) or ctx[len(prefix)] != a:
-        return None
-    return a
+    """The variable a Gustavson sum's output joins its consumer at: its last free variable.
+    Loops of the consumer above it that the sum does not use (i over ``(A @ X)[l, :]`` in a
+    second layer) stay outside: the sum is recomputed per iteration of them, FuseFlow's cost of
+    fusing across a reduction, but accumulated once there, not recomputed per output."""
+    a = ordered[-1]
+    return a if a in ctx else None
 
 
 def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):

@@ -37,11 +37,14 @@ def test_layer_fusion_beats_unfused_and_full_fusion_recomputes_for_gcn():
     cycles = {s: run(gcn, s)[1].cycles for s in SCHEDULES}
     alu = {s: sum(r.totals()["alu_ops"] for r in run(gcn, s)[1].regions) for s in ("unfused", "full")}
     assert cycles["layer"] < cycles["unfused"] < cycles["full"]
-    assert alu["full"] > 5 * alu["unfused"]  # layer 2 regenerates layer 1 per nonzero of A
+    # layer 2 regenerates layer 1's row l once per nonzero A(i, l): karate's normalised A has
+    # 190 nonzeros over 34 rows, so layer 1's work grows ~5.6x (accumulated once per (i, l), not
+    # again per hidden unit: that would be >50x)
+    assert 3 * alu["unfused"] < alu["full"] < 10 * alu["unfused"]
 
 
 @pytest.mark.skipif(not CORA.exists(), reason="../shared/data not present")
-@pytest.mark.parametrize("schedule", ["unfused", "layer"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("mod", [gcn, graphsage], ids=["gcn", "graphsage"])
 def test_gnn_on_cora(mod, schedule):
     run(mod, schedule, graph=str(CORA), hidden=8)

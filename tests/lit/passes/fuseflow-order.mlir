@@ -21,7 +21,7 @@
 // NAMED: {levels = ["dense", "compressed"], mode_order = [1, 0], name = "B"
 
 // BAD: error: region full: order names unknown index variable(s) q; the region's variables are i, j, k, l
-// RANGE: error: region full: order=99 but the region has 8 enumerated orders (0..7)
+// RANGE: error: region full: order=99 but the region has 12 enumerated orders (0..11)
 #csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
 func.func @main(%A: tensor<6x6xf32, #csr> {fuseflow.name = "A"}, %B: tensor<6x6xf32, #csr> {fuseflow.name = "B"}, %C: tensor<6x6xf32, #csr> {fuseflow.name = "C"}) -> tensor<6x6xf32> {
   %cst = arith.constant 0.0 : f32
