@@ -58,7 +58,7 @@ def test_sparse_autoencoder(schedule):
 SMALL_GPT = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16)
 
 
-@pytest.mark.parametrize("schedule", ["unfused", "layer", "fuseflow"])
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full", "fuseflow"])
 def test_gpt_bigbird_block(schedule):
     model, args, formats = gpt_bigbird.build(**SMALL_GPT)
     if schedule == "fuseflow":

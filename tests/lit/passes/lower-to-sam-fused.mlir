@@ -133,3 +133,27 @@ func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %B: tensor<5x4x
   } -> tensor<4x4xf32>
   return %y : tensor<4x4xf32>
 }
+
+// -----
+
+// A sum consumed under an outer loop it does not use, the second layer of a GNN:
+// Y(i,j) = sum_k A(i,k) T(k,j) with T(k,j) = sum_l C(k,l) B(l,j). T's row k is regenerated for
+// every nonzero A(i,k) (the cost of fusing across the reduction over k), but it is accumulated
+// once there by a spacc over l inside (i, k), not recomputed per output j by an inner product.
+// CHECK-LABEL: "sam.graph"
+// CHECK-NOT: "sam.reduce"
+// CHECK: %[[T:.*]]:2 = "sam.spacc"({{.*}}) {index_var = "l", kind = "sum"
+// CHECK-NOT: "sam.reduce"
+// CHECK: "sam.spacc"(%[[T]]#0, {{.*}}) {index_var = "k", kind = "sum"
+// CHECK: sym_name = "full"
+#csr = #sparse_tensor.encoding<{map = (d0, d1) -> (d0 : dense, d1 : compressed)}>
+func.func @main(%A: tensor<4x5xf32, #csr> {fuseflow.name = "A"}, %C: tensor<5x6xf32, #csr> {fuseflow.name = "C"}, %B: tensor<6x3xf32> {fuseflow.name = "B"}) -> tensor<4x3xf32> {
+  %cst = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<5x3xf32>
+  %f0 = linalg.fill ins(%cst : f32) outs(%e0 : tensor<5x3xf32>) -> tensor<5x3xf32>
+  %t = linalg.matmul ins(%C, %B : tensor<5x6xf32, #csr>, tensor<6x3xf32>) outs(%f0 : tensor<5x3xf32>) -> tensor<5x3xf32>
+  %e1 = tensor.empty() : tensor<4x3xf32>
+  %f1 = linalg.fill ins(%cst : f32) outs(%e1 : tensor<4x3xf32>) -> tensor<4x3xf32>
+  %y = linalg.matmul ins(%A, %t : tensor<4x5xf32, #csr>, tensor<5x3xf32>) outs(%f1 : tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
