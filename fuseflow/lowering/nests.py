@@ -1,11 +1,13 @@
 """Loop nests of a fused expression: which index variables each subexpression iterates.
 
 Every node of an index-notation expression is evaluated inside a *nest*: the output variables
-(in dataflow order) plus the reduction variables of the reductions around it. A nested reduction
-whose free variables are a prefix of its consumer's nest is *hoisted*: computed once per prefix
-and its values repeated along the rest (LayerNorm and softmax statistics, no blow-up). Otherwise
-it is *recomputed* inside the consumer's nest (an intermediate consumed under a loop it does not
-have, e.g. H(j,·) under A's i loop in ``A @ H``: FuseFlow's cost of fusing across a reduction).
+(in dataflow order) plus the reduction variables of the reductions around it. A nested sum with
+one reduced variable is *accumulated* (Gustavson, a spacc keyed by its last free variable) inside
+the consumer's loops above that variable, so an intermediate consumed under a loop it does not
+have (H(l,·) under A's (i, l) in ``A @ H``) is regenerated once per iteration of that loop,
+FuseFlow's cost of fusing across a reduction, and no more. Other reductions are *hoisted* to the
+shortest nest prefix holding their free variables (LayerNorm and softmax statistics: once per
+row, values repeated along the rest).
 The nests of all nodes share prefixes and form a trie: each variable is iterated once, at one
 trie node, so streams that meet are aligned by construction.
 """
