@@ -64,7 +64,7 @@ def _timed_run(self, *a, **k):  # wall time of the C++ loop alone (packing input
 fuseflow._simulator.Graph.run = _timed_run
 
 
-def measure(name: str, A: sp.csr_matrix, X: np.ndarray, fmt_x: str = "dense") -> dict:
+def measure(name: str, A: sp.csr_matrix, X: np.ndarray, fmt_x: str = "dense", repeat: int = REPEAT) -> dict:
     At, Xt = torch.tensor(A.toarray()), torch.tensor(X)
     t0 = time.perf_counter()
     prog = fuseflow.compile(MatMul(), (At, Xt), formats={"A": "csr", "X": fmt_x})
@@ -76,7 +76,7 @@ def measure(name: str, A: sp.csr_matrix, X: np.ndarray, fmt_x: str = "dense") ->
     row = {"case": name, "nnz": int(A.nnz), "compile_s": round(t1 - t0, 3)}
     for engine in ("event", "window"):
         loops, sims = [], []
-        for _ in range(REPEAT):  # this VM's speed drifts +-15% between runs: report the median
+        for _ in range(repeat):  # this VM's speed drifts +-15% between runs: report the median
             _RUN_S[0] = 0.0
             t1 = time.perf_counter()
             res = prog.simulate(As, Xt, engine=engine)
@@ -100,7 +100,7 @@ def main() -> None:
     ap.add_argument("-o", "--output", help="also write the JSON here")
     ap.add_argument("--repeat", type=int, default=REPEAT, help="runs per engine and case (median reported)")
     a = ap.parse_args()
-    globals()["REPEAT"] = max(1, a.repeat)
+    repeat = max(1, a.repeat)
     os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
     rows = []
     cora = Path(a.data) / "planetoid" / "cora.npz"

@@ -170,7 +170,7 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
         order = default_order(out_vars, root_list, {}, loc)
     if given is None and isinstance(expr, Reduce) and len(expr.vars) == 1 and len(out_vars) >= 2:
         outs = [v for v in order if v != expr.vars[0]]
-        if _spacc_candidate(expr, tuple(outs), outs) is not None:
+        if _spacc_candidate(expr, outs) is not None:
             # Gustavson at the root: the reduced variable before the last output variable.
             order = outs[:-1] + [expr.vars[0], outs[-1]]
     if given is not None and isinstance(expr, Reduce):
@@ -224,9 +224,9 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             fv = free_vars(e)
             ordered = [v for v in ctx if v in fv]
             if given is not None:
-                spacc = _follow_order(e, ctx, ordered, given, masked, loc, p.renamed)
+                spacc = _follow_order(e, ordered, given, masked, loc, p.renamed)
             else:
-                spacc = None if masked else _spacc_candidate(e, ctx, ordered)
+                spacc = None if masked else _spacc_candidate(e, ordered)
             if spacc is not None:
                 # Gustavson: iterate the reduced variable outside the last free one and merge with a
                 # sparse accumulator, so reductions inside stay hoisted instead of recomputed.
@@ -293,7 +293,7 @@ class UnrealisableOrder(UnsupportedError):
     """A dataflow order this lowering cannot build (e.g. an outer-product spacc nested in a region)."""
 
 
-def _follow_order(e: Reduce, ctx: tuple[str, ...], ordered: list[str], given: list[str], masked: bool,
+def _follow_order(e: Reduce, ordered: list[str], given: list[str], masked: bool,
                   loc: str | None, renamed: dict[str, str]) -> str | None:
     """The Gustavson variable a nested reduction must use under the given order, or None for an
     inner product; raises when the order asks for a dataflow the lowering does not build. A
@@ -305,31 +305,23 @@ def _follow_order(e: Reduce, ctx: tuple[str, ...], ordered: list[str], given: li
     if masked or e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 1 or local[-2] != e.vars[0]:
         raise UnrealisableOrder(f"{shown}: the reduction over {','.join(e.vars)} would need an "
                                 "outer-product accumulation the lowering does not build here", loc)
-    if len(ordered) < 2 or _spacc_candidate_position(ctx, ordered) is None:
+    if len(ordered) < 2:
         raise UnrealisableOrder(f"{shown}: the sparse accumulation over {e.vars[0]} does not line up "
                                 "with its consumer's loop nest", loc)
     return ordered[-1]
 
 
-def _spacc_candidate_position(ctx: tuple[str, ...], ordered: list[str]) -> str | None:
-    """The variable a Gustavson sum's output joins its consumer at: its last free variable.
-    Loops of the consumer above it that the sum does not use (i over ``(A @ X)[l, :]`` in a
-    second layer) stay outside: the sum is recomputed per iteration of them, FuseFlow's cost of
-    fusing across a reduction, but accumulated once there, not recomputed per output."""
-    a = ordered[-1]
-    return a if a in ctx else None
-
-
-def _spacc_candidate(e: Reduce, ctx: tuple[str, ...], ordered: list[str]):
+def _spacc_candidate(e: Reduce, ordered: list[str]):
     """Whether a nested sum is better accumulated (Gustavson) than computed per output (inner
-    product): it has one reduced variable, its last free variable directly follows the others in
-    the loop nest, and a reduction inside it depends on the reduced variable but not on that last
-    free variable (inner-product order would recompute it for every output coordinate)."""
+    product): it has one reduced variable and at least two free ones, and a reduction inside it
+    depends on the reduced variable but not on the last free variable a (inner-product order
+    would recompute it for every output coordinate). Its output joins the consumer at a; the
+    consumer's loops above a that the sum does not use (i over ``(A @ X)[l, :]`` in a second
+    layer) stay outside it: it is regenerated per iteration of them, FuseFlow's cost of fusing
+    across a reduction, but accumulated once there, not recomputed per output."""
     if e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 2:
         return None  # a per-row statistic (one free variable) is better hoisted
-    a = _spacc_candidate_position(ctx, ordered)
-    if a is None:
-        return None
+    a = ordered[-1]
     k = e.vars[0]
     for r in _inner_reductions(e.body):
         fv = free_vars(r)
