@@ -12,15 +12,14 @@ namespace {
 class Load : public Node {
  public:
   Load(const std::string& n, const Params& p) : Node(n, "load", 1, 1), vals_(p.get_floats("vals")) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     prefetch_ahead();
     Token t = take(0);
     if (t.is_data()) {
       if (t.i < 0 || t.i >= static_cast<int64_t>(vals_.size()))
-        throw SimError("load '" + name_ + "': reference " + std::to_string(t.i) + " out of range (" +
-                       std::to_string(vals_.size()) + " values)");
+        out_of_range("reference", t.i, vals_.size());
       mem_access(0, t.i * 4, 4, false);
       emit(0, Token::value(vals_[t.i]));
     } else if (t.is_empty()) {
@@ -58,7 +57,7 @@ class Alu : public Node {
       throw std::invalid_argument("alu '" + n + "' op '" + p.get_string("op", "") + "' takes " +
                                   std::to_string(want) + " input(s), got " + std::to_string(n_in));
   }
-  Step step() override {
+  FF_INLINE Step step() override {
     for (size_t i = 0; i < in_.size(); ++i) if (!has(i)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     const Token& a = peek(0);

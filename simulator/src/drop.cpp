@@ -11,7 +11,7 @@ namespace {
 class CrdDrop : public Node {
  public:
   explicit CrdDrop(const std::string& n) : Node(n, "crd_drop", 2, 2) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(1)) return Step::StallInput;
     const Token& t = peek(1);
     if (t.is_data()) {
@@ -74,7 +74,7 @@ class CrdDrop : public Node {
 class ValDrop : public Node {
  public:
   explicit ValDrop(const std::string& n) : Node(n, "val_drop", 2, 2) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0) || !has(1)) return Step::StallInput;
     const Token& c = peek(0);
     const Token& v = peek(1);

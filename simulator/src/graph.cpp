@@ -160,7 +160,10 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     r.spans.resize(nodes_.size());
     ctx.spans = &r.spans;
   }
-  for (auto& nd : nodes_) ctx.live_sinks += nd->is_sink();
+  for (auto& nd : nodes_) {
+    ctx.live_sinks += nd->is_sink();
+    nd->freeze_ports();
+  }
   if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;

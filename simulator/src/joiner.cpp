@@ -14,7 +14,7 @@ class Joiner : public Node {
       : Node(n, kind, 2 * n_inputs, 1 + n_inputs), n_(n_inputs), union_(is_union) {
     if (n_inputs < 1) throw std::invalid_argument(std::string(kind) + " '" + n + "' needs inputs");
   }
-  Step step() override {
+  FF_INLINE Step step() override {
     for (int i = 0; i < n_; ++i)
       if (!has(i) || !has(n_ + i)) return Step::StallInput;
     int n_data = 0, n_done = 0, n_stop = 0;

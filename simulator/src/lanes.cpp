@@ -15,7 +15,7 @@ namespace {
 class Fork : public Node {
  public:
   Fork(const std::string& n, int factor, bool copy) : Node(n, "fork", 1, factor), p_(factor), copy_(copy) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
     if ((t.is_data() || t.is_empty()) && !copy_) {
@@ -45,7 +45,7 @@ class Join : public Node {
  public:
   Join(const std::string& n, int factor, int depth)
       : Node(n, "join", factor, 1), p_(factor), d_(depth), done_(factor, false) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (in_element_) return continue_element();
     if (done_[lane_] || (has(lane_) && peek(lane_).is_stop() && peek(lane_).level >= d_)) return end_fiber();
     if (!has(lane_)) return Step::StallInput;

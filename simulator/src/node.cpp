@@ -86,7 +86,15 @@ void Node::request_lines(int slot, int64_t addr, int bytes, bool write) {
     lines_[slot] = {l, done};
     ready = std::max(ready, done);
   }
-  if (!write) mem_ready_ = std::max(mem_ready_, ready);
+  if (!write) {
+    mem_ready_ = std::max(mem_ready_, ready);
+    refresh_out_at();
+  }
+}
+
+void Node::out_of_range(const char* what, int64_t ref, size_t n) const {
+  throw SimError(kind_ + " '" + name_ + "': " + what + " " + std::to_string(ref) + " out of range (" + std::to_string(n) +
+                 " entries)");
 }
 
 void Node::protocol_error(const std::string& what) const {

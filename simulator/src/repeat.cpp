@@ -8,7 +8,7 @@ namespace {
 class RepSigGen : public Node {
  public:
   explicit RepSigGen(const std::string& n) : Node(n, "repsiggen", 1, 1) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     Token t = take(0);
@@ -25,7 +25,7 @@ class RepSigGen : public Node {
 class Repeat : public Node {
  public:
   explicit Repeat(const std::string& n) : Node(n, "repeat", 2, 1) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(1)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     const Token& s = peek(1);

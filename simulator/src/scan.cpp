@@ -10,7 +10,7 @@ namespace {
 class Root : public Node {
  public:
   explicit Root(const std::string& n) : Node(n, "root", 0, 1) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!room(0)) return Step::StallOutput;
     if (!sent_) { emit(0, Token::data(0)); sent_ = true; }
     else { emit(0, Token::done()); finish(); }
@@ -35,7 +35,7 @@ class Scan : public Node {
       if (seg_.empty()) throw std::invalid_argument("scan '" + n + "': empty seg array");
     }
   }
-  Step step() override {
+  FF_INLINE Step step() override {
     if (in_fiber_) {
       if (!room(0) || !room(1)) return Step::StallOutput;
       if (pos_ < end_) {
@@ -67,7 +67,7 @@ class Scan : public Node {
       if (dense_) { base_ = r; pos_ = 0; end_ = dim_; }
       else {
         if (r < 0 || r + 1 >= static_cast<int64_t>(seg_.size()))
-          throw SimError("scan '" + name_ + "': reference " + std::to_string(r) + " out of range");
+          out_of_range("reference", r, seg_.size() - 1);
         pos_ = seg_[r]; end_ = seg_[r + 1];
         mem_access(0, r * 4, 8, false);
       }
@@ -103,7 +103,7 @@ class Scan : public Node {
 class Locate : public Node {
  public:
   Locate(const std::string& n, const Params& p) : Node(n, "locate", 2, 1), dim_(p.get_int("dim")) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     const Token& t = peek(0);

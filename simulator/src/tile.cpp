@@ -34,14 +34,14 @@ class TileLoad : public Node {
  public:
   TileLoad(const std::string& n, const Params& p)
       : Node(n, "load", 1, 1), vals_(p.get_floats("vals")), layout_(out_layout(p)) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     Token t = take(0);
     size_t e = layout_.size();
     if (t.is_data()) {
       if (t.i < 0 || static_cast<size_t>(t.i + 1) * e > vals_.size())
-        throw SimError("load '" + name_ + "': tile reference " + std::to_string(t.i) + " out of range");
+        out_of_range("tile reference", t.i, vals_.size() / e);
       mem_access(0, t.i * static_cast<int64_t>(e) * 4, static_cast<int>(e * 4), false);
       std::vector<float> tile(vals_.begin() + t.i * e, vals_.begin() + (t.i + 1) * e);
       occupy(layout_.axes.size(), layout_.b);
@@ -67,7 +67,7 @@ class TileAlu : public Node {
     if (static_cast<int>(in_.size()) != n_in) throw std::invalid_argument("alu '" + n + "': in_ranks per input");
     for (auto& l : in_) strides_.push_back(l.strides_along(out_.axes));
   }
-  Step step() override {
+  FF_INLINE Step step() override {
     for (size_t i = 0; i < in_.size(); ++i) if (!has(i)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
     const Token& a = peek(0);
@@ -114,7 +114,7 @@ class TileWriteVal : public WriterBase {
       : WriterBase(n, "write_val", 1), out_(out_layout(p)), in_(in_layouts(p).at(0)) {
     strides_ = {in_.strides_along(out_.axes)};
   }
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     Token t = take(0);
     size_t e = out_.size();

@@ -10,7 +10,7 @@ namespace {
 class WriteCrd : public WriterBase {
  public:
   WriteCrd(const std::string& n, int n_in) : WriterBase(n, "write_crd", n_in) { seg_.push_back(0); }
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     const Token& t = peek(0);
     if (t.is_data()) {
@@ -48,7 +48,7 @@ class WriteCrd : public WriterBase {
 class WriteVal : public WriterBase {
  public:
   explicit WriteVal(const std::string& n) : WriterBase(n, "write_val", 1) {}
-  Step step() override {
+  FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     Token t = take(0);
     if (t.is_data() || t.is_empty()) {

@@ -92,7 +92,11 @@ class Node {
   const Counters& counters() const { return c_; }
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
-  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; tile_latency_ = 0; }
+  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; tile_latency_ = 0; out_at_ = now + latency_; }
+  // The ports are wired: cache each port's lone FIFO (most have one consumer) for emit and room.
+  void freeze_ports() {
+    for (size_t o = 0; o < kFastPorts; ++o) lone_[o] = o < out_.size() && out_[o].size() == 1 ? out_[o][0] : nullptr;
+  }
   void configure(const KindTiming& t, const Timing* timing, Memory* mem, TileStore* tiles) {
     latency_ = t.latency; ii_ = t.ii; timing_ = timing; mem_ = mem; tiles_ = tiles;
   }
@@ -104,12 +108,13 @@ class Node {
   const Token& peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
   FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
   FF_INLINE bool room(int o, size_t n = 1) const {
-    for (auto* f : out_[o]) if (f->space() < n) return false;
+    if (Fifo* f = lone(o)) return f->has_room(n);
+    for (auto* f : out_[o]) if (!f->has_room(n)) return false;
     return true;
   }
   FF_INLINE void emit(int o, Token t) {
-    uint64_t at = std::max(now_ + std::max(latency_, tile_latency_), mem_ready_);
-    for (auto* f : out_[o]) f->push(t, at);
+    if (Fifo* f = lone(o)) f->push(t, out_at_);
+    else for (auto* f : out_[o]) f->push(t, out_at_);
     ++c_.tokens_out;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
@@ -141,7 +146,11 @@ class Node {
     uint64_t lat = rank >= 3 ? 2 * ub - 1 : e;
     busy_ = std::max<uint64_t>(busy_, busy);
     tile_latency_ = std::max<uint64_t>(tile_latency_, lat);
+    refresh_out_at();
   }
+  // When this step's outputs become visible: after the latency (or the tile's), and not before
+  // the memory lines it read arrive.
+  void refresh_out_at() { out_at_ = std::max(now_ + std::max(latency_, tile_latency_), mem_ready_); }
   // Follow a parent stream one fiber at a time: a child stop S(k) consumes the
   // parent's element for that fiber and, for k > 0, the parent's S(k-1).
   // Returns false (consuming nothing) if the needed parent tokens are not ready.
@@ -149,6 +158,9 @@ class Node {
   // True when follow_parent(port, k) would succeed (consumes nothing).
   bool parent_ready(int port, int k) const;
   [[noreturn]] void protocol_error(const std::string& what) const;
+  // A reference past the end of the array it indexes (`n` entries). Out of line and cold: the
+  // message is built only on failure, so the step's hot path keeps a small frame.
+  [[noreturn]] __attribute__((noinline, cold)) void out_of_range(const char* what, int64_t ref, size_t n) const;
 
   // A sleeping node's idle cycles are charged to the stall that put it to sleep, when it wakes.
   void before_step(uint64_t cycle) {
@@ -192,6 +204,10 @@ class Node {
   Counters c_;
   bool finished_ = false;
   uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0, busy_ = 0, tile_latency_ = 0;
+  uint64_t out_at_ = 1;  // refresh_out_at()
+  static constexpr size_t kFastPorts = 4;
+  Fifo* lone_[kFastPorts] = {};  // freeze_ports()
+  FF_INLINE Fifo* lone(int o) const { return static_cast<size_t>(o) < kFastPorts ? lone_[o] : nullptr; }
   TileStore* tiles_ = nullptr;
   const Timing* timing_ = nullptr;
   Memory* mem_ = nullptr;

@@ -70,13 +70,11 @@ class Fifo {
   void pop() {
     head_ = (head_ + 1) & mask_;
     --size_;
-    if (sched_) sched_->wake_next(src_node);
+    if (__builtin_expect(sched_ != nullptr, false)) sched_->wake_next(src_node);
   }
   bool full() const { return size_ >= depth_; }
-  size_t space() const { return depth_ > size_ ? depth_ - size_ : 0; }
   size_t size() const { return size_; }
-  // Some queued token is not visible yet (pushes may carry non-monotonic times under the memory model).
-  bool in_flight(uint64_t now) const { return size_ > 0 && max_at_ > now; }
+  bool has_room(size_t n) const { return size_ + n <= depth_; }
   // The earliest cycle after `now` at which the head or the token behind it becomes visible
   // (no primitive looks deeper); UINT64_MAX when no queued token changes visibility later.
   uint64_t next_visible_after(uint64_t now) const {
@@ -86,29 +84,37 @@ class Fifo {
     return best;
   }
   // By value: a token just built in registers is stored without a store-forwarding stall.
-  void push(Token t, uint64_t when) {
-    if (discard_) return;
-    if (size_ > mask_) grow();
-    Entry& e = buf_[(head_ + size_) & mask_];
-    e.tok = t;
-    e.at = when;
-    ++size_;
-    if (when > max_at_) max_at_ = when;
-    if (record_) trace_.push_back(t);
-    if (sched_) sched_->wake(dst_node, when);
+  // The window engine's pushes (no recording, no scheduler, a reader) take the first branch only.
+  inline __attribute__((always_inline)) void push(Token t, uint64_t when) {
+    if (__builtin_expect(hooked_, false)) return push_hooked(t, when);
+    store(t, when);
   }
-  void set_record(bool r) { record_ = r; }
+  void set_record(bool r) { record_ = r; rehook(); }
   void set_budget(FifoBudget* b) { budget_ = b; }
   // An output nobody reads: tokens are dropped on arrival (it never fills, stores nothing).
-  void set_discard() { discard_ = true; }
-  void set_scheduler(Scheduler* s) { sched_ = s; }
+  void set_discard() { discard_ = true; rehook(); }
+  void set_scheduler(Scheduler* s) { sched_ = s; rehook(); }
   const std::vector<Token>& trace() const { return trace_; }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
  private:
   struct Entry { Token tok; uint64_t at; };
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
-  void grow() {
+  inline __attribute__((always_inline)) void store(Token t, uint64_t when) {
+    if (__builtin_expect(size_ > mask_, false)) grow();
+    Entry& e = buf_[(head_ + size_) & mask_];
+    e.tok = t;
+    e.at = when;
+    ++size_;
+  }
+  __attribute__((noinline)) void push_hooked(Token t, uint64_t when) {
+    if (discard_) return;
+    store(t, when);
+    if (record_) trace_.push_back(t);
+    if (sched_) sched_->wake(dst_node, when);
+  }
+  void rehook() { hooked_ = discard_ || record_ || sched_ != nullptr; }
+  __attribute__((noinline, cold)) void grow() {
     if (budget_) {  // the sum over growths tracks the capacity held (the first 8 entries are free)
       budget_->used += (mask_ + 1) * sizeof(Entry);
       if (budget_->used > budget_->limit) throw FifoBudgetExceeded();
@@ -124,9 +130,8 @@ class Fifo {
   size_t mask_;  // capacity - 1 (a power of two)
   size_t head_ = 0, size_ = 0;
   size_t depth_;
-  uint64_t max_at_ = 0;
   Scheduler* sched_ = nullptr;
-  bool record_ = false, discard_ = false;
+  bool hooked_ = false, record_ = false, discard_ = false;
   FifoBudget* budget_ = nullptr;
   std::vector<Token> trace_;
 };
