@@ -70,7 +70,22 @@ template <class V>
 class AccTable {
  public:
   using Key = std::pair<int64_t, int64_t>;
-  V& find_or_add(const Key& k, const V& identity) {
+  FF_INLINE V& find_or_add(const Key& k, const V& identity) {
+    // An order-1 spacc's keys are (0, crd): index small coordinates directly (no hashing).
+    if (direct_key(k)) {
+      size_t c = static_cast<size_t>(k.second);
+      if (c >= direct_.size()) direct_.resize(std::max<size_t>(2 * direct_.size(), c + 1), -1);
+      int32_t& slot = direct_[c];
+      if (slot < 0) {
+        slot = static_cast<int32_t>(entries_.size());
+        direct_used_.push_back(c);
+        entries_.push_back({k, identity});
+      }
+      return entries_[slot].second;
+    }
+    return find_or_add_hashed(k, identity);
+  }
+  V& find_or_add_hashed(const Key& k, const V& identity) {
     if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(16, 2 * slots_.size()));
     size_t s = probe(k);
     if (slots_[s] < 0) {
@@ -84,6 +99,8 @@ class AccTable {
   template <class F> void drain_sorted(F&& visit) {
     for (size_t s : used_) slots_[s] = -1;
     used_.clear();
+    for (size_t c : direct_used_) direct_[c] = -1;
+    direct_used_.clear();
     std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [k, v] : entries_) visit(k, v);
     entries_.clear();
@@ -100,6 +117,7 @@ class AccTable {
     slots_.assign(n, -1);
     used_.clear();
     for (size_t i = 0; i < entries_.size(); ++i) {
+      if (direct_key(entries_[i].first)) continue;  // indexed directly, not hashed
       size_t s = probe(entries_[i].first);
       slots_[s] = static_cast<int32_t>(i);
       used_.push_back(s);
@@ -108,6 +126,10 @@ class AccTable {
   std::vector<std::pair<Key, V>> entries_;
   std::vector<int32_t> slots_;
   std::vector<size_t> used_;  // occupied slots, to empty them without sweeping the table
+  static constexpr uint64_t kDirect = uint64_t{1} << 20;  // coordinates indexed directly (4 MiB at most)
+  static bool direct_key(const Key& k) { return k.first == 0 && static_cast<uint64_t>(k.second) < kDirect; }
+  std::vector<int32_t> direct_;
+  std::vector<size_t> direct_used_;
 };
 
 // reduce(val) -> val: one value per fiber (empty fibers give the identity);
@@ -221,7 +243,7 @@ class Spacc : public Node {
       if (!pending_[o].empty() && room(o)) { emit(o, pending_[o].front()); pending_[o].pop_front(); any = true; }
     return any;
   }
-  void accumulate(int64_t k, int64_t l, const Token& v) {
+  FF_INLINE void accumulate(int64_t k, int64_t l, const Token& v) {
     size_t work = pol_.add(acc_.find_or_add({k, l}, identity_), v, tiles_);
     c_.reductions += work;
     pol_.charge(*this);
