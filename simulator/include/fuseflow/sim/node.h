@@ -168,6 +168,15 @@ class Node {
       (last_outcome == Step::StallInput ? c_.stall_input : c_.stall_output) += cycle - sleep_from - 1;
     set_now(cycle);
   }
+  // after_step for a run of progress steps at cycles first..last; the node is stepped next at `next`.
+  void progressed(uint64_t first, uint64_t last, uint64_t next, RunCtx& ctx) {
+    last_outcome = Step::Progress;
+    sleep_from = last;
+    if (c_.first_active > first) c_.first_active = first;
+    c_.last_active = last;
+    ctx.last = last;
+    busy_until = next;
+  }
   void after_step(Step s, uint64_t cycle, RunCtx& ctx) {
     last_outcome = s;
     sleep_from = cycle;
@@ -221,20 +230,46 @@ class Stepped final : public D {
  public:
   using D::D;
   uint64_t run_until(uint64_t t, uint64_t end, RunCtx& ctx) override {
+    if (ctx.spans) return run_each(t, end, ctx);
     while (t < end) {
       this->before_step(t);
       Step s = D::step();
-      this->after_step(s, t, ctx);
-      if (s == Step::Progress) {
-        if (this->finished()) return kNever;
-        t = this->busy_until;
-      } else if (s == Step::StallInput) {
-        t = this->next_wake(t);
-      } else {
-        throw WindowUnsafe("a FIFO filled up at node '" + this->name() + "'");
+      if (s == Step::Progress && !this->finished()) {
+        // A run of progress steps, each `ii` cycles after the last: the counters only need the
+        // run's first and last cycle, so the per-step bookkeeping is done once for the run.
+        const uint64_t first = t;
+        uint64_t last;
+        do {
+          last = t;
+          t += this->ii();
+          if (t >= end) break;
+          this->set_now(t);  // the step before progressed: there is no sleep to charge
+          s = D::step();
+        } while (s == Step::Progress && !this->finished());
+        this->progressed(first, last, t, ctx);
+        if (t >= end) return t;
       }
+      if ((t = after(s, t, ctx)) == kNever) return kNever;
     }
     return t;
+  }
+
+ private:
+  // Every step through step_at's bookkeeping (used when recording spans).
+  uint64_t run_each(uint64_t t, uint64_t end, RunCtx& ctx) {
+    while (t < end) {
+      this->before_step(t);
+      Step s = D::step();
+      if ((t = after(s, t, ctx)) == kNever) return kNever;
+    }
+    return t;
+  }
+  // The bookkeeping of the step at `t` and the cycle the node is stepped next.
+  uint64_t after(Step s, uint64_t t, RunCtx& ctx) {
+    this->after_step(s, t, ctx);
+    if (s == Step::Progress) return this->finished() ? kNever : this->busy_until;
+    if (s == Step::StallInput) return this->next_wake(t);
+    throw WindowUnsafe("a FIFO filled up at node '" + this->name() + "'");
   }
 };
 
