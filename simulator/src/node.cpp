@@ -88,6 +88,7 @@ void Node::request_lines(int slot, int64_t addr, int bytes, bool write) {
   }
   if (!write) {
     mem_ready_ = std::max(mem_ready_, ready);
+    step_costs_ = true;
     refresh_out_at();
   }
 }

@@ -233,14 +233,22 @@ class Spacc : public Node {
 
  private:
   bool flushing() const {
-    for (auto& q : pending_) if (!q.empty()) return true;
-    return false;
+    return queued_ != 0;
+  }
+  void queue(int o, Token t) {
+    pending_[o].push_back(t);
+    ++queued_;
   }
   bool drain() {
     if (!flushing()) return false;
     bool any = false;
     for (int o = 0; o <= order_; ++o)
-      if (!pending_[o].empty() && room(o)) { emit(o, pending_[o].front()); pending_[o].pop_front(); any = true; }
+      if (!pending_[o].empty() && room(o)) {
+        emit(o, pending_[o].front());
+        pending_[o].pop_front();
+        --queued_;
+        any = true;
+      }
     return any;
   }
   FF_INLINE void accumulate(int64_t k, int64_t l, const Token& v) {
@@ -266,11 +274,11 @@ class Spacc : public Node {
       take(0); take(val_port());
       if (m >= 1) {
         acc_.drain_sorted([&](const auto& key, const auto& v) {
-          pending_[0].push_back(Token::data(key.second));
-          pending_[1].push_back(pol_.out(v, tiles_));
+          queue(0, Token::data(key.second));
+          queue(1, pol_.out(v, tiles_));
         });
-        pending_[0].push_back(Token::stop(m - 1));
-        pending_[1].push_back(Token::stop(m - 1));
+        queue(0, Token::stop(m - 1));
+        queue(1, Token::stop(m - 1));
         drain();
       }
       return Step::Progress;
@@ -303,17 +311,17 @@ class Spacc : public Node {
         bool first = true;
         acc_.drain_sorted([&](const auto& key, const auto& v) {
           if (first || key.first != cur) {
-            if (!first) { pending_[1].push_back(Token::stop(0)); pending_[2].push_back(Token::stop(0)); }
-            pending_[0].push_back(Token::data(key.first));
+            if (!first) { queue(1, Token::stop(0)); queue(2, Token::stop(0)); }
+            queue(0, Token::data(key.first));
             cur = key.first;
             first = false;
           }
-          pending_[1].push_back(Token::data(key.second));
-          pending_[2].push_back(pol_.out(v, tiles_));
+          queue(1, Token::data(key.second));
+          queue(2, pol_.out(v, tiles_));
         });
-        pending_[0].push_back(Token::stop(m - 2));
-        pending_[1].push_back(Token::stop(m - 1));
-        pending_[2].push_back(Token::stop(m - 1));
+        queue(0, Token::stop(m - 2));
+        queue(1, Token::stop(m - 1));
+        queue(2, Token::stop(m - 1));
         drain();
       }
       return Step::Progress;
@@ -338,6 +346,7 @@ class Spacc : public Node {
   typename Acc::V identity_;
   AccTable<typename Acc::V> acc_;
   std::vector<TokenQueue> pending_;
+  size_t queued_ = 0;  // tokens in pending_ (flushing() is checked every step)
 };
 
 }  // namespace

@@ -92,7 +92,14 @@ class Node {
   const Counters& counters() const { return c_; }
   std::vector<Fifo*>& inputs() { return in_; }
   std::vector<std::vector<Fifo*>>& outputs() { return out_; }
-  void set_now(uint64_t now) { now_ = now; mem_ready_ = 0; busy_ = 0; tile_latency_ = 0; out_at_ = now + latency_; }
+  void set_now(uint64_t now) {
+    now_ = now;
+    out_at_ = now + latency_;
+    if (step_costs_) {  // the last step worked on a tile or waited on memory (occupy, request_lines)
+      mem_ready_ = busy_ = tile_latency_ = 0;
+      step_costs_ = false;
+    }
+  }
   // The ports are wired: cache each port's lone FIFO (most have one consumer) for emit and room.
   void freeze_ports() {
     for (size_t o = 0; o < kFastPorts; ++o) lone_[o] = o < out_.size() && out_[o].size() == 1 ? out_[o][0] : nullptr;
@@ -104,7 +111,7 @@ class Node {
   uint64_t ii() const { return busy_ > ii_ ? busy_ : ii_; }
 
  protected:
-  bool has(int i, size_t k = 0) const { return in_[i] && in_[i]->ready(now_, k); }
+  bool has(int i, size_t k = 0) const { return in_[i]->ready(now_, k); }  // add_node connects every input
   const Token& peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
   FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
   FF_INLINE bool room(int o, size_t n = 1) const {
@@ -146,6 +153,7 @@ class Node {
     uint64_t lat = rank >= 3 ? 2 * ub - 1 : e;
     busy_ = std::max<uint64_t>(busy_, busy);
     tile_latency_ = std::max<uint64_t>(tile_latency_, lat);
+    step_costs_ = true;
     refresh_out_at();
   }
   // When this step's outputs become visible: after the latency (or the tile's), and not before
@@ -214,6 +222,7 @@ class Node {
   bool finished_ = false;
   uint64_t now_ = 0, latency_ = 1, ii_ = 1, mem_ready_ = 0, busy_ = 0, tile_latency_ = 0;
   uint64_t out_at_ = 1;  // refresh_out_at()
+  bool step_costs_ = false;  // mem_ready_, busy_ or tile_latency_ is set for this step
   static constexpr size_t kFastPorts = 4;
   Fifo* lone_[kFastPorts] = {};  // freeze_ports()
   FF_INLINE Fifo* lone(int o) const { return static_cast<size_t>(o) < kFastPorts ? lone_[o] : nullptr; }
