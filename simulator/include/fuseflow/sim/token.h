@@ -1,6 +1,10 @@
 // Stream tokens and bounded FIFO channels shared by every primitive.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <memory>
 #include <vector>
 #include <stdexcept>
@@ -64,7 +68,9 @@ class Scheduler {
 // t + latency (later under the memory model; delivery stays in order).
 class Fifo {
  public:
-  explicit Fifo(size_t depth) : buf_(new Entry[8]), mask_(7), depth_(depth) {}
+  explicit Fifo(size_t depth) : buf_(static_cast<Entry*>(std::malloc(8 * sizeof(Entry)))), mask_(7), depth_(depth) {
+    if (!buf_) throw std::bad_alloc();
+  }
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).at <= now; }
   const Token& peek(size_t k = 0) const { return at(k).tok; }
   void pop() {
@@ -119,14 +125,23 @@ class Fifo {
       budget_->used += (mask_ + 1) * sizeof(Entry);
       if (budget_->used > budget_->limit) throw FifoBudgetExceeded();
     }
-    std::unique_ptr<Entry[]> nb(new Entry[2 * (mask_ + 1)]);
-    for (size_t k = 0; k < size_; ++k) nb[k] = at(k);
+    // Raw storage (a Token is trivially copyable): no constructor pass over the new entries, and
+    // the queue moves in two memcpy's. A backlogged FIFO grows to millions of entries.
+    size_t cap = mask_ + 1, first = std::min(size_, cap - head_);
+    Buffer nb(static_cast<Entry*>(std::malloc(2 * cap * sizeof(Entry))));
+    if (!nb) throw std::bad_alloc();
+    std::memcpy(nb.get(), buf_.get() + head_, first * sizeof(Entry));
+    std::memcpy(nb.get() + first, buf_.get(), (size_ - first) * sizeof(Entry));
     buf_.swap(nb);
     mask_ = 2 * mask_ + 1;
     head_ = 0;
   }
+  struct Free {
+    void operator()(Entry* p) const { std::free(p); }
+  };
+  using Buffer = std::unique_ptr<Entry[], Free>;
   // Hot fields first: one cache line serves push, pop and ready.
-  std::unique_ptr<Entry[]> buf_;
+  Buffer buf_;
   size_t mask_;  // capacity - 1 (a power of two)
   size_t head_ = 0, size_ = 0;
   size_t depth_;
