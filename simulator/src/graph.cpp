@@ -65,19 +65,22 @@ namespace {
 // order): `cur_` flags are scanned upward from the node being stepped, so a wake-up of a later
 // node runs this cycle and a wake-up of an earlier one runs next cycle (`next_`). Wake-ups
 // further ahead go to a calendar ring (and a map beyond the ring's reach).
-class EventLoop : public Scheduler {
+class EventLoop final : public Scheduler {
  public:
   explicit EventLoop(const std::vector<NodePtr>& nodes)
-      : nodes_(nodes), cur_(nodes.size(), 0), next_(nodes.size(), 0), ring_(kRing) {}
+      : nodes_(nodes), n_(static_cast<int>(nodes.size())), cur_((nodes.size() + 63) / 64, 0), ring_(kRing) {
+    next_.assign(cur_.size(), 0);
+  }
   static constexpr uint64_t kRing = 256;
 
-  void wake(int id, uint64_t at) override { schedule(id, at); }
-  void wake_next(int id) override { schedule(id, cycle + 1); }
-
   void schedule(int id, uint64_t at) {
+    if (at == cycle + 1) mark_next(id);  // the usual case: the node's II (or a latency) of one cycle
+    else schedule_other(id, at);
+  }
+  __attribute__((noinline)) void schedule_other(int id, uint64_t at) {
     if (id < 0) return;
     if (at <= cycle) {
-      if (id > pos_) { cur_[id] = 1; ++n_cur_; }
+      if (id > pos_) add_cur(id);
       else mark_next(id);
     } else if (at == cycle + 1) {
       mark_next(id);
@@ -88,28 +91,33 @@ class EventLoop : public Scheduler {
       far_[at].push_back(id);
     }
   }
-  // Next node to step this cycle (ascending ids), or -1 when the cycle is done.
+  // Next node to step this cycle (ascending ids), or -1 when the cycle is done. The flags are
+  // bits: the scan jumps to the next set one, not over every node id.
   int next() {
-    const int n = static_cast<int>(cur_.size());
-    while (n_cur_ > 0 && ++pos_ < n) {
-      if (cur_[pos_]) {
-        cur_[pos_] = 0;
-        --n_cur_;
-        if (!nodes_[pos_]->finished()) return pos_;
+    while (pos_ + 1 < n_) {
+      const int from = pos_ + 1;
+      const size_t w = static_cast<size_t>(from) >> 6;
+      const uint64_t bits = cur_[w] & (~uint64_t{0} << (from & 63));
+      if (!bits) {
+        pos_ = static_cast<int>((w + 1) << 6) - 1;
+        continue;
       }
+      pos_ = static_cast<int>(w << 6) + __builtin_ctzll(bits);
+      cur_[w] &= ~(uint64_t{1} << (pos_ & 63));
+      if (!nodes_[pos_]->finished()) return pos_;
     }
-    n_cur_ = 0;
     return -1;
   }
   // Move to the next cycle with work; false when nothing is scheduled at all.
   bool advance() {
     while (true) {
       pos_ = -1;
-      if (n_next_ > 0) {
+      any_cur_ = false;
+      if (any_next_) {
         ++cycle;
-        cur_.swap(next_);
-        n_cur_ = n_next_;
-        n_next_ = 0;
+        cur_.swap(next_);  // next() cleared every bit of the finished cycle's flags
+        any_next_ = false;
+        any_cur_ = true;
       } else if (ring_count_ > 0) {
         ++cycle;
       } else if (!far_.empty()) {
@@ -126,17 +134,20 @@ class EventLoop : public Scheduler {
         for (int id : it->second) add_cur(id);
         far_.erase(it);
       }
-      if (n_cur_ > 0) return true;
+      if (any_cur_) return true;
     }
   }
-  uint64_t cycle = 0;
 
  private:
-  void mark_next(int id) { if (!next_[id]) { next_[id] = 1; ++n_next_; } }
-  void add_cur(int id) { if (!cur_[id]) { cur_[id] = 1; ++n_cur_; } }
+  void wake_at(int id, uint64_t at) override { schedule(id, at); }
+  void add_cur(int id) {
+    cur_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    any_cur_ = true;
+  }
   const std::vector<NodePtr>& nodes_;
-  std::vector<char> cur_, next_;
-  size_t n_cur_ = 0, n_next_ = 0;
+  int n_;
+  std::vector<uint64_t> cur_;  // nodes to step this cycle, one bit per node id
+  bool any_cur_ = false;
   int pos_ = -1;
   std::vector<std::vector<int>> ring_;
   size_t ring_count_ = 0;

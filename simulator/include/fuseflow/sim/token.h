@@ -56,12 +56,27 @@ struct FifoBudgetExceeded : std::exception {
   const char* what() const noexcept override { return "FIFO storage limit exceeded"; }
 };
 
-// Wakes nodes when a FIFO changes (implemented by the graph's event loop).
+// Wakes nodes when a FIFO changes: the event engine's calendar (EventLoop, graph.cpp). The
+// common wake-up, for the next cycle, sets a bit inline; the others go through wake_at.
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  virtual void wake(int node, uint64_t at) = 0;   // a token becomes visible at `at`
-  virtual void wake_next(int node) = 0;           // space was freed this cycle
+  // A token becomes visible at `at` (>= the next cycle: every edge has latency >= 1).
+  void wake(int node, uint64_t at) {
+    if (at == cycle + 1) mark_next(node);
+    else wake_at(node, at);
+  }
+  void wake_next(int node) { mark_next(node); }  // space was freed this cycle
+  uint64_t cycle = 0;                             // the cycle being simulated
+
+ protected:
+  virtual void wake_at(int node, uint64_t at) = 0;
+  void mark_next(int id) {
+    next_[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    any_next_ = true;
+  }
+  std::vector<uint64_t> next_;  // nodes to step next cycle, one bit per node id
+  bool any_next_ = false;
 };
 
 // A bounded FIFO edge (a growable ring buffer); a token pushed at cycle t becomes visible at
@@ -116,9 +131,10 @@ class Fifo {
   __attribute__((noinline)) void push_hooked(Token t, uint64_t when) {
     if (discard_) return;
     store(t, when);
-    if (record_) trace_.push_back(t);
+    if (__builtin_expect(record_, false)) record(t);
     if (sched_) sched_->wake(dst_node, when);
   }
+  __attribute__((noinline)) void record(Token t) { trace_.push_back(t); }
   void rehook() { hooked_ = discard_ || record_ || sched_ != nullptr; }
   __attribute__((noinline, cold)) void grow() {
     if (budget_) {  // the sum over growths tracks the capacity held (the first 8 entries are free)
