@@ -1,0 +1,135 @@
+"""Interleaved A/B of simulator builds on one recorded graph (docs/simulator-performance.md).
+
+This VM's wall time drifts by up to 1.7x between runs of one binary, so a single timing says
+little. This script records one graph's C++ construction calls once; torch is needed only then.
+It then alternates short processes, one per build, round after round, and prints medians and
+quartiles. The timed processes import numpy and the extension module only, so they also run
+under valgrind in seconds, for instruction counts.
+
+  python benchmarks/sim_ab.py record build/ab/g27k.pkl --n 27000
+  cp .venv/lib/python3.11/site-packages/fuseflow/_simulator*.so build/ab/a.so   # one copy per build
+  python benchmarks/sim_ab.py compare build/ab/g27k.pkl build/ab/a.so build/ab/b.so --rounds 8
+  valgrind --tool=callgrind --toggle-collect='fuseflow::sim::Graph::run_window*' \\
+      .venv/bin/python benchmarks/sim_ab.py run build/ab/g8k.pkl build/ab/a.so
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def record(path: Path, n: int, degree: int) -> None:
+    """Compile the synthetic SpMM of benchmarks/sim_throughput.py and save the graph it simulates."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import sim_throughput as st
+
+    import fuseflow
+    import fuseflow.sim.graph as sim_graph
+
+    A = st.synthetic(n, degree)
+    X = np.random.default_rng(0).random((n, 16), dtype=np.float32)
+    prog = fuseflow.compile(st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"})
+    prog.example_args = ()
+    As = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+    calls: dict = {"nodes": []}
+    real = sim_graph._simulator.Graph
+
+    class Recorder:  # stands in for the extension's Graph while `simulate` builds one graph
+        def __init__(self, arch):
+            calls["arch"] = arch
+            self.g = real(arch)
+
+        def add_node(self, *args):
+            calls["nodes"].append(args)
+            return self.g.add_node(*args)
+
+        def run(self, *args):
+            return self.g.run(*args)
+
+        @property
+        def window_capable(self):
+            return self.g.window_capable
+
+    sim_graph._simulator.Graph = Recorder
+    try:
+        prog.simulate(As, torch.tensor(X), engine="window")
+    finally:
+        sim_graph._simulator.Graph = real
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(calls))
+    print(f"{path}: {len(calls['nodes'])} nodes, n={n}")
+
+
+def run(path: Path, so: Path, repeat: int, engine: str) -> list[float]:
+    """Build and run the recorded graph with the extension at `so`; M events/s of each run's loop."""
+    spec = importlib.util.spec_from_file_location("_simulator", so)
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    calls = pickle.loads(path.read_bytes())
+    rates = []
+    for _ in range(repeat):
+        g = sim.Graph(calls["arch"])
+        for kind, name, inputs, params in calls["nodes"]:
+            g.add_node(kind, name, [tuple(i) for i in inputs], params)
+        t0 = time.perf_counter()
+        res = g.run(10**12, False, [], False, None, 1 << 20, engine)
+        loop = time.perf_counter() - t0
+        rates.append(sum(int(nd["tokens_out"]) for nd in res["nodes"]) / loop / 1e6)
+    return rates
+
+
+def compare(path: Path, builds: list[Path], rounds: int, repeat: int, engine: str) -> None:
+    rates: dict[Path, list[float]] = {b: [] for b in builds}
+    for _ in range(rounds):
+        for b in builds:  # alternate: drift hits every build alike
+            out = subprocess.run([sys.executable, __file__, "run", str(path), str(b), "--repeat", str(repeat),
+                                  "--engine", engine, "--json"], capture_output=True, text=True, check=True,
+                                 env=dict(os.environ)).stdout
+            rates[b] += json.loads(out)
+    for b, r in rates.items():
+        r.sort()
+        print(f"{b}: median {statistics.median(r):.1f}  quartiles {r[len(r) // 4]:.1f}-{r[3 * len(r) // 4]:.1f}  "
+              f"best {r[-1]:.1f} M events/s  ({len(r)} runs, {engine} engine)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="compile the synthetic SpMM and save its graph")
+    r.add_argument("graph", type=Path)
+    r.add_argument("--n", type=int, default=27000, help="nodes of the synthetic graph (27000: 108k nnz)")
+    r.add_argument("--degree", type=int, default=4)
+    for name in ("run", "compare"):
+        p = sub.add_parser(name, help="time one build" if name == "run" else "interleave several builds")
+        p.add_argument("graph", type=Path)
+        p.add_argument("builds", type=Path, nargs="+" if name == "compare" else 1)
+        p.add_argument("--repeat", type=int, default=3, help="runs per process")
+        p.add_argument("--engine", choices=("window", "event"), default="window")
+        if name == "compare":
+            p.add_argument("--rounds", type=int, default=8)
+        else:
+            p.add_argument("--json", action="store_true", help="print the rates as JSON")
+    a = ap.parse_args()
+    if a.cmd == "record":
+        record(a.graph, a.n, a.degree)
+    elif a.cmd == "run":
+        rates = run(a.graph, a.builds[0], a.repeat, a.engine)
+        print(json.dumps(rates) if a.json else " ".join(f"{x:.1f}" for x in rates))
+    else:
+        compare(a.graph, a.builds, a.rounds, a.repeat, a.engine)
+
+
+if __name__ == "__main__":
+    main()
