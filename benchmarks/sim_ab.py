@@ -122,6 +122,9 @@ def main() -> None:
         else:
             p.add_argument("--json", action="store_true", help="print the rates as JSON")
     a = ap.parse_args()
+    for f in ([a.graph, *a.builds] if a.cmd != "record" else []):
+        if not f.is_file():
+            ap.error(f"{f}: no such file (record the graph first; copy each build's _simulator*.so)")
     if a.cmd == "record":
         record(a.graph, a.n, a.degree)
     elif a.cmd == "run":
