@@ -41,8 +41,7 @@ def record(path: Path, n: int, degree: int) -> None:
     X = np.random.default_rng(0).random((n, 16), dtype=np.float32)
     prog = fuseflow.compile(st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"})
     prog.example_args = ()
-    As = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
-                                 torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+    As = st.csr_tensor(A)
     calls: dict = {"nodes": []}
     real = sim_graph._simulator.Graph
 

@@ -49,6 +49,12 @@ def synthetic(n: int, avg_degree: int, seed: int = 0) -> sp.csr_matrix:
     return A
 
 
+def csr_tensor(A: sp.csr_matrix) -> torch.Tensor:
+    """`A` as a torch sparse CSR tensor: simulate packs it without densifying (n x n floats)."""
+    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
+                                   torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+
+
 _RUN_S = [0.0]
 _orig_run = fuseflow._simulator.Graph.run
 
@@ -71,8 +77,7 @@ def measure(name: str, A: sp.csr_matrix, X: np.ndarray, fmt_x: str = "dense", re
     prog.example_args = ()  # drop the dense example (n x n floats) before simulating
     t1 = time.perf_counter()
     del At  # simulate from the compressed arrays: packing a dense n x n adjacency dominated before
-    As = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
-                                 torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+    As = csr_tensor(A)
     row = {"case": name, "nnz": int(A.nnz), "compile_s": round(t1 - t0, 3)}
     for engine in ("event", "window"):
         loops, sims = [], []

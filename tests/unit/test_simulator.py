@@ -96,6 +96,18 @@ def test_cycle_limit_is_an_error_not_a_hang(engine):
 
 
 @pytest.mark.parametrize("engine", ["event", "window"])
+def test_reference_past_an_array_names_the_node_and_the_reference(engine):
+    # a dense scan of 4 refs into a load holding 3 values: the 4th ref (3) is out of range
+    g = _simulator.Graph(10_240_000, 1)
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 4})
+    v = g.add_node("load", "vals", [(s, 0)], {"vals": F(1, 2, 3)})
+    g.add_node("write_val", "out", [(v, 0)], {})
+    with pytest.raises(_simulator.SimError, match=r"^load 'vals': reference 3 out of range \(3 entries\)$"):
+        g.run(1000, False, [], engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["event", "window"])
 def test_tokens_piling_up_in_fifos_stop_the_run_with_the_fullest_named(engine):
     # a dense scan emits a coordinate per cycle; its writer takes one every 100 cycles
     g = _simulator.Graph({"fifo_depth": 10_240_000, "max_fifo_mib": 1, "kinds": {"write_crd": {"ii": 100}}})
