@@ -137,6 +137,29 @@ class Program:
         return _lower(self.model, self.example_args, replace(self.imported, module=module), self.linalg_text,
                       schedule, node_budget, order, passes)
 
+    def estimate(self, *args, arch: Any = None) -> "ProgramEstimate":
+        """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
+        simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
+        level of `args`, default the example arguments); tensors passed between regions are
+        predicted from the writers of the region that produces them."""
+        from fuseflow.analysis.cycle_model import EstimateError, Timing, estimate_graph, stats_for_inputs
+        from fuseflow.estimate import ProgramEstimate
+
+        args = tuple(args) if args else self.example_args
+        arch_ = Arch.resolve(arch)
+        data = self.bind(args)
+        known: dict = {}
+        regions = []
+        timing = Timing.from_settings(arch_.settings)
+        for g in self.graphs:
+            try:
+                est = estimate_graph(g, stats_for_inputs(g, data, known), timing)
+            except EstimateError as e:
+                raise FuseflowError(str(e)) from None
+            known.update(est.outputs)
+            regions.append(est)
+        return ProgramEstimate(self, regions, arch_)
+
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
         if stage == "linalg":

@@ -28,6 +28,7 @@ class NodeSpec:
     params: dict[str, Any]
     tensor: str | None = None  # data-bound nodes: scan (compressed), load
     level: int = 0
+    n_out: int = 1  # result streams (a joiner's payloads follow its coordinate output)
 
 
 @dataclass
@@ -124,7 +125,8 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
             params: dict[str, Any] = {}
             tensor = _a(op, "tensor")
             label = f"{kind}{idx}" + (f"_{tensor}" if tensor else "") + (f"_{_a(op, 'index_var')}" if _a(op, "index_var") else "")
-            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0))
+            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0),
+                            len(op.results))
             if kind == "scan":
                 params["format"] = _a(op, "format")
                 params["dim"] = int(_a(op, "dim"))

@@ -1,0 +1,443 @@
+"""An analytical cycle model of a sam graph: tokens per node first, then cycles (DESIGN §12).
+
+Every stream is summarised by how many elements it holds at each depth (`Stream.counts`: the
+root's one reference, then the coordinates of each nested level) and the extent of each level.
+Counts start exact at the roots and at the scans of stored tensors (per-level entry counts of the
+real data, `TensorStats`) and are propagated through the primitives: an intersection of
+independent fibers keeps |a||b|/n of each fiber's n coordinates, a union |a|+|b|-|a∩b|, a repeat
+takes its signal's shape, a reduction drops a level, a sparse accumulator keeps the distinct
+coordinates of the fibers it merges, a fork deals a level's elements to its lanes.
+
+A stream's tokens are its innermost elements, one stop per innermost fiber, and D. A node's
+*steps* (cycles in which it acts) follow from its streams; with deep FIFOs a graph is a pipeline,
+so its cycles are close to its busiest node's steps x II (tiles: x their occupancy), plus the
+latency along the longest path (fill and drain), or the memory channels' time when the memory
+model is on. `docs/cycle-model.md` states the rules and where they are approximate.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from fuseflow.analysis.tensor_stats import TensorStats
+
+if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor the simulator
+    from fuseflow.sim.graph import GraphSpec, NodeSpec
+
+DEFAULT_FIBER_DENSITY = 0.1
+"""Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
+
+
+class EstimateError(ValueError):
+    """The model cannot cover this graph or architecture (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Elements per depth (`counts[0]` = 1 for a root's reference), each depth's extent, and the
+    fraction of elements that are real (a union's payload carries N where its operand is absent)."""
+
+    counts: tuple[float, ...]
+    dims: tuple[int, ...]
+    present: float = 1.0
+
+    @property
+    def depth(self) -> int:
+        return len(self.counts) - 1
+
+    @property
+    def data(self) -> float:
+        return self.counts[-1]
+
+    @property
+    def fibers(self) -> float:
+        return self.counts[-2] if self.depth >= 1 else 1.0
+
+    @property
+    def tokens(self) -> float:
+        """Data tokens, one stop per innermost fiber (outer stops merge into it), and D."""
+        return self.data + (self.counts[-2] if self.depth >= 1 else 0.0) + 1.0
+
+    def with_last(self, n: float, present: float = 1.0) -> "Stream":
+        return Stream(self.counts[:-1] + (n,), self.dims, present)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The simulator's timing parameters that the model reads (sim/arch.py keys)."""
+
+    latency: int = 1
+    ii: int = 1
+    kinds: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    scan_emit_on_pop: bool = False
+    reduce_split_stop: bool = False
+    tile_matmul_ii_per_b: int = 1
+    tile_elementwise_ii_per_b: int = 1
+    memory: Mapping[str, Any] | None = None
+    fifo_depth: int = 10_240_000
+
+    @staticmethod
+    def from_settings(settings: Mapping[str, Any]) -> "Timing":
+        """From `Arch.settings` (what the C++ graph is built from)."""
+        s = dict(settings)
+        return Timing(int(s.get("latency", 1)), int(s.get("ii", 1)), dict(s.get("kinds", {})),
+                      bool(s.get("scan_emit_on_pop", False)), bool(s.get("reduce_split_stop", False)),
+                      int(s.get("tile_matmul_ii_per_b", 1)), int(s.get("tile_elementwise_ii_per_b", 1)),
+                      s.get("memory"), int(s.get("fifo_depth", 10_240_000)))
+
+    def kind_latency(self, kind: str) -> int:
+        return int(self.kinds.get(kind, {}).get("latency", self.latency))
+
+    def kind_ii(self, kind: str) -> int:
+        return int(self.kinds.get(kind, {}).get("ii", self.ii))
+
+    def tile_busy(self, rank: int, b: int) -> int:
+        """Cycles a tile of `rank` axes of extent b occupies a node (node.h `occupy`)."""
+        if rank >= 3:
+            return b * self.tile_matmul_ii_per_b
+        return -(-(b ** rank) // b) * self.tile_elementwise_ii_per_b
+
+    def tile_latency(self, rank: int, b: int) -> int:
+        return 2 * b - 1 if rank >= 3 else b ** rank
+
+
+@dataclass
+class NodeEstimate:
+    """Predicted work of one node: tokens it emits (the simulator's `tokens_out`; a sink's
+    `tokens_in`), the cycles it is busy, ALU element ops, and memory bytes."""
+
+    name: str
+    kind: str
+    tokens: float
+    busy: float
+    alu_ops: float = 0.0
+    mem_bytes: float = 0.0
+
+
+@dataclass
+class GraphEstimate:
+    """Predicted cycles of one graph, its nodes, and the statistics of the tensors it writes."""
+
+    name: str
+    cycles: float
+    nodes: list[NodeEstimate]
+    outputs: dict[str, TensorStats]
+    bottleneck: str
+    fill: float
+    memory_cycles: float = 0.0
+    recompute: float = 1.0  # most times any stored input value is loaded
+
+    @property
+    def alu_ops(self) -> float:
+        return sum(n.alu_ops for n in self.nodes)
+
+    @property
+    def mem_bytes(self) -> float:
+        return sum(n.mem_bytes for n in self.nodes)
+
+    @property
+    def tokens(self) -> float:
+        return sum(n.tokens for n in self.nodes)
+
+    def to_json(self, detail: bool = False) -> dict:
+        out = {"name": self.name, "cycles": round(self.cycles), "alu_ops": round(self.alu_ops),
+               "mem_bytes": round(self.mem_bytes), "tokens": round(self.tokens), "bottleneck": self.bottleneck,
+               "fill": round(self.fill), "memory_cycles": round(self.memory_cycles),
+               "recompute": round(self.recompute, 3)}
+        if detail:
+            out["nodes"] = [{"name": n.name, "kind": n.kind, "tokens": round(n.tokens), "busy": round(n.busy),
+                             "alu_ops": round(n.alu_ops), "mem_bytes": round(n.mem_bytes)} for n in self.nodes]
+        return out
+
+
+def _union_fraction(p: float, m: float) -> float:
+    """P(a coordinate is in at least one of `m` independent fibers each holding it with prob. p)."""
+    p = min(max(p, 0.0), 1.0)
+    if p >= 1.0:
+        return 1.0
+    return 1.0 - math.exp(m * math.log1p(-p))
+
+
+class _Model:
+    def __init__(self, spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing):
+        self.spec, self.stats, self.t = spec, stats, timing
+        self.outs: list[list[Stream]] = []
+        self.nodes: list[NodeEstimate] = []
+        self.written: dict[str, dict[int, float]] = {}
+        self.loaded: dict[str, float] = {}
+
+    def inp(self, node: "NodeSpec", i: int) -> Stream:
+        src, port = node.inputs[i]
+        return self.outs[src][port]
+
+    def run(self) -> GraphEstimate:
+        for node in self.spec.nodes:
+            outs, busy, alu, mem = self.step(node)
+            self.outs.append(outs)
+            tokens = sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
+            self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
+        fill = self.fill()
+        worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
+        busiest = self.nodes[worst].busy if self.nodes else 0.0
+        mem_cycles = self.memory_cycles()
+        cycles = max(busiest, mem_cycles) + fill
+        recompute = max((n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats),
+                        default=1.0)
+        return GraphEstimate(self.spec.name, cycles, self.nodes, self.output_stats(),
+                             self.nodes[worst].name if self.nodes else "", fill, mem_cycles, recompute)
+
+    # -- per-primitive rules --------------------------------------------------------------------
+    def step(self, node: "NodeSpec") -> tuple[list[Stream], float, float, float]:
+        """Output streams, busy cycles, ALU element ops, memory bytes of one node."""
+        k = node.kind
+        ii = self.t.kind_ii(k)
+        if k == "root":
+            return [Stream((1.0,), (1,))], 2.0 * ii, 0.0, 0.0
+        if k == "scan":
+            return self.scan(node, ii)
+        if k == "locate":
+            crd, ref = self.inp(node, 0), self.inp(node, 1)
+            out = Stream(crd.counts, crd.dims, ref.present)
+            return [out], crd.tokens * ii, 0.0, 0.0
+        if k in ("intersect", "union"):
+            return self.joiner(node, ii, k == "union")
+        if k == "repsiggen":
+            s = self.inp(node, 0)
+            return [s], s.tokens * ii, 0.0, 0.0
+        if k == "repeat":
+            ref, sig = self.inp(node, 0), self.inp(node, 1)
+            return [Stream(sig.counts, sig.dims, ref.present)], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
+        if k == "load":
+            s = self.inp(node, 0)
+            real = s.data * s.present
+            if node.tensor:
+                self.loaded[node.tensor] = self.loaded.get(node.tensor, 0.0) + real
+            elems = self.tile_elems(node)
+            return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
+        if k == "alu":
+            s = self.inp(node, 0)
+            return [Stream(s.counts, s.dims, 1.0)], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
+        if k == "reduce":
+            return self.reduce(node, ii)
+        if k == "spacc":
+            return self.spacc(node, ii)
+        if k == "crd_drop":
+            outer, inner = self.inp(node, 0), self.inp(node, 1)
+            L = inner.data / max(outer.data, 1e-9)
+            N = max(inner.dims[-1], 1)
+            keep = _union_fraction(L / N, N) if L > 0 else 0.0
+            o = outer.with_last(outer.data * keep)
+            i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims)
+            return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
+        if k == "val_drop":
+            crd, val = self.inp(node, 0), self.inp(node, 1)
+            return [crd, val], crd.tokens * ii, 0.0, 0.0
+        if k == "write_crd":
+            s = self.inp(node, 0)
+            self.written.setdefault(node.tensor or "", {})[node.level] = s.data
+            return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
+        if k == "write_val":
+            s = self.inp(node, 0)
+            self.written.setdefault(node.tensor or "", {}).setdefault(-1, s.data)
+            return [], self.tile_steps(node, s, ii), 0.0, 4.0 * s.data * self.tile_elems(node)
+        if k == "fork":
+            return self.fork(node, ii)
+        if k == "join":
+            return self.join(node, ii)
+        raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{k}")
+
+    def scan(self, node: "NodeSpec", ii: int):
+        r = self.inp(node, 0)
+        dim = int(node.params.get("dim", 1))
+        refs = r.data * r.present
+        if node.params.get("format") == "dense":
+            fiber = float(dim)
+        else:
+            st = self.stats.get(node.tensor or "")
+            fiber = st.mean_fiber(node.level) if st is not None and node.level < len(st.level_counts) \
+                else DEFAULT_FIBER_DENSITY * dim
+        n = refs * fiber
+        out = Stream(r.counts + (n,), r.dims + (dim,))
+        nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
+        steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
+        mem = 0.0 if node.params.get("format") == "dense" else 8.0 * refs + 4.0 * n
+        return [out, out], steps * ii, 0.0, mem
+
+    def joiner(self, node: "NodeSpec", ii: int, union: bool):
+        n_ops = len(node.inputs) - (node.n_out - 1)
+        crds = [self.inp(node, i) for i in range(n_ops)]
+        distinct = list({node.inputs[i]: crds[i] for i in range(n_ops)}.values())
+        f = crds[0].fibers
+        N = max(crds[0].dims[-1], 1)
+        space = max(f * N, 1e-9)
+        ps = [min(c.data / space, 1.0) for c in distinct]
+        if union:
+            n = space * (1.0 - math.prod(1.0 - p for p in ps))
+            steps = n + f + 1.0
+            payload_present = [min(c.data / max(n, 1e-9), 1.0) for c in crds]
+        else:
+            n = space * math.prod(ps)
+            steps = sum(c.data for c in distinct) - (len(distinct) - 1) * n + f + 1.0
+            payload_present = [1.0] * len(crds)
+        crd = crds[0].with_last(n)
+        outs = [crd]
+        for j in range(n_ops, len(node.inputs)):
+            p = self.inp(node, j)
+            present = payload_present[j - n_ops] * (p.present if union else 1.0)
+            outs.append(Stream(crd.counts, crd.dims, present))
+        return outs, steps * ii, 0.0, 0.0
+
+    def reduce(self, node: "NodeSpec", ii: int):
+        v = self.inp(node, 0)
+        out = Stream(v.counts[:-1], v.dims[:-1])
+        steps = v.tokens
+        if self.t.reduce_split_stop and v.depth >= 2:
+            steps += v.counts[-3]  # one stop above S0 per enclosing fiber
+        rank = self._in_rank(node)
+        busy = steps * ii
+        if rank is not None:
+            busy += v.data * max(self.t.tile_busy(rank, self.spec.block) - ii, 0)
+        return [out], busy, v.data * (self.spec.block ** rank if rank is not None else 1.0), 0.0
+
+    def spacc(self, node: "NodeSpec", ii: int):
+        order = int(node.params.get("order", 1))
+        v = self.inp(node, len(node.inputs) - 1)
+        c, d = v.counts, v.dims
+        if order == 1:
+            outer, k_per, inner = c[-3], c[-2] / max(c[-3], 1e-9), c[-1] / max(c[-2], 1e-9)
+            N = max(d[-1], 1)
+            U = outer * N * _union_fraction(inner / N, k_per)
+            outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],))] * 2
+        else:
+            parent, r_per = c[-4], c[-3] / max(c[-4], 1e-9)
+            Nk, Nl = max(d[-2], 1), max(d[-1], 1)
+            k_len = c[-2] / max(c[-3], 1e-9)
+            Uk = parent * Nk * _union_fraction(k_len / Nk, r_per)
+            l_len = c[-1] / max(c[-2], 1e-9)
+            Ul = Uk * Nl * _union_fraction(l_len / Nl, c[-2] / max(Uk, 1e-9))
+            kk = Stream(c[:-3] + (Uk,), d[:-3] + (d[-2],))
+            ll = Stream(c[:-3] + (Uk, Ul), d[:-3] + (d[-2], d[-1]))
+            outs = [kk, ll, ll]
+        steps = v.tokens + max(s.tokens for s in outs)
+        rank = self._in_rank(node)
+        busy = steps * ii
+        if rank is not None:
+            busy += v.data * max(self.t.tile_busy(rank, self.spec.block) - ii, 0)
+        return outs, busy, 0.0, 0.0
+
+    def fork(self, node: "NodeSpec", ii: int):
+        s = self.inp(node, 0)
+        P = int(node.params.get("factor", 1))
+        lane = s if int(node.params.get("depth", 0)) < 0 else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present)
+        return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
+
+    def join(self, node: "NodeSpec", ii: int):
+        lanes = [self.inp(node, i) for i in range(len(node.inputs))]
+        d = int(node.params.get("depth", 0))
+        first = lanes[0]
+        cut = max(first.depth - d, 0)
+        counts = first.counts[:cut] + tuple(sum(s.counts[j] for s in lanes) for j in range(cut, len(first.counts)))
+        present = sum(s.data * s.present for s in lanes) / max(sum(s.data for s in lanes), 1e-9)
+        out = Stream(counts, first.dims, present)
+        return [out], out.tokens * ii, 0.0, 0.0
+
+    # -- tiles, fill, memory, outputs ---------------------------------------------------------
+    def _in_rank(self, node: "NodeSpec") -> int | None:
+        if not self.spec.block or "in_ranks" not in node.params:
+            return None
+        ranks = list(node.params["in_ranks"])
+        return int(ranks[0]) if ranks else 0
+
+    def tile_elems(self, node: "NodeSpec") -> float:
+        if not self.spec.block or "axes" not in node.params:
+            return 1.0
+        return float(self.spec.block ** len(node.params["axes"]))
+
+    def tile_steps(self, node: "NodeSpec", s: Stream, ii: int) -> float:
+        """Steps of a value node: one per token; a tile occupies the node for its busy time."""
+        if not self.spec.block or "axes" not in node.params:
+            return s.tokens * ii
+        ranks = [len(node.params["axes"])] + [int(x) for x in node.params.get("in_ranks", [])]
+        busy = self.t.tile_busy(max(ranks), self.spec.block)
+        return s.tokens * ii + s.data * max(busy - ii, 0)
+
+    def fill(self) -> float:
+        """Latency along the longest path: the first token's trip from a root to a writer."""
+        lat = [0.0] * len(self.spec.nodes)
+        for i, node in enumerate(self.spec.nodes):
+            own = self.t.kind_latency(node.kind)
+            if self.spec.block and "axes" in node.params:
+                own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
+            lat[i] = own + max((lat[s] for s, _ in node.inputs), default=0.0)
+        return max(lat, default=0.0)
+
+    def memory_cycles(self) -> float:
+        """With the memory model on: lines over the channels, plus one request's latency."""
+        mem = self.t.memory
+        if not mem:
+            return 0.0
+        line = int(mem.get("bytes_per_request", 64))
+        lines = sum(math.ceil(n.mem_bytes / line) for n in self.nodes if n.mem_bytes)
+        return lines * int(mem.get("ii", 1)) / max(int(mem.get("channels", 1)), 1) \
+            + int(mem.get("latency", 0)) + int(mem.get("startup", 0))
+
+    def output_stats(self) -> dict[str, TensorStats]:
+        out = {}
+        for name, t in self.spec.tensors.items():
+            if t.role != "output":
+                continue
+            b = t.block or self.spec.block
+            shape = tuple(max(1, -(-s // b)) for s in t.shape) if b else t.shape
+            dims = tuple(shape[m] for m in t.fmt.mode_order)
+            written = self.written.get(name, {})
+            counts, acc = [], 1.0
+            for lvl, kind in enumerate(t.fmt.levels):
+                acc = written.get(lvl, acc * dims[lvl] if kind == "dense" else acc)
+                counts.append(float(acc))
+            out[name] = TensorStats(dims, tuple(counts), exact=False)
+        return out
+
+
+def estimate_graph(spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
+    """Predict one graph's tokens per node and cycles from its input tensors' statistics."""
+    return _Model(spec, stats, timing).run()
+
+
+def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
+                     known: Mapping[str, TensorStats] | None = None) -> dict[str, TensorStats]:
+    """Statistics of every input tensor of `spec`: predicted ones from `known` (tensors written
+    by earlier regions, in the format they were written), exact ones counted from `data`."""
+    from fuseflow.analysis.tensor_stats import level_counts
+
+    known = known or {}
+    out: dict[str, TensorStats] = {}
+    for name, t in spec.tensors.items():
+        if t.role != "input":
+            continue
+        source = t.copy_of or name
+        b = t.block or 0
+        if source in known:
+            st = known[source]
+            dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
+            out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
+        elif source in data:
+            out[name] = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
+    return out
+
+
+def _relaid(st: TensorStats, dims: Sequence[int], levels: Sequence[str]) -> TensorStats:
+    """A predicted tensor read in another level order: same nnz, levels filled at random."""
+    nnz = st.nnz
+    counts, acc = [], 1.0
+    for lvl, kind in enumerate(levels):
+        space = acc * dims[lvl]
+        if kind == "dense":
+            acc = space
+        elif lvl == len(levels) - 1:
+            acc = nnz
+        else:
+            below = math.prod(dims[lvl + 1:])
+            acc = space * _union_fraction(nnz / max(space * below, 1e-9), below)
+        counts.append(acc)
+    return TensorStats(tuple(dims), tuple(counts), exact=False)
