@@ -10,8 +10,10 @@ import numpy as np
 import torch
 
 from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.lowering.module import lower_module
+from fuseflow.lowering.rank import OrderRanker
 from fuseflow.lowering.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
@@ -89,9 +91,11 @@ class SimResult:
     def to_json(self, detail: bool = False) -> dict:
         """Summary (cycles per region, totals, error); `detail` adds every node's counters and edges."""
         regions = []
-        for r, g in zip(self.regions, self.program.graphs):
+        graphs = {g.name: g for g in self.program.graphs}
+        for r in self.regions:
             entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
-            if detail:
+            g = graphs.get(r.name)
+            if detail and g is not None:
                 entry["nodes"] = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in n.items()
                                    if k not in ("seg", "crd", "vals")} for n in r.nodes]
                 entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
@@ -106,6 +110,19 @@ class SimResult:
             "max_abs_error": self.max_abs_error,
             "notes": list(self.program.imported.notes),
         }
+
+
+@dataclass(frozen=True)
+class Relayout:
+    """A model input that a region reads in another level order than the user declared: it is
+    converted at run time by a region of its own (cycles: `cycle_model.relayout_cycles`)."""
+
+    name: str  # relayout_<tensor>
+    tensor: str  # the graph's name of the converted copy
+    source: str  # the model input
+    declared: Format
+    stored: Format
+    block: int = 0
 
 
 @dataclass
@@ -126,6 +143,18 @@ class Program:
     orders: dict[str, str] = field(default_factory=dict)  # region -> dataflow order chosen by a pass
     order_candidates: dict[str, tuple] = field(default_factory=dict)  # region -> enumerated orders
     lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
+    relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
+
+    def relayout_runs(self, data: Mapping[str, Any]) -> list["RegionResult"]:
+        """The conversion regions of re-laid model inputs, with their modelled cycles."""
+        from fuseflow.analysis.cycle_model import relayout_cycles
+        from fuseflow.analysis.tensor_stats import level_counts
+
+        out = []
+        for r in self.relayouts:
+            st = level_counts(data[r.source], r.declared.levels, r.declared.mode_order, r.block)
+            out.append(RegionResult(r.name, int(round(relayout_cycles(st))), [], [r.tensor], "model"))
+        return out
 
     def reorder(self, order: "str | Mapping[str, str]") -> "Program":
         """The same model, schedule and passes lowered under another dataflow order (no re-export):
@@ -142,7 +171,8 @@ class Program:
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
         predicted from the writers of the region that produces them."""
-        from fuseflow.analysis.cycle_model import EstimateError, Timing, estimate_graph, stats_for_inputs
+        from fuseflow.analysis.cycle_model import (EstimateError, GraphEstimate, Timing, estimate_graph,
+                                                   stats_for_inputs)
         from fuseflow.estimate import ProgramEstimate
 
         args = tuple(args) if args else self.example_args
@@ -158,7 +188,9 @@ class Program:
                 raise FuseflowError(str(e)) from None
             known.update(est.outputs)
             regions.append(est)
-        return ProgramEstimate(self, regions, arch_)
+        conversions = [GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0)
+                       for r in self.relayout_runs(data)]
+        return ProgramEstimate(self, conversions + regions, arch_)
 
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
@@ -187,17 +219,8 @@ class Program:
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def bind(self, args: Sequence[Any]) -> dict[str, np.ndarray]:
-        if len(args) != self.imported.n_user_args:
-            raise FuseflowError(f"simulate() takes {self.imported.n_user_args} arguments, got {len(args)}")
-        data = {}
-        for name, a in zip(self.imported.input_names, args):
-            if isinstance(a, torch.Tensor) and a.dim() == 2 and a.layout in _SPARSE_2D:
-                data[name] = _to_scipy(a)  # packed without densifying (large graphs)
-                continue
-            d, _ = densify(a, name)
-            data[name] = d.float().numpy()
-        data.update(self.imported.param_values)
-        return data
+        """Every model input (from `args`) and parameter by name, as the simulator reads them."""
+        return bind_args(self.imported, args)
 
     def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False,
                  progress: Any = None, engine: str = "auto") -> SimResult:
@@ -219,12 +242,28 @@ class Program:
                 env.update(run.outputs)
                 runs.append(run)
         outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
-        res = SimResult(self, args, outs, [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs], arch_)
+        regions = self.relayout_runs(env) + [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
+        res = SimResult(self, args, outs, regions, arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
 
 
 _SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo)
+
+
+def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
+    """Model inputs by name (2-D sparse ones as scipy matrices, never densified) plus parameters."""
+    if len(args) != imported.n_user_args:
+        raise FuseflowError(f"simulate() takes {imported.n_user_args} arguments, got {len(args)}")
+    data: dict[str, Any] = {}
+    for name, a in zip(imported.input_names, args):
+        if isinstance(a, torch.Tensor) and a.dim() == 2 and a.layout in _SPARSE_2D:
+            data[name] = _to_scipy(a)  # packed without densifying (large graphs)
+            continue
+        d, _ = densify(a, name)
+        data[name] = d.float().numpy()
+    data.update(imported.param_values)
+    return data
 
 
 def _to_scipy(t: torch.Tensor):
@@ -247,8 +286,12 @@ def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mappin
     `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
     module, descending through containers), ``full`` (one region), ``op`` (one per linalg op), or
     a ``fuseflow.Schedule`` of module paths / op indices.
-    `order`: each region's dataflow order, ``auto`` / ``K`` / ``i,k,j`` (shorthand for the pass
-    ``fuseflow-order{order=...}``), or a mapping {region name: that} for some regions. `passes`: a pipeline of fuseflow passes run after the
+    `order`: each region's dataflow order: ``auto`` (the default unless `passes` has a
+    ``fuseflow-order`` pass: the order the cycle model predicts
+    fastest on `example_args`, re-layouts of model inputs charged), ``plain`` (the lowering's own
+    deterministic order, what studies of fixed graphs use), ``K`` (the K-th enumerated order) or
+    ``i,k,j``; or a mapping {region name: that} (unnamed regions: ``plain``). Shorthand for the
+    pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
     schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
     """
     if not isinstance(schedule, Schedule) and schedule not in SCHEDULES:
@@ -266,18 +309,48 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
     with module.context:
         infos, _ = op_listing(main_func(module))
         assign_regions(main_func(module), schedule, imported.containers)
+        order = _order_spec(order, passes)
         pipeline = _pipeline(passes, order)
         run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None], "linalg")
         # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
-        sam_text, summary, chosen = lower_module(module, node_budget, order)
+        ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names))
+        sam_text, summary, chosen = lower_module(module, node_budget, order, ranker=ranker)
         sam_module = run_passes(ir.Module.parse(sam_text), pipeline, "sam")
         sam_text = str(sam_module)
         graphs, outs = parse_graphs(sam_module)
     sched_name = schedule if isinstance(schedule, str) else "custom"
+    relayouts = _relayouts(graphs, imported)
     return Program(model, args, imported, sched_name, linalg_text, sam_text, summary,
                    graphs, outs, infos, ", ".join(pipeline), {r: c.name for r, c in chosen.items()},
                    {r: c.alternatives for r, c in chosen.items() if c.alternatives},
-                   (schedule, node_budget, passes))
+                   (schedule, node_budget, passes), relayouts)
+
+
+def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayout]:
+    """Model inputs some graph reads in another level order than declared (parameters are laid
+    out at compile time, free); one conversion per (input, stored order)."""
+    out: dict[tuple, Relayout] = {}
+    for g in graphs:
+        for name, t in g.tensors.items():
+            source = t.copy_of or name
+            declared = imported.input_formats.get(source)
+            if t.role != "input" or source not in imported.input_names[: imported.n_user_args] or declared is None:
+                continue
+            if declared.mode_order != t.fmt.mode_order and (source, t.fmt.mode_order) not in out:
+                out[(source, t.fmt.mode_order)] = Relayout(f"relayout_{name}", name, source, declared, t.fmt, t.block)
+    return list(out.values())
+
+
+def _order_spec(order: "str | Mapping[str, str] | None", passes: str | None) -> "str | Mapping[str, str] | None":
+    """None means ``auto`` unless the pipeline orders; ``plain`` is the lowering's own
+    deterministic order (no ordering pass)."""
+    if order is None:
+        return None if passes and "fuseflow-order" in passes else "auto"
+    if isinstance(order, str) and order.strip() == "plain":
+        return None
+    if isinstance(order, Mapping):
+        return {r: o for r, o in order.items() if o.strip() != "plain"} or None
+    return order
 
 
 def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> list[str]:

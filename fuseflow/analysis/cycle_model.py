@@ -404,10 +404,19 @@ def estimate_graph(spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: 
     return _Model(spec, stats, timing).run()
 
 
+def relayout_cycles(st: TensorStats) -> float:
+    """Converting a stored tensor to another level order by a counting-sort transpose: one pass
+    over its entries to count per new outer coordinate, a prefix sum over that dimension, one pass
+    to scatter (DESIGN §12)."""
+    return 2.0 * st.nnz + float(max(st.dims, default=1))
+
+
 def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
-                     known: Mapping[str, TensorStats] | None = None) -> dict[str, TensorStats]:
+                     known: Mapping[str, TensorStats] | None = None,
+                     density: Mapping[str, float] | None = None) -> dict[str, TensorStats]:
     """Statistics of every input tensor of `spec`: predicted ones from `known` (tensors written
-    by earlier regions, in the format they were written), exact ones counted from `data`."""
+    by earlier regions, in the format they were written), exact ones counted from `data`, and
+    uniform-random ones from a recorded `density` when there is no data."""
     from fuseflow.analysis.tensor_stats import level_counts
 
     known = known or {}
@@ -423,6 +432,10 @@ def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
             out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
         elif source in data:
             out[name] = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
+        elif density and source in density:
+            dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
+            out[name] = _relaid(TensorStats(dims, (density[source] * math.prod(dims),), exact=False), dims,
+                                t.fmt.levels)
     return out
 
 

@@ -74,11 +74,42 @@ def _write_json(result: dict, a) -> bool:
     return bool(a.json)
 
 
+def _print_estimate(prog, a) -> int:
+    """The cycle model's preview of a compiled program (no simulation)."""
+    est = prog.estimate(arch=a.arch)
+    if getattr(a, "json", False):
+        print(json.dumps(est.to_json(detail=getattr(a, "nodes", False)), indent=2))
+        return 0
+    rows = [[r.name, f"{r.cycles:,.0f}", f"{r.tokens:,.0f}", f"{r.alu_ops:,.0f}", f"{r.mem_bytes:,.0f}",
+             f"{r.recompute:.2f}", r.bottleneck] for r in est.regions]
+    rows.append(["total", f"{est.cycles:,}", "", f"{est.alu_ops:,}", f"{est.mem_bytes:,}", "", ""])
+    _table(f"{Path(a.model).name}: estimate, schedule {a.schedule}, arch {est.arch.name} (not simulated)", rows,
+           ["region", "cycles", "tokens", "alu ops", "memory bytes", "recompute", "bottleneck"])
+    if getattr(a, "nodes", False):
+        for r in est.regions:
+            _table(f"region {r.name}", [[n.name, f"{n.tokens:,.0f}", f"{n.busy:,.0f}"] for n in r.nodes],
+                   ["node", "tokens", "busy cycles"])
+    for r in prog.relayouts:
+        print(f"{r.name}: model input {r.source} converted from {r.declared} to {r.stored} at run time "
+              "(counting-sort transpose: 2 x nnz + extent cycles)")
+    return 0
+
+
+def cmd_estimate(a) -> int:
+    import fuseflow
+
+    model, args, formats = _load_example(a.model, a)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    return _print_estimate(prog, a)
+
+
 def cmd_run(a) -> int:
     import fuseflow
 
     model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    if a.estimate:
+        return _print_estimate(prog, a)
     res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None, engine=a.engine)
     err = res.check()
     if a.save:
@@ -313,7 +344,7 @@ def _engine_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _pass_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--order", help="dataflow order of every region: auto | K | i,k,j")
+    p.add_argument("--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j")
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
 
 
@@ -328,9 +359,20 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
     r.add_argument("--graph", help="graph file for GNN examples")
     r.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
     _pass_args(r)
     _engine_arg(r)
     r.set_defaults(fn=cmd_run)
+    e = sub.add_parser("estimate", help="predict cycles, tokens, ALU ops and bytes per region without simulating")
+    e.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
+    e.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
+    e.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
+    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    e.add_argument("--nodes", action="store_true", help="also predicted tokens and busy cycles per node")
+    e.add_argument("--graph", help="graph file for GNN examples")
+    e.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    _pass_args(e)
+    e.set_defaults(fn=cmd_estimate)
     st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
     st.add_argument("model")
     st.add_argument("--graph", help="graph file for GNN examples (.npz, .mtx, edge list)")

@@ -14,6 +14,7 @@ from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, render
 from fuseflow.lowering.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
+from fuseflow.lowering.rank import OrderRanker
 from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
 from fuseflow.mlir import ir
@@ -59,13 +60,16 @@ ORDERS_ATTR = "fuseflow.orders"
 
 def lower_module(module: ir.Module, node_budget: int = 100_000,
                  order_spec: "str | Mapping[str, str] | None" = None,
-                 cap: int = DEFAULT_CAP) -> tuple[str, dict, dict[str, Candidate]]:
+                 cap: int = DEFAULT_CAP, ranker: "OrderRanker | None" = None
+                 ) -> tuple[str, dict, dict[str, Candidate]]:
     """Return the sam module text, a summary {region: [expressions]} and the chosen orders.
 
     Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
     ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
     see `ordering.choose`; a mapping gives one per region name), else from the default heuristic
-    order. Each chosen `Candidate` carries the region's enumerated alternatives.
+    order. Each chosen `Candidate` carries the region's enumerated alternatives. With a `ranker`,
+    ``auto`` lowers the most promising candidates and keeps the one the cycle model predicts
+    fastest (`lowering/rank.py`).
     """
     func = main_func(module)
     fixed = ({k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
@@ -118,21 +122,38 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
                     k += 1
                 outputs_of[region_of[op]].append(res)
     graphs, summary, chosen = [], {}, {}
+    if ranker is not None:
+        ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
         in_region = {op for op in ops if region_of[op] == region}
         parser = RegionParser(in_region, lambda v: None if _produced_in(v, in_region) else names.get(v))
-        lowering = SamLowering(region, {}, node_budget, blocks.get(region, blocks.get("*", 0)))
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
+        region_block = blocks.get(region, blocks.get("*", 0))
+
+        def build(order_vars: "list[str] | None", region=region, asgs=asgs, region_block=region_block) -> SamLowering:
+            lw = SamLowering(region, {}, node_budget, region_block)
+            for asg in asgs:
+                used = {a.tensor for a in _accs(asg.expr)}
+                lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
+            for asg in asgs:
+                lw.lower(asg, order_vars)
+            return lw
+
+        inputs = SamLowering(region, {}, node_budget, region_block)
         for asg in asgs:
             used = {a.tensor for a in _accs(asg.expr)}
-            lowering.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lowering.tensors})
-        rv = RegionVars(region, asgs, lambda t: lowering.tensors[t].fmt.mode_order,
-                        lambda t: lowering.tensors[t].fmt.levels, density)
+            inputs.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in inputs.tensors})
+        rv = RegionVars(region, asgs, lambda t: inputs.tensors[t].fmt.mode_order,
+                        lambda t: inputs.tensors[t].fmt.levels, density)
         spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
         pick = choose(rv, spec, cap) if spec is not None else None
+        if pick is not None and ranker is not None and spec.strip() == "auto":
+            pick = ranker.rank(region, pick, build)
+        lowering = build([v for v in pick.order] if pick is not None else None)
+        if ranker is not None:
+            ranker.commit(lowering.text())
         exprs = []
         for asg in asgs:
-            lowering.lower(asg, [v for v in pick.order] if pick is not None else None)
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
             density[asg.out] = estimate_density(rv, asg)
         if pick is not None:

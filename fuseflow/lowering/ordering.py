@@ -56,6 +56,7 @@ class Candidate:
     relayouts: tuple[str, ...]  # tensors stored against this order (re-laid out, cost counted)
     estimate: Estimate
     alternatives: tuple["Candidate", ...] = ()  # set on a choice: every enumerated order of the region
+    cycles: float | None = None  # the cycle model's prediction, when the ranker lowered this order
 
     @property
     def name(self) -> str:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from fuseflow.lowering.module import ORDERS_ATTR, lower_module
 from fuseflow.lowering.ordering import DEFAULT_CAP
+from fuseflow.lowering.rank import OrderRanker
 from fuseflow.lowering.regions import main_func
 from fuseflow.passes.lower_to_sam import ensure_regions
 from fuseflow.mlir import ir
@@ -17,7 +18,7 @@ class Options:
 
 
 def run(module, options: Options):
-    """Pick a dataflow order per region: order=auto (static estimate), order=K (K-th enumerated), order=i,k,j.
+    """Pick a dataflow order per region: order=auto (cycle model), order=K (K-th enumerated), order=i,k,j.
 
     Orders concordant with the tensors' storage orders are enumerated first, then discordant ones
     (the tensor is re-laid out, its cost counted); at most `cap`. The choice is written as
@@ -29,6 +30,6 @@ def run(module, options: Options):
         ensure_regions(func)
         if ORDERS_ATTR in func.attributes:
             del func.attributes[ORDERS_ATTR]
-        _, _, chosen = lower_module(module, order_spec=options.order, cap=options.cap)
+        _, _, chosen = lower_module(module, order_spec=options.order, cap=options.cap, ranker=OrderRanker())
         func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
     return module

@@ -1,0 +1,103 @@
+"""Choose a region's dataflow order by the cycle model (`order="auto"`, DESIGN §12).
+
+The static estimate of `ordering.py` counts loop-nest coordinates and misses what a lowering
+does with them (a locate-fused inner product under a sparse filter iterates only the filter's
+nonzeros, SDDMM's 20x). So `auto` keeps the static estimate only to shortlist: it lowers the
+`top` most promising orders (and the lowering's own default), predicts each graph's cycles with
+`analysis.cycle_model` from the real statistics of the region's inputs, adds the conversion of
+every model input the order re-lays out (parameters are laid out at compile time, free), and
+keeps the fastest. Regions are lowered in program order, so the statistics of a tensor passed
+between regions are the prediction from the chosen producer.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from fuseflow.analysis.cycle_model import Timing, estimate_graph, relayout_cycles, stats_for_inputs
+from fuseflow.analysis.tensor_stats import TensorStats, level_counts
+from fuseflow.errors import FuseflowError
+from fuseflow.formats import Format
+from fuseflow.lowering.ordering import Candidate
+
+DEFAULT_TOP = 6
+"""Orders per region lowered and estimated (shortlisted by the static estimate)."""
+MAX_RANKED_NODES = 4000
+"""A region whose default graph is larger than this is ranked on its shortlist's first order
+only (lowering each of a huge region's orders costs seconds)."""
+
+
+class OrderRanker:
+    """Ranks a region's candidate orders by predicted cycles.
+
+    `data`: every model input and parameter by name (numpy or scipy), measured exactly; tensors
+    without data fall back to their recorded density (a hand-written `.mlir`). `model_inputs`
+    names the tensors whose re-layout costs cycles at run time.
+    """
+
+    def __init__(self, data: Mapping[str, Any] | None = None, timing: Timing | None = None,
+                 model_inputs: "set[str] | None" = None, top: int = DEFAULT_TOP):
+        self.data = dict(data or {})
+        self.timing = timing or Timing()
+        self.model_inputs = model_inputs
+        self.top = top
+        self.known: dict[str, TensorStats] = {}
+        self.density: Mapping[str, float] = {}
+        self.declared: Mapping[str, Format] = {}
+
+    def begin(self, density: Mapping[str, float], declared: Mapping[str, Format]) -> None:
+        """Called by `lower_module` before the first region: fallback densities, declared formats."""
+        self.density, self.declared = density, dict(declared)
+
+    def _graph(self, text: str):
+        from fuseflow.mlir import ir
+        from fuseflow.sim.graph import parse_graphs
+
+        graphs, _ = parse_graphs(ir.Module.parse("module {\n" + text + "\n}"))
+        return graphs[0]
+
+    def cost(self, text: str) -> tuple[float, Any]:
+        """Predicted cycles of one lowered region, re-layouts of model inputs included."""
+        spec = self._graph(text)
+        stats = stats_for_inputs(spec, self.data, self.known, self.density)
+        est = estimate_graph(spec, stats, self.timing)
+        extra = 0.0
+        for name, t in spec.tensors.items():
+            source = t.copy_of or name
+            if t.role != "input" or not self._is_model_input(source):
+                continue
+            declared = self.declared.get(source)
+            if declared is not None and declared.mode_order != t.fmt.mode_order:
+                extra += relayout_cycles(level_counts(self.data[source], declared.levels, declared.mode_order,
+                                                      t.block))
+        return est.cycles + extra, est
+
+    def _is_model_input(self, name: str) -> bool:
+        return name in self.data and (self.model_inputs is None or name in self.model_inputs)
+
+    def rank(self, region: str, pick: Candidate, build: Callable[[list[str] | None], Any]) -> Candidate:
+        """The candidate of `pick.alternatives` with the lowest predicted cycles."""
+        cands = list(pick.alternatives) or [pick]
+        shortlist = sorted(cands, key=lambda c: (c.estimate.cost, c.index))[: self.top]
+        if cands[0] not in shortlist:  # the lowering's own default order is always a contender
+            shortlist.append(cands[0])
+        scored: dict[int, float] = {}
+        for c in shortlist:
+            try:
+                text = build(list(c.order)).text()
+            except FuseflowError:
+                continue
+            if text.count("\n") > MAX_RANKED_NODES and scored:
+                break
+            scored[c.index], _ = self.cost(text)
+        if not scored:
+            return pick
+        best = min(scored, key=lambda i: (scored[i], i))
+        alts = tuple(replace(c, cycles=scored.get(c.index)) for c in cands)
+        return replace(alts[best], alternatives=alts)
+
+    def commit(self, text: str) -> None:
+        """The chosen graph of a region: its written tensors' predicted statistics feed later regions."""
+        spec = self._graph(text)
+        est = estimate_graph(spec, stats_for_inputs(spec, self.data, self.known, self.density), self.timing)
+        self.known.update(est.outputs)
