@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -171,8 +172,7 @@ class Program:
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
         predicted from the writers of the region that produces them."""
-        from fuseflow.analysis.cycle_model import (EstimateError, GraphEstimate, Timing, estimate_graph,
-                                                   stats_for_inputs)
+        from fuseflow.analysis.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
         from fuseflow.estimate import ProgramEstimate
 
         args = tuple(args) if args else self.example_args
@@ -182,10 +182,7 @@ class Program:
         regions = []
         timing = Timing.from_settings(arch_.settings)
         for g in self.graphs:
-            try:
-                est = estimate_graph(g, stats_for_inputs(g, data, known), timing)
-            except EstimateError as e:
-                raise FuseflowError(str(e)) from None
+            est = estimate_graph(g, stats_for_inputs(g, data, known), timing)
             known.update(est.outputs)
             regions.append(est)
         conversions = [GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0)
@@ -313,7 +310,9 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
         pipeline = _pipeline(passes, order)
         run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None], "linalg")
         # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
-        ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names))
+        levels = {v for el in pipeline if el.startswith("sam-parallelize")
+                  for m in re.finditer(r"level=([\w,]+)", el) for v in m.group(1).split(",")}
+        ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names), keep_vars=levels)
         sam_text, summary, chosen = lower_module(module, node_budget, order, ranker=ranker)
         sam_module = run_passes(ir.Module.parse(sam_text), pipeline, "sam")
         sam_text = str(sam_module)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from fuseflow.analysis.tensor_stats import TensorStats
+from fuseflow.errors import FuseflowError
 
 if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor the simulator
     from fuseflow.sim.graph import GraphSpec, NodeSpec
@@ -29,7 +30,13 @@ DEFAULT_FIBER_DENSITY = 0.1
 """Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
 
 
-class EstimateError(ValueError):
+COVERED_SETTINGS = frozenset({"fifo_depth", "latency", "ii", "kinds", "scan_emit_on_pop", "reduce_split_stop",
+                              "tile_matmul_ii_per_b", "tile_elementwise_ii_per_b", "memory", "max_fifo_mib"})
+"""Architecture settings (sim/arch.py) the model reads or that do not change cycles."""
+COVERED_MEMORY = frozenset({"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"})
+
+
+class EstimateError(FuseflowError):
     """The model cannot cover this graph or architecture (the message says what)."""
 
 
@@ -79,8 +86,17 @@ class Timing:
 
     @staticmethod
     def from_settings(settings: Mapping[str, Any]) -> "Timing":
-        """From `Arch.settings` (what the C++ graph is built from)."""
+        """From `Arch.settings` (what the C++ graph is built from); a setting the model has no
+        rule for is refused rather than silently ignored."""
         s = dict(settings)
+        for k in s:
+            if k not in COVERED_SETTINGS:
+                raise EstimateError(f"the cycle model does not cover the architecture setting {k!r}; "
+                                    f"covered: {', '.join(sorted(COVERED_SETTINGS))} (simulate instead)")
+        for k in dict(s.get("memory") or {}):
+            if k not in COVERED_MEMORY:
+                raise EstimateError(f"the cycle model does not cover the memory setting {k!r}; "
+                                    f"covered: {', '.join(sorted(COVERED_MEMORY))} (simulate instead)")
         return Timing(int(s.get("latency", 1)), int(s.get("ii", 1)), dict(s.get("kinds", {})),
                       bool(s.get("scan_emit_on_pop", False)), bool(s.get("reduce_split_stop", False)),
                       int(s.get("tile_matmul_ii_per_b", 1)), int(s.get("tile_elementwise_ii_per_b", 1)),
@@ -174,6 +190,7 @@ class _Model:
     def run(self) -> GraphEstimate:
         for node in self.spec.nodes:
             outs, busy, alu, mem = self.step(node)
+            busy = max(busy, self.memory_bound(node, outs, mem))
             self.outs.append(outs)
             tokens = sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
@@ -371,6 +388,19 @@ class _Model:
                 own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
             lat[i] = own + max((lat[s] for s, _ in node.inputs), default=0.0)
         return max(lat, default=0.0)
+
+    def memory_bound(self, node: "NodeSpec", outs: list[Stream], mem_bytes: float) -> float:
+        """A node that reads memory emits a step's outputs only when its line arrives; with FIFOs
+        shallower than the memory latency it can run at most `fifo_depth` tokens ahead of the
+        oldest outstanding line, so it streams at fifo_depth / latency tokens per cycle."""
+        mem = self.t.memory
+        if not mem or mem_bytes <= 0 or not outs:
+            return 0.0
+        latency = int(mem.get("latency", 0))
+        depth = max(self.t.fifo_depth, 1)
+        if latency <= depth:
+            return 0.0
+        return max(s.tokens for s in outs) * latency / depth
 
     def memory_cycles(self) -> float:
         """With the memory model on: lines over the channels, plus one request's latency."""

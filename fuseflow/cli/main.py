@@ -167,7 +167,7 @@ def cmd_study(a) -> int:
                 progress.advance(task)
                 continue
             tot = [r.totals() for r in res.regions]
-            rows.append({"schedule": name, "regions": len(res.regions), "cycles": res.cycles,
+            rows.append({"schedule": name, "regions": len(prog.graphs), "cycles": res.cycles,
                          "alu_ops": sum(t["alu_ops"] for t in tot), "reductions": sum(t["reductions"] for t in tot),
                          "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
                          "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),

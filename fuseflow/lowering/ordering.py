@@ -23,6 +23,8 @@ DEFAULT_CAP = 64
 """Orders listed per region unless the caller asks for more."""
 SCAN_LIMIT = 50
 """Permutations examined per listed order before giving up (large regions have n! orders)."""
+MAX_SEARCH_VARS = 48
+"""A region with more index variables is not searched: its only candidate is the default order."""
 DEFAULT_DENSITY = 0.1
 """Density assumed for a compressed tensor whose data is not known (fuseflow-opt on a file)."""
 
@@ -270,6 +272,8 @@ def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
     default = _default_order(rv)
     if default is not None:  # the lowering's own choice is always a candidate, however many variables
         consider(default)
+    if len(vars_) > MAX_SEARCH_VARS:
+        return out
     examined = 0
     for concordant in (True, False):
         source = linear_extensions(vars_, storage) if concordant else linear_extensions(vars_, [])

@@ -36,11 +36,13 @@ class OrderRanker:
     """
 
     def __init__(self, data: Mapping[str, Any] | None = None, timing: Timing | None = None,
-                 model_inputs: "set[str] | None" = None, top: int = DEFAULT_TOP):
+                 model_inputs: "set[str] | None" = None, top: int = DEFAULT_TOP,
+                 keep_vars: "set[str] | None" = None):
         self.data = dict(data or {})
         self.timing = timing or Timing()
         self.model_inputs = model_inputs
         self.top = top
+        self.keep_vars = set(keep_vars or ())  # index variables a later pass names (sam-parallelize levels)
         self.known: dict[str, TensorStats] = {}
         self.density: Mapping[str, float] = {}
         self.declared: Mapping[str, Format] = {}
@@ -79,9 +81,11 @@ class OrderRanker:
         """The candidate of `pick.alternatives` with the lowest predicted cycles."""
         cands = list(pick.alternatives) or [pick]
         shortlist = sorted(cands, key=lambda c: (c.estimate.cost, c.index))[: self.top]
-        if cands[0] not in shortlist:  # the lowering's own default order is always a contender
-            shortlist.append(cands[0])
+        if cands[0] in shortlist:
+            shortlist.remove(cands[0])
+        shortlist.insert(0, cands[0])  # the lowering's own default order is always a contender, built first
         scored: dict[int, float] = {}
+        required: set[str] | None = None
         for c in shortlist:
             try:
                 text = build(list(c.order)).text()
@@ -89,6 +93,11 @@ class OrderRanker:
                 continue
             if text.count("\n") > MAX_RANKED_NODES and scored:
                 break
+            present = {v for v in self.keep_vars if f'index_var = "{v}"' in text}
+            if required is None:
+                required = present  # the variables a later sam-parallelize names in the default graph
+            elif not required <= present:
+                continue  # this order renames one of them (Gustavson): the pass could not find it
             scored[c.index], _ = self.cost(text)
         if not scored:
             return pick

@@ -30,7 +30,8 @@ def run(mod, schedule, **options):
 @pytest.mark.parametrize("mod", [gcn, graphsage], ids=["gcn", "graphsage"])
 def test_gnn_on_karate_club(mod, schedule):
     prog, res = run(mod, schedule)
-    assert len(res.regions) == {"unfused": len(prog.op_infos), "full": 1}.get(schedule, len(res.regions))
+    fused = [r for r in res.regions if r.engine != "model"]  # not the re-layout conversions of inputs
+    assert len(fused) == {"unfused": len(prog.op_infos), "full": 1}.get(schedule, len(fused))
 
 
 def test_layer_fusion_beats_unfused_and_full_fusion_recomputes_for_gcn():

@@ -1,0 +1,235 @@
+"""How close the cycle model comes to the simulator, and how much faster it is.
+
+For every example x schedule x dataflow order the repo simulates (plus random chains), compile,
+simulate, estimate, and compare region by region: |estimate - simulated| / simulated cycles, the
+Spearman rank correlation of total cycles among each model's configurations, and the wall time
+of `simulate()` over `estimate()`. Prints one JSON line per configuration, then a summary table.
+
+    python benchmarks/estimator_accuracy.py -o docs/results/estimator_accuracy.json [--plot docs/results/estimator_error.png]
+    python benchmarks/estimator_accuracy.py --quick        # the small cases only (~1 min)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
+os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+
+import torch  # noqa: E402
+
+import fuseflow  # noqa: E402
+
+
+def _cases(quick: bool):
+    """(model name, build module, options, schedules, sweep every order of a one-region schedule)."""
+    import gcn
+    import gcn_layer
+    import gpt_bigbird
+    import graphsage
+    import kernels
+    import sae
+    import spgemm_chain
+
+    small_gpt = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16)
+    out = [
+        ("spmv", kernels, dict(kernel="spmv"), ["full"], True),
+        ("spmm", kernels, dict(kernel="spmm"), ["full"], True),
+        ("sddmm-csr", kernels, dict(kernel="sddmm"), ["full"], True),
+        ("sddmm-csc", kernels, dict(kernel="sddmm", orientation="csc"), ["full"], True),
+        ("masked-softmax", kernels, dict(kernel="masked", n=64), ["full", "unfused"], True),
+        ("spgemm-chain-d0.1", spgemm_chain, dict(density=0.1), ["full", "unfused"], True),
+        ("spgemm-chain-d0.3", spgemm_chain, dict(density=0.3), ["full"], True),
+        ("gcn-layer", gcn_layer, {}, ["unfused", "full"], True),
+        ("gcn", gcn, {}, ["unfused", "layer", "full"], False),
+        ("graphsage", graphsage, {}, ["unfused", "layer", "full"], False),
+        ("sae", sae, {} if not quick else dict(batch=8, n_in=128, n_hidden=32), ["unfused", "layer", "full"], False),
+    ]
+    if not quick:
+        out.append(("gpt-bigbird-seq64", gpt_bigbird, small_gpt, ["unfused", "fuseflow"], False))
+        cora = Path(ROOT.parent / "shared" / "data" / "planetoid" / "cora.npz")
+        if cora.exists():
+            out.append(("gcn-cora", gcn, dict(graph=str(cora)), ["unfused", "layer", "full"], False))
+    return out
+
+
+def _schedule(mod, name: str, base):
+    if name in ("unfused", "layer", "full", "op"):
+        return name
+    return dict(mod.schedules(base.op_infos))[name]
+
+
+def _random_chains(n: int, seed: int = 0):
+    """Random 2-3 op chains over random sparse/dense operands (tests/e2e/test_random_chains.py's kind)."""
+    rng = np.random.default_rng(seed)
+
+    class Chain(torch.nn.Module):
+        def __init__(self, ops):
+            super().__init__()
+            self.ops = ops
+
+        def forward(self, x, *ws):
+            k = 0
+            for op in self.ops:
+                if op in ("matmul", "mul", "add"):
+                    w = ws[k]
+                    k += 1
+                    x = x @ w if op == "matmul" else (x * w if op == "mul" else x + w)
+                elif op == "relu":
+                    x = torch.relu(x)
+                else:
+                    x = x * 3.0
+        
+            return x
+
+    for i in range(n):
+        ops = list(rng.choice(["matmul", "mul", "add", "relu", "scale"], size=int(rng.integers(2, 4))))
+        if "matmul" not in ops:
+            ops[0] = "matmul"
+        a, b = int(rng.integers(16, 64)), int(rng.integers(16, 64))
+        x = torch.from_numpy((rng.random((a, b)) * (rng.random((a, b)) < rng.choice([0.05, 0.2, 1.0]))).astype(np.float32))
+        ws, fmts, cols = [], {"x": rng.choice(["csr", "dcsr", "csc", "dense"])}, b
+        for op in ops:
+            if op == "matmul":
+                nxt = int(rng.integers(8, 48))
+                shape = (cols, nxt)
+                cols = nxt
+            elif op in ("mul", "add"):
+                shape = (a, cols)
+            else:
+                continue
+            dens = rng.choice([0.1, 0.3, 1.0])
+            ws.append(torch.from_numpy((rng.random(shape) * (rng.random(shape) < dens)).astype(np.float32)))
+            fmts[f"arg{len(ws)}"] = rng.choice(["csr", "dense"]) if dens < 1 else "dense"
+        yield f"random-{i}", Chain(ops).eval(), (x, *ws), fmts
+
+
+def _measure(prog, arch: str) -> dict:
+    t0 = time.perf_counter()
+    res = prog.simulate(arch=arch)
+    t_sim = time.perf_counter() - t0
+    err = res.check()
+    t0 = time.perf_counter()
+    est = prog.estimate(arch=arch)
+    t_est = time.perf_counter() - t0
+    regions = []
+    for r, e in zip(res.regions, est.regions):
+        if r.engine == "model":
+            continue  # a re-layout region is modelled in both
+        regions.append({"region": r.name, "cycles": r.cycles, "estimate": round(e.cycles),
+                        "rel_error": (e.cycles - r.cycles) / max(r.cycles, 1)})
+    return {"cycles": res.cycles, "estimate": est.cycles, "sim_s": round(t_sim, 4), "est_s": round(t_est, 5),
+            "max_abs_error": err, "regions": regions}
+
+
+def _spearman(xs, ys) -> float:
+    if len(xs) < 3:
+        return float("nan")
+    rx, ry = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small cases only")
+    ap.add_argument("--arch", default="comal", help="preset or TOML (the model reads the same parameters)")
+    ap.add_argument("--random", type=int, default=12, help="random chains")
+    ap.add_argument("-o", "--output", help="write the JSON here")
+    ap.add_argument("--plot", help="write a histogram of region errors (PNG/SVG, needs matplotlib)")
+    a = ap.parse_args()
+    rows = []
+
+    def record(model: str, schedule: str, order: str, prog) -> None:
+        try:
+            m = _measure(prog, a.arch)
+        except fuseflow.FuseflowError as e:
+            print(json.dumps({"model": model, "schedule": schedule, "order": order, "skipped": str(e)}), flush=True)
+            return
+        rows.append({"model": model, "schedule": schedule, "order": order, **m})
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "regions"}), flush=True)
+
+    for name, mod, opts, schedules, sweep in _cases(a.quick):
+        model, args, formats = mod.build(**opts)
+        base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain")
+        for sched_name in schedules:
+            sched = _schedule(mod, sched_name, base)
+            for order in ("plain", "auto"):
+                prog = fuseflow.compile(model, args, formats=formats, schedule=sched, order=order)
+                record(name, sched_name, order, prog)
+                if sweep and order == "auto" and len(prog.graphs) == 1:
+                    region = prog.graphs[0].name
+                    for c in prog.order_candidates.get(region, ()):
+                        record(name, sched_name, c.name, prog.reorder({region: c.name}))
+    for name, model, args, formats in _random_chains(a.random):
+        for schedule, order in (("full", "auto"), ("full", "plain"), ("unfused", "plain")):
+            try:
+                prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, order=order)
+            except fuseflow.FuseflowError as e:
+                print(json.dumps({"model": name, "schedule": schedule, "skipped": str(e)}), flush=True)
+                continue
+            record(name, schedule, order, prog)
+
+    errs = np.array([abs(r["rel_error"]) for row in rows for r in row["regions"]])
+    by_model: dict[str, list] = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row)
+    rank = {m: _spearman([r["cycles"] for r in rs], [r["estimate"] for r in rs]) for m, rs in by_model.items()}
+    largest = max(rows, key=lambda r: r["cycles"])
+    summary = {
+        "arch": a.arch, "configurations": len(rows), "regions": int(errs.size),
+        "median_abs_error": float(np.median(errs)), "p90_abs_error": float(np.percentile(errs, 90)),
+        "max_abs_error": float(errs.max()),
+        "spearman_per_model": {m: round(v, 4) for m, v in rank.items() if not np.isnan(v)},
+        "largest_case": {"model": largest["model"], "schedule": largest["schedule"], "order": largest["order"],
+                         "cycles": largest["cycles"], "sim_s": largest["sim_s"], "est_s": largest["est_s"],
+                         "speedup": round(largest["sim_s"] / max(largest["est_s"], 1e-9), 1)},
+    }
+    out = {"summary": summary, "rows": rows}
+    if a.output:
+        Path(a.output).write_text(json.dumps(out, indent=1))
+    print(json.dumps(summary, indent=2))
+    _table(summary, by_model, rank)
+    if a.plot:
+        _plot(errs, a.plot)
+
+
+def _table(summary: dict, by_model: dict, rank: dict) -> None:
+    print("\n| model | configurations | regions | median abs error | p90 abs error | Spearman |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for m, rs in by_model.items():
+        e = np.array([abs(r["rel_error"]) for row in rs for r in row["regions"]])
+        sp = rank[m]
+        print(f"| {m} | {len(rs)} | {e.size} | {100 * np.median(e):.1f}% | {100 * np.percentile(e, 90):.1f}% | "
+              f"{'-' if np.isnan(sp) else f'{sp:.3f}'} |")
+    print(f"| **all** | {summary['configurations']} | {summary['regions']} | "
+          f"{100 * summary['median_abs_error']:.1f}% | {100 * summary['p90_abs_error']:.1f}% | |")
+    lc = summary["largest_case"]
+    print(f"\nlargest case {lc['model']} {lc['schedule']} {lc['order']}: {lc['cycles']:,} cycles, simulate "
+          f"{lc['sim_s']:.3f} s, estimate {lc['est_s']:.4f} s ({lc['speedup']}x)")
+
+
+def _plot(errs: np.ndarray, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist(100 * errs, bins=np.arange(0, max(30, 100 * errs.max()) + 2.5, 2.5), color="#4477aa")
+    ax.set_xlabel("|estimated - simulated| / simulated cycles per region (%)")
+    ax.set_ylabel("regions")
+    ax.set_title(f"cycle model vs simulator ({errs.size} regions)")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+if __name__ == "__main__":
+    main()
