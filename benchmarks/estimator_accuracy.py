@@ -192,6 +192,7 @@ def main() -> None:
                          "cycles": largest["cycles"], "sim_s": largest["sim_s"], "est_s": largest["est_s"],
                          "speedup": round(largest["sim_s"] / max(largest["est_s"], 1e-9), 1)},
     }
+    summary["order_choice"] = _order_choice(rows)
     out = {"summary": summary, "rows": rows}
     if a.output:
         Path(a.output).write_text(json.dumps(out, indent=1))
@@ -199,6 +200,25 @@ def main() -> None:
     _table(summary, by_model, rank)
     if a.plot:
         _plot(errs, a.plot)
+
+
+def _order_choice(rows: list[dict]) -> list[dict]:
+    """Per swept (model, schedule): the simulated cycles of auto's choice, of plain, and of the best
+    enumerated order (re-layout conversions of model inputs included in all three)."""
+    out = []
+    for (model, sched) in dict.fromkeys((r["model"], r["schedule"]) for r in rows):
+        rs = [r for r in rows if r["model"] == model and r["schedule"] == sched]
+        swept = [r for r in rs if r["order"] not in ("plain", "auto")]
+        auto = next((r for r in rs if r["order"] == "auto"), None)
+        plain = next((r for r in rs if r["order"] == "plain"), None)
+        if len(swept) < 2 or auto is None or plain is None:
+            continue
+        best = min(swept, key=lambda r: r["cycles"])
+        out.append({"model": model, "schedule": sched, "orders": len(swept), "auto": auto["cycles"],
+                    "plain": plain["cycles"], "best": best["cycles"], "best_order": best["order"],
+                    "auto_over_best": round(auto["cycles"] / best["cycles"], 3),
+                    "plain_over_best": round(plain["cycles"] / best["cycles"], 3)})
+    return out
 
 
 def _table(summary: dict, by_model: dict, rank: dict) -> None:
@@ -211,6 +231,11 @@ def _table(summary: dict, by_model: dict, rank: dict) -> None:
               f"{'-' if np.isnan(sp) else f'{sp:.3f}'} |")
     print(f"| **all** | {summary['configurations']} | {summary['regions']} | "
           f"{100 * summary['median_abs_error']:.1f}% | {100 * summary['p90_abs_error']:.1f}% | |")
+    print("\n| kernel | schedule | orders | auto (chosen) | plain (default before) | best | best order | auto / best | plain / best |")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|")
+    for c in summary["order_choice"]:
+        print(f"| {c['model']} | {c['schedule']} | {c['orders']} | {c['auto']:,} | {c['plain']:,} | {c['best']:,} | "
+              f"{c['best_order']} | {c['auto_over_best']:.2f} | {c['plain_over_best']:.2f} |")
     lc = summary["largest_case"]
     print(f"\nlargest case {lc['model']} {lc['schedule']} {lc['order']}: {lc['cycles']:,} cycles, simulate "
           f"{lc['sim_s']:.3f} s, estimate {lc['est_s']:.4f} s ({lc['speedup']}x)")

@@ -33,7 +33,8 @@ def assert_same_runs(a, b):
 def both(prog, *args, **kw):
     ev = prog.simulate(*args, engine="event", **kw)
     win = prog.simulate(*args, engine="window", **kw)
-    assert {r.engine for r in ev.regions} == {"event"} and {r.engine for r in win.regions} == {"window"}
+    simulated = lambda res: {r.engine for r in res.regions if r.engine != "model"}  # noqa: E731 (re-layouts are modelled)
+    assert simulated(ev) == {"event"} and simulated(win) == {"window"}
     assert_same_runs(ev, win)
     return win
 
@@ -93,9 +94,9 @@ def test_recorded_traces_are_the_same():
 
 def test_auto_picks_window_for_deep_fifos_and_event_for_memory_or_shallow_fifos():
     prog = compiled(gcn_layer.build)
-    assert {r.engine for r in prog.simulate().regions} == {"window"}
-    assert {r.engine for r in prog.simulate(arch="rda").regions} == {"event"}
-    assert {r.engine for r in prog.simulate(arch={"fifo_depth": 4}).regions} == {"event"}
+    assert {r.engine for r in prog.simulate().regions if r.engine != "model"} == {"window"}
+    assert {r.engine for r in prog.simulate(arch="rda").regions if r.engine != "model"} == {"event"}
+    assert {r.engine for r in prog.simulate(arch={"fifo_depth": 4}).regions if r.engine != "model"} == {"event"}
 
 
 def test_auto_falls_back_to_the_event_engine_when_a_fifo_fills(monkeypatch):
@@ -103,7 +104,7 @@ def test_auto_falls_back_to_the_event_engine_when_a_fifo_fills(monkeypatch):
     want = prog.simulate(arch={"fifo_depth": 2}, engine="event")
     monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)  # let auto try the window engine on depth 2
     got = prog.simulate(arch={"fifo_depth": 2})
-    assert {r.engine for r in got.regions} == {"event"}
+    assert {r.engine for r in got.regions if r.engine != "model"} == {"event"}
     assert_same_runs(want, got)
     with pytest.raises(fuseflow.SimulationError, match="window engine cannot run this graph: a FIFO filled up"):
         prog.simulate(arch={"fifo_depth": 2}, engine="window")
