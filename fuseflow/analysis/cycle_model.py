@@ -182,6 +182,7 @@ class _Model:
         self.nodes: list[NodeEstimate] = []
         self.written: dict[str, dict[int, float]] = {}
         self.loaded: dict[str, float] = {}
+        self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
 
     def inp(self, node: "NodeSpec", i: int) -> Stream:
         src, port = node.inputs[i]
@@ -196,9 +197,8 @@ class _Model:
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
         fill = self.fill()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
-        busiest = self.nodes[worst].busy if self.nodes else 0.0
         mem_cycles = self.memory_cycles()
-        cycles = max(busiest, mem_cycles) + fill
+        cycles = max(self.timeline(), mem_cycles + fill)
         recompute = max((n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats),
                         default=1.0)
         return GraphEstimate(self.spec.name, cycles, self.nodes, self.output_stats(),
@@ -326,6 +326,7 @@ class _Model:
             N = max(d[-1], 1)
             U = outer * N * _union_fraction(inner / N, k_per)
             outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],))] * 2
+            flushes = outer
         else:
             parent, r_per = c[-4], c[-3] / max(c[-4], 1e-9)
             Nk, Nl = max(d[-2], 1), max(d[-1], 1)
@@ -336,7 +337,9 @@ class _Model:
             kk = Stream(c[:-3] + (Uk,), d[:-3] + (d[-2],))
             ll = Stream(c[:-3] + (Uk, Ul), d[:-3] + (d[-2], d[-1]))
             outs = [kk, ll, ll]
+            flushes = parent
         steps = v.tokens + max(s.tokens for s in outs)
+        self.tails[len(self.outs)] = max(s.tokens for s in outs) / max(flushes, 1.0)
         rank = self._in_rank(node)
         busy = steps * ii
         if rank is not None:
@@ -379,14 +382,33 @@ class _Model:
         busy = self.t.tile_busy(max(ranks), self.spec.block)
         return s.tokens * ii + s.data * max(busy - ii, 0)
 
+    def _latency(self, node: "NodeSpec") -> float:
+        own = self.t.kind_latency(node.kind)
+        if self.spec.block and "axes" in node.params:
+            own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
+        return float(own)
+
+    def timeline(self) -> float:
+        """When the last node finishes: a node starts once its inputs' first tokens arrive and
+        works for its busy cycles, and cannot finish before its inputs' last tokens arrive plus
+        its tail (what it still emits after its last input: a spacc's final flush)."""
+        start = [0.0] * len(self.nodes)
+        finish = [0.0] * len(self.nodes)
+        for i, node in enumerate(self.spec.nodes):
+            lat = self._latency(node)
+            if node.inputs:
+                start[i] = max(start[s] for s, _ in node.inputs) + lat
+                last_in = max(finish[s] for s, _ in node.inputs) + lat + self.tails.get(i, 1.0)
+            else:
+                last_in = 0.0
+            finish[i] = max(start[i] + self.nodes[i].busy, last_in)
+        return max(finish, default=0.0)
+
     def fill(self) -> float:
         """Latency along the longest path: the first token's trip from a root to a writer."""
         lat = [0.0] * len(self.spec.nodes)
         for i, node in enumerate(self.spec.nodes):
-            own = self.t.kind_latency(node.kind)
-            if self.spec.block and "axes" in node.params:
-                own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
-            lat[i] = own + max((lat[s] for s, _ in node.inputs), default=0.0)
+            lat[i] = self._latency(node) + max((lat[s] for s, _ in node.inputs), default=0.0)
         return max(lat, default=0.0)
 
     def memory_bound(self, node: "NodeSpec", outs: list[Stream], mem_bytes: float) -> float:

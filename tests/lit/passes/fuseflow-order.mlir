@@ -6,8 +6,8 @@
 
 // The chain X = (A @ B) @ C with A, B, C CSR: variables i, j (output), k (outer sum), l (inner
 // sum). Only i,l,k,j is concordant with all three storage orders (Gustavson twice); it is
-// enumerated first and, with the default density 0.1 of compressed tensors, the static
-// estimate picks it.
+// enumerated first and, with the default density 0.1 of compressed tensors, the cycle model
+// (fuseflow-order ranks its shortlist by predicted cycles) picks it.
 // AUTO: fuseflow.orders = {full = "i,l,k,j"}
 
 // Enumerated second: the first discordant order, inner products at both levels; B and C are
