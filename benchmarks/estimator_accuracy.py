@@ -55,6 +55,7 @@ def _cases(quick: bool):
     ]
     if not quick:
         out.append(("gpt-bigbird-seq64", gpt_bigbird, small_gpt, ["unfused", "fuseflow"], False))
+        out.append(("gpt-bigbird-seq256", gpt_bigbird, {}, ["unfused", "fuseflow"], False))  # the largest: speed
         cora = Path(ROOT.parent / "shared" / "data" / "planetoid" / "cora.npz")
         if cora.exists():
             out.append(("gcn-cora", gcn, dict(graph=str(cora)), ["unfused", "layer", "full"], False))

@@ -146,14 +146,17 @@ class Program:
     lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
 
-    def relayout_runs(self, data: Mapping[str, Any]) -> list["RegionResult"]:
+    def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
         from fuseflow.analysis.cycle_model import relayout_cycles
         from fuseflow.analysis.tensor_stats import level_counts
 
         out = []
         for r in self.relayouts:
-            st = level_counts(data[r.source], r.declared.levels, r.declared.mode_order, r.block)
+            key = (r.source, r.declared.levels, r.declared.mode_order, r.block)
+            st = cache.get(key) if cache is not None else None
+            if st is None:
+                st = level_counts(data[r.source], r.declared.levels, r.declared.mode_order, r.block)
             out.append(RegionResult(r.name, int(round(relayout_cycles(st))), [], [r.tensor], "model"))
         return out
 
@@ -179,14 +182,15 @@ class Program:
         arch_ = Arch.resolve(arch)
         data = self.bind(args)
         known: dict = {}
+        cache: dict = {}
         regions = []
         timing = Timing.from_settings(arch_.settings)
         for g in self.graphs:
-            est = estimate_graph(g, stats_for_inputs(g, data, known), timing)
+            est = estimate_graph(g, stats_for_inputs(g, data, known, cache=cache), timing)
             known.update(est.outputs)
             regions.append(est)
         conversions = [GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0)
-                       for r in self.relayout_runs(data)]
+                       for r in self.relayout_runs(data, cache)]
         return ProgramEstimate(self, conversions + regions, arch_)
 
     def mlir(self, stage: str = "sam") -> str:

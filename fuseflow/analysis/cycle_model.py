@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 from fuseflow.analysis.tensor_stats import TensorStats
 from fuseflow.errors import FuseflowError
@@ -40,8 +40,7 @@ class EstimateError(FuseflowError):
     """The model cannot cover this graph or architecture (the message says what)."""
 
 
-@dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     """Elements per depth (`counts[0]` = 1 for a root's reference), each depth's extent, and the
     fraction of elements that are real (a union's payload carries N where its operand is absent)."""
 
@@ -195,10 +194,10 @@ class _Model:
             self.outs.append(outs)
             tokens = sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
-        fill = self.fill()
+        end, fill = self.timeline()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
         mem_cycles = self.memory_cycles()
-        cycles = max(self.timeline(), mem_cycles + fill)
+        cycles = max(end, mem_cycles + fill)
         recompute = max((n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats),
                         default=1.0)
         return GraphEstimate(self.spec.name, cycles, self.nodes, self.output_stats(),
@@ -383,33 +382,29 @@ class _Model:
         return s.tokens * ii + s.data * max(busy - ii, 0)
 
     def _latency(self, node: "NodeSpec") -> float:
-        own = self.t.kind_latency(node.kind)
+        own = self.t.latency if not self.t.kinds else self.t.kind_latency(node.kind)
         if self.spec.block and "axes" in node.params:
             own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
         return float(own)
 
-    def timeline(self) -> float:
-        """When the last node finishes: a node starts once its inputs' first tokens arrive and
-        works for its busy cycles, and cannot finish before its inputs' last tokens arrive plus
-        its tail (what it still emits after its last input: a spacc's final flush)."""
-        start = [0.0] * len(self.nodes)
-        finish = [0.0] * len(self.nodes)
+    def timeline(self) -> tuple[float, float]:
+        """(when the last node finishes, the fill latency). A node starts once its inputs' first
+        tokens arrive and works for its busy cycles, and cannot finish before its inputs' last
+        tokens arrive plus its tail (what it still emits after its last input: a spacc's final
+        flush). The fill is the latency along the longest path from a root to a writer."""
+        n = len(self.nodes)
+        start, finish, lat = [0.0] * n, [0.0] * n, [0.0] * n
         for i, node in enumerate(self.spec.nodes):
-            lat = self._latency(node)
+            own = self._latency(node)
             if node.inputs:
-                start[i] = max(start[s] for s, _ in node.inputs) + lat
-                last_in = max(finish[s] for s, _ in node.inputs) + lat + self.tails.get(i, 1.0)
+                srcs = [s for s, _ in node.inputs]
+                start[i] = max(start[s] for s in srcs) + own
+                last_in = max(finish[s] for s in srcs) + own + self.tails.get(i, 1.0)
+                lat[i] = own + max(lat[s] for s in srcs)
             else:
-                last_in = 0.0
+                last_in, lat[i] = 0.0, own
             finish[i] = max(start[i] + self.nodes[i].busy, last_in)
-        return max(finish, default=0.0)
-
-    def fill(self) -> float:
-        """Latency along the longest path: the first token's trip from a root to a writer."""
-        lat = [0.0] * len(self.spec.nodes)
-        for i, node in enumerate(self.spec.nodes):
-            lat[i] = self._latency(node) + max((lat[s] for s, _ in node.inputs), default=0.0)
-        return max(lat, default=0.0)
+        return max(finish, default=0.0), max(lat, default=0.0)
 
     def memory_bound(self, node: "NodeSpec", outs: list[Stream], mem_bytes: float) -> float:
         """A node that reads memory emits a step's outputs only when its line arrives; with FIFOs
@@ -465,10 +460,12 @@ def relayout_cycles(st: TensorStats) -> float:
 
 def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
                      known: Mapping[str, TensorStats] | None = None,
-                     density: Mapping[str, float] | None = None) -> dict[str, TensorStats]:
+                     density: Mapping[str, float] | None = None,
+                     cache: dict | None = None) -> dict[str, TensorStats]:
     """Statistics of every input tensor of `spec`: predicted ones from `known` (tensors written
     by earlier regions, in the format they were written), exact ones counted from `data`, and
-    uniform-random ones from a recorded `density` when there is no data."""
+    uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
+    measured ones across graphs that read the same tensor in the same format."""
     from fuseflow.analysis.tensor_stats import level_counts
 
     known = known or {}
@@ -483,7 +480,14 @@ def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
             out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
         elif source in data:
-            out[name] = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
+            key = (source, t.fmt.levels, t.fmt.mode_order, b)
+            if cache is None or key not in cache:
+                st = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
+                if cache is None:
+                    out[name] = st
+                    continue
+                cache[key] = st
+            out[name] = cache[key]
         elif density and source in density:
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
             out[name] = _relaid(TensorStats(dims, (density[source] * math.prod(dims),), exact=False), dims,

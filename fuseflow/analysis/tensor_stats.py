@@ -7,7 +7,6 @@ the region that produces them.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -47,47 +46,53 @@ class TensorStats:
 
 def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: int = 0) -> TensorStats:
     """Exact entries per level of `data` (numpy array or scipy sparse matrix) stored as
-    (`levels`, `mode_order`); with `block` > 0 the levels range over b x b blocks."""
+    (`levels`, `mode_order`); with `block` > 0 the levels range over b x b blocks.
+
+    A compressed level holds one entry per distinct coordinate prefix (through that level) of
+    the nonzeros; a dense level holds its parent's count times its extent."""
     shape = tuple(int(s) for s in data.shape)
     if block:
         shape = tuple(max(1, -(-s // block)) for s in shape)
     dims = tuple(shape[m] for m in mode_order)
     if all(k == "dense" for k in levels):
         return TensorStats.dense(dims)
-    coords = _nonzero_coords(data, block)  # (nnz, rank) in mode order of the data
-    coords = coords[:, list(mode_order)] if coords.size else coords.reshape(0, len(dims))
+    if scipy.sparse.issparse(data) and not block:
+        prefix_counts = _sparse_prefix_counts(data, mode_order)
+    else:
+        prefix_counts = _dense_prefix_counts(_nonzero_mask(data, block), mode_order)
     counts: list[float] = []
     parent = 1.0
     for lvl, kind in enumerate(levels):
-        if kind == "dense":
-            parent = parent * dims[lvl]
-        else:
-            prefix = coords[:, : lvl + 1]
-            parent = float(_distinct_rows(prefix, dims[: lvl + 1]))
+        parent = parent * dims[lvl] if kind == "dense" else float(prefix_counts[lvl])
         counts.append(parent)
     return TensorStats(dims, tuple(counts))
 
 
-def _nonzero_coords(data, block: int) -> np.ndarray:
-    if scipy.sparse.issparse(data):
-        m = data.tocoo()
-        keep = m.data != 0
-        c = np.stack([m.row[keep], m.col[keep]], axis=1).astype(np.int64)
-    else:
-        arr = np.asarray(data)
-        c = np.argwhere(arr != 0).astype(np.int64)
-    if block and c.size:
-        c = c // block
-        c = np.unique(c, axis=0)
-    return c
+def _nonzero_mask(data, block: int) -> np.ndarray:
+    mask = (data.toarray() if scipy.sparse.issparse(data) else np.asarray(data)) != 0
+    if not block:
+        return mask
+    padded = [(-s) % block for s in mask.shape]
+    if any(padded):
+        mask = np.pad(mask, [(0, p) for p in padded])
+    shape = [x for s in mask.shape for x in (s // block, block)]
+    return mask.reshape(shape).any(axis=tuple(range(1, len(shape), 2)))
 
 
-def _distinct_rows(prefix: np.ndarray, dims: Sequence[int]) -> int:
-    if prefix.shape[0] == 0:
-        return 0
-    if math.prod(int(d) for d in dims) < 2**62:
-        key = np.zeros(prefix.shape[0], dtype=np.int64)
-        for j, d in enumerate(dims):
-            key = key * int(d) + prefix[:, j]
-        return int(np.unique(key).size)
-    return int(np.unique(prefix, axis=0).shape[0])
+def _dense_prefix_counts(mask: np.ndarray, mode_order: Sequence[int]) -> list[int]:
+    """Distinct nonzero coordinate prefixes per level: any() over the inner levels, counted."""
+    m = np.transpose(mask, list(mode_order)) if mask.ndim else mask
+    out = [0] * m.ndim
+    for lvl in range(m.ndim - 1, -1, -1):
+        out[lvl] = int(np.count_nonzero(m))
+        if lvl:
+            m = m.any(axis=-1)
+    return out
+
+
+def _sparse_prefix_counts(matrix, mode_order: Sequence[int]) -> list[int]:
+    m = matrix.tocoo()
+    keep = m.data != 0
+    rows, cols = m.row[keep], m.col[keep]
+    outer = rows if tuple(mode_order) == (0, 1) else cols
+    return [int(np.unique(outer).size), int(np.unique(rows.astype(np.int64) * matrix.shape[1] + cols).size)]
