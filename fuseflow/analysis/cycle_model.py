@@ -36,6 +36,11 @@ COVERED_SETTINGS = frozenset({"fifo_depth", "latency", "ii", "kinds", "scan_emit
 COVERED_MEMORY = frozenset({"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"})
 
 
+RULES = frozenset({"root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce",
+                   "spacc", "crd_drop", "val_drop", "write_crd", "write_val", "fork", "join"})
+"""Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
+
+
 class EstimateError(FuseflowError):
     """The model cannot cover this graph or architecture (the message says what)."""
 

@@ -19,12 +19,11 @@ import sys
 from typing import Any, Sequence
 
 from fuseflow.mlir import ext, ir
+from fuseflow.primitives import ALU_BINARY, ALU_UNARY  # the simulator's table
 
 Operand, Result, Pure, result, Region = ext.Operand, ext.Result, ext.Pure, ext.result, ext.Region
 
 LEVEL_FORMATS = ("dense", "compressed", "singleton")
-ALU_UNARY = ("neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs", "erf", "eqz", "nez")
-ALU_BINARY = ("add", "sub", "mul", "div", "max", "min", "rsub", "rdiv", "mask")
 REDUCE_KINDS = ("sum", "max")
 
 

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from fuseflow.errors import FuseflowError
+from fuseflow.primitives import KINDS  # the simulator's table (fork and join included)
 
 UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
-KINDS = ("root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce", "spacc",
-         "crd_drop", "val_drop", "write_crd", "write_val")
 INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "max_fifo_mib", "tile_matmul_ii_per_b",
             "tile_elementwise_ii_per_b"}
 BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}

@@ -15,9 +15,9 @@ from fuseflow import _simulator
 from fuseflow.errors import SimulationError, VerificationError
 from fuseflow.formats import Format, pack, pack_blocked, pack_sparse, unpack, unpack_blocked
 from fuseflow.mlir import ir
+from fuseflow.primitives import ALU_UNARY
 from fuseflow.sim.arch import Arch
 
-UNARY_OR_BINARY = {"neg", "relu", "exp", "sqrt", "rsqrt", "tanh", "abs", "erf", "eqz", "nez"}
 
 
 @dataclass
@@ -134,7 +134,7 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
                 params["dim"] = int(_a(op, "dim"))
             elif kind == "alu":
                 params["op"] = _a(op, "op")
-                if len(inputs) == 1 and params["op"] not in UNARY_OR_BINARY:
+                if len(inputs) == 1 and params["op"] not in ALU_UNARY:
                     params["scalar"] = float(_a(op, "scalar", 0.0))
             elif kind in ("reduce", "spacc"):
                 params["kind"] = _a(op, "kind")

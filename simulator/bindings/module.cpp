@@ -7,7 +7,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "fuseflow/sim/alu_ops.h"
 #include "fuseflow/sim/graph.h"
+#include "fuseflow/sim/primitives.h"
 #include "fuseflow/sim/writer.h"
 
 namespace nb = nanobind;
@@ -197,4 +199,10 @@ NB_MODULE(_simulator, m) {
       .def_prop_ro("window_capable", &Graph::window_capable,
                    "Whether the window engine supports this graph's timing (no memory model).")
       .def("__len__", &Graph::size);
+  m.def("primitive_kinds", &primitive_kinds, "Every primitive kind (sam op mnemonic) the simulator builds.");
+  m.def("alu_ops", [] {
+    std::vector<std::pair<std::string, bool>> out;
+    for (auto& [name, op] : kAluOps) out.emplace_back(name, is_unary(op));
+    return out;
+  }, "Every ALU op name the simulator evaluates, with whether it is unary.");
 }

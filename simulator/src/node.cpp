@@ -102,29 +102,46 @@ void Node::protocol_error(const std::string& what) const {
   throw SimError("stream protocol violation at node '" + name_ + "' (" + kind_ + "): " + what);
 }
 
+namespace {
+// The one table of primitive kinds: each sam op mnemonic the simulator builds, and its factory.
+// Python reads the names through `_simulator.primitive_kinds()` (arch keys, the cycle model).
+using Factory = NodePtr (*)(const std::string&, int, const Params&);
+struct Primitive { const char* kind; Factory make; };
+const Primitive kPrimitives[] = {
+    {"root", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
+    {"scan", [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
+    {"locate", [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},
+    {"intersect", [](const std::string& n, int k, const Params& p) { return make_intersect(n, k, p); }},
+    {"union", [](const std::string& n, int k, const Params& p) { return make_union(n, k, p); }},
+    {"repsiggen", [](const std::string& n, int, const Params& p) { return make_repsiggen(n, p); }},
+    {"repeat", [](const std::string& n, int, const Params& p) { return make_repeat(n, p); }},
+    {"load", [](const std::string& n, int, const Params& p) { return make_load(n, p); }},
+    {"alu", [](const std::string& n, int k, const Params& p) { return make_alu(n, k, p); }},
+    {"reduce", [](const std::string& n, int k, const Params& p) { return make_reduce(n, k, p); }},
+    {"spacc", [](const std::string& n, int, const Params& p) { return make_spacc(n, p); }},
+    {"crd_drop", [](const std::string& n, int, const Params& p) { return make_crd_drop(n, p); }},
+    {"val_drop", [](const std::string& n, int, const Params& p) { return make_val_drop(n, p); }},
+    {"write_crd", [](const std::string& n, int k, const Params& p) { return make_write_crd(n, k, p); }},
+    {"write_val", [](const std::string& n, int, const Params& p) { return make_write_val(n, p); }},
+    {"fork", [](const std::string& n, int, const Params& p) { return make_fork(n, p); }},
+    {"join", [](const std::string& n, int k, const Params& p) { return make_join(n, k, p); }},
+};
+}  // namespace
+
+std::vector<std::string> primitive_kinds() {
+  std::vector<std::string> out;
+  for (const auto& p : kPrimitives) out.emplace_back(p.kind);
+  return out;
+}
+
 NodePtr make_node(const std::string& kind, const std::string& name, int n, const Params& p) {
   if (p.ints.count("tile_b")) {  // blocked value streams
     if (kind == "load") return make_tile_load(name, p);
     if (kind == "alu") return make_tile_alu(name, n, p);
     if (kind == "write_val") return make_tile_write_val(name, p);
   }
-  if (kind == "root") return make_root(name, p);
-  if (kind == "scan") return make_scan(name, p);
-  if (kind == "locate") return make_locate(name, p);
-  if (kind == "intersect") return make_intersect(name, n, p);
-  if (kind == "union") return make_union(name, n, p);
-  if (kind == "repsiggen") return make_repsiggen(name, p);
-  if (kind == "repeat") return make_repeat(name, p);
-  if (kind == "load") return make_load(name, p);
-  if (kind == "alu") return make_alu(name, n, p);
-  if (kind == "reduce") return make_reduce(name, n, p);
-  if (kind == "spacc") return make_spacc(name, p);
-  if (kind == "crd_drop") return make_crd_drop(name, p);
-  if (kind == "val_drop") return make_val_drop(name, p);
-  if (kind == "write_crd") return make_write_crd(name, n, p);
-  if (kind == "write_val") return make_write_val(name, p);
-  if (kind == "fork") return make_fork(name, p);
-  if (kind == "join") return make_join(name, n, p);
+  for (const auto& prim : kPrimitives)
+    if (kind == prim.kind) return prim.make(name, n, p);
   throw std::invalid_argument("unknown primitive kind '" + kind + "'");
 }
 

@@ -11,13 +11,15 @@ namespace fuseflow::sim {
 // Binary ops first, then unary (is_unary relies on the order). mask(x, m) = m != 0 ? x : -inf.
 enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Mask, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs, Erf, Eqz, Nez };
 
+// The ALU op names, the one table Python reads (`_simulator.alu_ops()`).
+inline const std::pair<const char*, Op> kAluOps[] = {
+    {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}, {"max", Op::Max},
+    {"min", Op::Min}, {"rsub", Op::RSub}, {"rdiv", Op::RDiv}, {"neg", Op::Neg}, {"relu", Op::Relu},
+    {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs},
+    {"mask", Op::Mask}, {"erf", Op::Erf}, {"eqz", Op::Eqz}, {"nez", Op::Nez}};
+
 inline Op parse_op(const std::string& s) {
-  static const std::pair<const char*, Op> table[] = {
-      {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}, {"max", Op::Max},
-      {"min", Op::Min}, {"rsub", Op::RSub}, {"rdiv", Op::RDiv}, {"neg", Op::Neg}, {"relu", Op::Relu},
-      {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs},
-      {"mask", Op::Mask}, {"erf", Op::Erf}, {"eqz", Op::Eqz}, {"nez", Op::Nez}};
-  for (auto& [name, op] : table) if (s == name) return op;
+  for (auto& [name, op] : kAluOps) if (s == name) return op;
   throw std::invalid_argument("unknown ALU op '" + s + "'");
 }
 

@@ -47,5 +47,7 @@ NodePtr make_tile_write_val(const std::string& name, const Params& p);
 
 // Build any primitive by its sam op mnemonic; throws std::invalid_argument.
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
+// Every primitive kind make_node builds (sam op mnemonics), in table order.
+std::vector<std::string> primitive_kinds();
 
 }  // namespace fuseflow::sim
