@@ -139,7 +139,7 @@ def cmd_study(a) -> int:
     from rich.progress import Progress
 
     mod, (model, args, formats) = _build(a.model, a)
-    base = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order)
     schedules: list = [("unfused", "unfused"), ("layer", "layer"), ("full", "full")]
     if hasattr(mod, "schedules"):
         schedules += list(mod.schedules(base.op_infos).items())
@@ -154,7 +154,7 @@ def cmd_study(a) -> int:
             t0 = time.perf_counter()
             try:
                 prog = base if name == "unfused" else fuseflow.compile(model, args, formats=formats, schedule=sched,
-                                                                       node_budget=a.node_budget)
+                                                                       node_budget=a.node_budget, order=a.order)
                 t1 = time.perf_counter()
                 progress.update(task, description=f"{name}: simulate")
                 res = prog.simulate(arch=a.arch, engine=a.engine, progress=lambda region, cycle, name=name: progress.update(
@@ -388,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--schedules", help="comma-separated subset (unfused,layer,full,...)")
     st.add_argument("--arch", default="comal")
     st.add_argument("--node-budget", type=int, default=100_000)
+    st.add_argument("--order", help="dataflow order of every region: auto (default) | plain (studies before session 6)")
     st.add_argument("--json", action="store_true")
     st.add_argument("-o", "--output", help="also write the JSON here")
     _engine_arg(st)
