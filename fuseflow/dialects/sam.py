@@ -110,10 +110,53 @@ class GraphOp(Sam.Operation, name="graph", traits=[ir.NoTerminatorTrait, ir.IsIs
             return _err(self, "requires a 'tensors' array")
         if not isinstance(tensors, ir.ArrayAttr):
             return _err(self, "requires 'tensors' to be an array")
-        for t in tensors:
-            if not isinstance(t, ir.DictAttr) or "name" not in t or "role" not in t:
-                return _err(self, "expects each 'tensors' entry to be a dictionary with 'name' and 'role'")
+        for i, t in enumerate(tensors):
+            problem = _tensor_entry_problem(t)
+            if problem:
+                return _err(self, f"'tensors' entry {i}: {problem}")
         return True
+
+
+TENSOR_FIELDS = ("name", "role", "shape", "levels", "mode_order")
+"""Required fields of a `sam.graph` tensors entry; `copy_of` (string) and `block` (int) are optional."""
+
+
+def _tensor_entry_problem(t) -> str | None:
+    """What is wrong with one entry of a graph's `tensors` attribute (None: nothing)."""
+    if not isinstance(t, ir.DictAttr):
+        return "expected a dictionary"
+    keys = [t[i].name for i in range(len(t))]
+    for k in TENSOR_FIELDS:
+        if k not in keys:
+            return f"missing field '{k}'"
+    unknown = [k for k in keys if k not in TENSOR_FIELDS + ("copy_of", "block")]
+    if unknown:
+        return f"unknown field '{unknown[0]}'"
+    if not isinstance(t["name"], ir.StringAttr):
+        return "'name' must be a string"
+    name = t["name"].value
+    if not isinstance(t["role"], ir.StringAttr) or t["role"].value not in ("input", "output"):
+        return f"tensor {name}: 'role' must be \"input\" or \"output\""
+    ints = lambda a: [x.value for x in a] if isinstance(a, ir.ArrayAttr) and all(  # noqa: E731
+        isinstance(x, ir.IntegerAttr) for x in a) else None
+    shape, order = ints(t["shape"]), ints(t["mode_order"])
+    if shape is None or any(d < 0 for d in shape):
+        return f"tensor {name}: 'shape' must be an array of non-negative integers"
+    levels = t["levels"]
+    if not isinstance(levels, ir.ArrayAttr) or not all(isinstance(x, ir.StringAttr) for x in levels):
+        return f"tensor {name}: 'levels' must be an array of strings"
+    bad = [x.value for x in levels if x.value not in ("dense", "compressed")]
+    if bad:
+        return f"tensor {name}: unknown level format '{bad[0]}' (dense or compressed)"
+    if len(levels) != len(shape):
+        return f"tensor {name}: {len(levels)} levels for a rank-{len(shape)} shape"
+    if order is None or sorted(order) != list(range(len(shape))):
+        return f"tensor {name}: 'mode_order' must be a permutation of 0..{len(shape) - 1}"
+    if "copy_of" in keys and not isinstance(t["copy_of"], ir.StringAttr):
+        return f"tensor {name}: 'copy_of' must be a string"
+    if "block" in keys and (not isinstance(t["block"], ir.IntegerAttr) or t["block"].value < 1):
+        return f"tensor {name}: 'block' must be a positive integer"
+    return None
 
 
 class RootOp(Sam.Operation, name="root", traits=[Pure]):

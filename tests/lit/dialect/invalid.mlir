@@ -90,7 +90,7 @@
 
 // -----
 
-// expected-error @+1 {{expects each 'tensors' entry to be a dictionary with 'name' and 'role'}}
+// expected-error @+1 {{'tensors' entry 0: expected a dictionary}}
 "sam.graph"() ({
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
 }) {sym_name = "g", tensors = ["A"]} : () -> ()

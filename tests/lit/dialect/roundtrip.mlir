@@ -40,7 +40,7 @@
   %16 = "sam.join"(%15#0, %15#1) {depth = 0 : i64, factor = 2 : i64, index_var = "i", operandSegmentSizes = array<i32: 2>} : (!sam.crd, !sam.crd) -> !sam.crd
   "sam.write_crd"(%12#0) {format = "compressed", level = 0 : i64, mode = 0 : i64, operandSegmentSizes = array<i32: 1, 0>, tensor = "x"} : (!sam.crd) -> ()
   "sam.write_val"(%10) {tensor = "x"} : (!sam.val<f32>) -> ()
-}) {sym_name = "all_ops", tensors = [{name = "B", role = "input"}]} : () -> ()
+}) {sym_name = "all_ops", tensors = [{name = "B", role = "input", shape = [4], levels = ["compressed"], mode_order = [0]}]} : () -> ()
 
 // CHECK-LABEL: "sam.graph"
 // CHECK: "sam.union"{{.*}} -> (!sam.crd, !sam.ref, !sam.val<f32>)
