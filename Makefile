@@ -5,7 +5,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find simulator -type f)
 
-.PHONY: demo test lit pytest bench clean
+.PHONY: demo test lint lit pytest bench clean
 
 $(STAMP): $(SOURCES)
 	@mkdir -p $(TMPDIR)
@@ -18,6 +18,10 @@ demo: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(BIN)/fuseflow run examples/gcn_layer.py
 
+lint: $(STAMP)
+	$(BIN)/ruff check fuseflow tests benchmarks examples
+	$(BIN)/ruff format --check fuseflow tests benchmarks examples
+
 lit: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/lit -sv tests/lit
@@ -26,7 +30,7 @@ pytest: $(STAMP)
 	@mkdir -p $(TMPDIR)
 	$(BIN)/python -m pytest -q tests
 
-test: lit pytest
+test: lint lit pytest
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py

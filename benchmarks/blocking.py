@@ -7,6 +7,7 @@ other tiles on a b-lane vector unit (II b for a b x b tile). Prints JSON and a t
 
     python benchmarks/blocking.py [--seq 256 --d 64] [-o out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,18 +40,32 @@ def main() -> None:
     from test_parallelize import attention
 
     cases = [(f"attention seq {a.seq} d {a.d}, b={b}", lambda b=b: attention(a.seq, a.d, b), b) for b in (16, 32, 64)]
-    cases += [("SAE 1024-256, unstructured 90%", lambda: sae.build(), 16),
-              ("SAE 1024-256, 16x16 block-pruned 90%", lambda: sae.build(block_pruned=16), 16)]
+    cases += [
+        ("SAE 1024-256, unstructured 90%", lambda: sae.build(), 16),
+        ("SAE 1024-256, 16x16 block-pruned 90%", lambda: sae.build(block_pruned=16), 16),
+    ]
     rows = []
     for name, build, b in cases:
         plain = simulate(build, None)
         blocked = simulate(build, f"block{{size={b}}}")
-        rows.append({"case": name, "block": b, "unblocked_cycles": plain[0], "blocked_cycles": blocked[0],
-                     "speedup": round(plain[0] / blocked[0], 2), "unblocked_alu_ops": plain[1],
-                     "blocked_alu_ops": blocked[1], "max_abs_error": max(plain[2], blocked[2])})
+        rows.append(
+            {
+                "case": name,
+                "block": b,
+                "unblocked_cycles": plain[0],
+                "blocked_cycles": blocked[0],
+                "speedup": round(plain[0] / blocked[0], 2),
+                "unblocked_alu_ops": plain[1],
+                "blocked_alu_ops": blocked[1],
+                "max_abs_error": max(plain[2], blocked[2]),
+            }
+        )
         r = rows[-1]
-        print(f"{name:42s} {r['unblocked_cycles']:>10d} -> {r['blocked_cycles']:>8d} cycles ({r['speedup']:6.2f}x), "
-              f"ALU ops {r['unblocked_alu_ops']} -> {r['blocked_alu_ops']}", file=sys.stderr)
+        print(
+            f"{name:42s} {r['unblocked_cycles']:>10d} -> {r['blocked_cycles']:>8d} cycles ({r['speedup']:6.2f}x), "
+            f"ALU ops {r['unblocked_alu_ops']} -> {r['blocked_alu_ops']}",
+            file=sys.stderr,
+        )
     print(json.dumps(rows, indent=2))
     if a.output:
         Path(a.output).write_text(json.dumps(rows, indent=2))

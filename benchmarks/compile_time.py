@@ -2,6 +2,7 @@
 
 Prints JSON and a table. Usage: python benchmarks/compile_time.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,15 @@ def main() -> None:
             t0 = time.perf_counter()
             prog = fuseflow.compile(model, args, formats=formats, schedule=sched)
             dt = time.perf_counter() - t0
-            rows.append({"model": name, "schedule": sched, "compile_s": round(dt, 2),
-                         "regions": len(prog.graphs), "sam_nodes": sum(len(g.nodes) for g in prog.graphs)})
+            rows.append(
+                {
+                    "model": name,
+                    "schedule": sched,
+                    "compile_s": round(dt, 2),
+                    "regions": len(prog.graphs),
+                    "sam_nodes": sum(len(g.nodes) for g in prog.graphs),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     from rich.console import Console
     from rich.table import Table

@@ -5,9 +5,11 @@ simulate, estimate, and compare region by region: |estimate - simulated| / simul
 Spearman rank correlation of total cycles among each model's configurations, and the wall time
 of `simulate()` over `estimate()`. Prints one JSON line per configuration, then a summary table.
 
-    python benchmarks/estimator_accuracy.py -o docs/results/estimator_accuracy.json [--plot docs/results/estimator_error.png]
+    python benchmarks/estimator_accuracy.py -o docs/results/estimator_accuracy.json \
+        [--plot docs/results/estimator_error.png]
     python benchmarks/estimator_accuracy.py --quick        # the small cases only (~1 min)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,7 +90,7 @@ def _random_chains(n: int, seed: int = 0):
                     x = torch.relu(x)
                 else:
                     x = x * 3.0
-        
+
             return x
 
     for i in range(n):
@@ -96,7 +98,9 @@ def _random_chains(n: int, seed: int = 0):
         if "matmul" not in ops:
             ops[0] = "matmul"
         a, b = int(rng.integers(16, 64)), int(rng.integers(16, 64))
-        x = torch.from_numpy((rng.random((a, b)) * (rng.random((a, b)) < rng.choice([0.05, 0.2, 1.0]))).astype(np.float32))
+        x = torch.from_numpy(
+            (rng.random((a, b)) * (rng.random((a, b)) < rng.choice([0.05, 0.2, 1.0]))).astype(np.float32)
+        )
         ws, fmts, cols = [], {"x": rng.choice(["csr", "dcsr", "csc", "dense"])}, b
         for op in ops:
             if op == "matmul":
@@ -125,10 +129,22 @@ def _measure(prog, arch: str) -> dict:
     for r, e in zip(res.regions, est.regions):
         if r.engine == "model":
             continue  # a re-layout region is modelled in both
-        regions.append({"region": r.name, "cycles": r.cycles, "estimate": round(e.cycles),
-                        "rel_error": (e.cycles - r.cycles) / max(r.cycles, 1)})
-    return {"cycles": res.cycles, "estimate": est.cycles, "sim_s": round(t_sim, 4), "est_s": round(t_est, 5),
-            "max_abs_error": err, "regions": regions}
+        regions.append(
+            {
+                "region": r.name,
+                "cycles": r.cycles,
+                "estimate": round(e.cycles),
+                "rel_error": (e.cycles - r.cycles) / max(r.cycles, 1),
+            }
+        )
+    return {
+        "cycles": res.cycles,
+        "estimate": est.cycles,
+        "sim_s": round(t_sim, 4),
+        "est_s": round(t_est, 5),
+        "max_abs_error": err,
+        "regions": regions,
+    }
 
 
 def _spearman(xs, ys) -> float:
@@ -185,13 +201,22 @@ def main() -> None:
     rank = {m: _spearman([r["cycles"] for r in rs], [r["estimate"] for r in rs]) for m, rs in by_model.items()}
     largest = max(rows, key=lambda r: r["cycles"])
     summary = {
-        "arch": a.arch, "configurations": len(rows), "regions": int(errs.size),
-        "median_abs_error": float(np.median(errs)), "p90_abs_error": float(np.percentile(errs, 90)),
+        "arch": a.arch,
+        "configurations": len(rows),
+        "regions": int(errs.size),
+        "median_abs_error": float(np.median(errs)),
+        "p90_abs_error": float(np.percentile(errs, 90)),
         "max_abs_error": float(errs.max()),
         "spearman_per_model": {m: round(v, 4) for m, v in rank.items() if not np.isnan(v)},
-        "largest_case": {"model": largest["model"], "schedule": largest["schedule"], "order": largest["order"],
-                         "cycles": largest["cycles"], "sim_s": largest["sim_s"], "est_s": largest["est_s"],
-                         "speedup": round(largest["sim_s"] / max(largest["est_s"], 1e-9), 1)},
+        "largest_case": {
+            "model": largest["model"],
+            "schedule": largest["schedule"],
+            "order": largest["order"],
+            "cycles": largest["cycles"],
+            "sim_s": largest["sim_s"],
+            "est_s": largest["est_s"],
+            "speedup": round(largest["sim_s"] / max(largest["est_s"], 1e-9), 1),
+        },
     }
     summary["order_choice"] = _order_choice(rows)
     out = {"summary": summary, "rows": rows}
@@ -207,7 +232,7 @@ def _order_choice(rows: list[dict]) -> list[dict]:
     """Per swept (model, schedule): the simulated cycles of auto's choice, of plain, and of the best
     enumerated order (re-layout conversions of model inputs included in all three)."""
     out = []
-    for (model, sched) in dict.fromkeys((r["model"], r["schedule"]) for r in rows):
+    for model, sched in dict.fromkeys((r["model"], r["schedule"]) for r in rows):
         rs = [r for r in rows if r["model"] == model and r["schedule"] == sched]
         swept = [r for r in rs if r["order"] not in ("plain", "auto")]
         auto = next((r for r in rs if r["order"] == "auto"), None)
@@ -215,10 +240,19 @@ def _order_choice(rows: list[dict]) -> list[dict]:
         if len(swept) < 2 or auto is None or plain is None:
             continue
         best = min(swept, key=lambda r: r["cycles"])
-        out.append({"model": model, "schedule": sched, "orders": len(swept), "auto": auto["cycles"],
-                    "plain": plain["cycles"], "best": best["cycles"], "best_order": best["order"],
-                    "auto_over_best": round(auto["cycles"] / best["cycles"], 3),
-                    "plain_over_best": round(plain["cycles"] / best["cycles"], 3)})
+        out.append(
+            {
+                "model": model,
+                "schedule": sched,
+                "orders": len(swept),
+                "auto": auto["cycles"],
+                "plain": plain["cycles"],
+                "best": best["cycles"],
+                "best_order": best["order"],
+                "auto_over_best": round(auto["cycles"] / best["cycles"], 3),
+                "plain_over_best": round(plain["cycles"] / best["cycles"], 3),
+            }
+        )
     return out
 
 
@@ -228,18 +262,29 @@ def _table(summary: dict, by_model: dict, rank: dict) -> None:
     for m, rs in by_model.items():
         e = np.array([abs(r["rel_error"]) for row in rs for r in row["regions"]])
         sp = rank[m]
-        print(f"| {m} | {len(rs)} | {e.size} | {100 * np.median(e):.1f}% | {100 * np.percentile(e, 90):.1f}% | "
-              f"{'-' if np.isnan(sp) else f'{sp:.3f}'} |")
-    print(f"| **all** | {summary['configurations']} | {summary['regions']} | "
-          f"{100 * summary['median_abs_error']:.1f}% | {100 * summary['p90_abs_error']:.1f}% | |")
-    print("\n| kernel | schedule | orders | auto (chosen) | plain (default before) | best | best order | auto / best | plain / best |")
+        print(
+            f"| {m} | {len(rs)} | {e.size} | {100 * np.median(e):.1f}% | {100 * np.percentile(e, 90):.1f}% | "
+            f"{'-' if np.isnan(sp) else f'{sp:.3f}'} |"
+        )
+    print(
+        f"| **all** | {summary['configurations']} | {summary['regions']} | "
+        f"{100 * summary['median_abs_error']:.1f}% | {100 * summary['p90_abs_error']:.1f}% | |"
+    )
+    print(
+        "\n| kernel | schedule | orders | auto (chosen) | plain (default before) | best | best order "
+        "| auto / best | plain / best |"
+    )
     print("|---|---|---:|---:|---:|---:|---|---:|---:|")
     for c in summary["order_choice"]:
-        print(f"| {c['model']} | {c['schedule']} | {c['orders']} | {c['auto']:,} | {c['plain']:,} | {c['best']:,} | "
-              f"{c['best_order']} | {c['auto_over_best']:.2f} | {c['plain_over_best']:.2f} |")
+        print(
+            f"| {c['model']} | {c['schedule']} | {c['orders']} | {c['auto']:,} | {c['plain']:,} | {c['best']:,} | "
+            f"{c['best_order']} | {c['auto_over_best']:.2f} | {c['plain_over_best']:.2f} |"
+        )
     lc = summary["largest_case"]
-    print(f"\nlargest case {lc['model']} {lc['schedule']} {lc['order']}: {lc['cycles']:,} cycles, simulate "
-          f"{lc['sim_s']:.3f} s, estimate {lc['est_s']:.4f} s ({lc['speedup']}x)")
+    print(
+        f"\nlargest case {lc['model']} {lc['schedule']} {lc['order']}: {lc['cycles']:,} cycles, simulate "
+        f"{lc['sim_s']:.3f} s, estimate {lc['est_s']:.4f} s ({lc['speedup']}x)"
+    )
 
 
 def _plot(errs: np.ndarray, path: str) -> None:

@@ -6,6 +6,7 @@ Every run is checked against PyTorch. Prints JSON and a table:
 
     python benchmarks/parallel_scaling.py [--seq 256 --d 64 --block 16] [-o out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,27 +33,45 @@ def main() -> None:
     import spgemm_chain
     from test_parallelize import attention
 
-    cases = {f"masked attention seq {a.seq} d {a.d} block {a.block}": lambda: attention(a.seq, a.d, a.block),
-             "GCN layer (karate)": gcn_layer.build, "SpGEMM chain (karate)": spgemm_chain.build}
+    cases = {
+        f"masked attention seq {a.seq} d {a.d} block {a.block}": lambda: attention(a.seq, a.d, a.block),
+        "GCN layer (karate)": gcn_layer.build,
+        "SpGEMM chain (karate)": spgemm_chain.build,
+    }
     factors = [int(x) for x in a.factors.split(",")]
     rows = []
     for name, build in cases.items():
         model, args, formats = build()
         base = None
         for p in factors:
-            prog = fuseflow.compile(model, args, formats=formats, schedule="full",
-                                    passes=f"sam-parallelize{{level=i factor={p}}}")
+            prog = fuseflow.compile(
+                model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
+            )
             res = prog.simulate()
             err = res.check()
             base = base or res.cycles
-            rows.append({"case": name, "factor": p, "cycles": res.cycles, "speedup": round(base / res.cycles, 2),
-                         "max_abs_error": err})
+            rows.append(
+                {
+                    "case": name,
+                    "factor": p,
+                    "cycles": res.cycles,
+                    "speedup": round(base / res.cycles, 2),
+                    "max_abs_error": err,
+                }
+            )
             print(f"{name:45s} P={p:<3d} {res.cycles:>10d} cycles  {base / res.cycles:5.2f}x", file=sys.stderr)
         if name.startswith("masked attention"):  # two levels: rows, then head dim and key loops
             pipe = "sam-parallelize{level=i factor=4},sam-parallelize{level=j,m,p,k factor=4}"
             res = fuseflow.compile(model, args, formats=formats, schedule="full", passes=pipe).simulate()
-            rows.append({"case": name, "factor": "4 x 4 (i; j,m,p,k)", "cycles": res.cycles,
-                         "speedup": round(base / res.cycles, 2), "max_abs_error": res.check()})
+            rows.append(
+                {
+                    "case": name,
+                    "factor": "4 x 4 (i; j,m,p,k)",
+                    "cycles": res.cycles,
+                    "speedup": round(base / res.cycles, 2),
+                    "max_abs_error": res.check(),
+                }
+            )
             print(f"{name:45s} 4x4  {res.cycles:>10d} cycles  {base / res.cycles:5.2f}x", file=sys.stderr)
     print(json.dumps(rows, indent=2))
     if a.output:

@@ -12,6 +12,7 @@ under valgrind in seconds, for instruction counts.
   valgrind --tool=callgrind --toggle-collect='fuseflow::sim::Graph::run_window*' \\
       .venv/bin/python benchmarks/sim_ab.py run build/ab/g8k.pkl build/ab/a.so
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ def record(path: Path, n: int, degree: int) -> None:
 
     A = st.synthetic(n, degree)
     X = np.random.default_rng(0).random((n, 16), dtype=np.float32)
-    prog = fuseflow.compile(st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"})
+    prog = fuseflow.compile(
+        st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"}
+    )
     prog.example_args = ()
     As = st.csr_tensor(A)
     calls: dict = {"nodes": []}
@@ -93,14 +96,31 @@ def compare(path: Path, builds: list[Path], rounds: int, repeat: int, engine: st
     rates: dict[Path, list[float]] = {b: [] for b in builds}
     for _ in range(rounds):
         for b in builds:  # alternate: drift hits every build alike
-            out = subprocess.run([sys.executable, __file__, "run", str(path), str(b), "--repeat", str(repeat),
-                                  "--engine", engine, "--json"], capture_output=True, text=True, check=True,
-                                 env=dict(os.environ)).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "run",
+                    str(path),
+                    str(b),
+                    "--repeat",
+                    str(repeat),
+                    "--engine",
+                    engine,
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=dict(os.environ),
+            ).stdout
             rates[b] += json.loads(out)
     for b, r in rates.items():
         r.sort()
-        print(f"{b}: median {statistics.median(r):.1f}  quartiles {r[len(r) // 4]:.1f}-{r[3 * len(r) // 4]:.1f}  "
-              f"best {r[-1]:.1f} M events/s  ({len(r)} runs, {engine} engine)")
+        print(
+            f"{b}: median {statistics.median(r):.1f}  quartiles {r[len(r) // 4]:.1f}-{r[3 * len(r) // 4]:.1f}  "
+            f"best {r[-1]:.1f} M events/s  ({len(r)} runs, {engine} engine)"
+        )
 
 
 def main() -> None:
@@ -121,7 +141,7 @@ def main() -> None:
         else:
             p.add_argument("--json", action="store_true", help="print the rates as JSON")
     a = ap.parse_args()
-    for f in ([a.graph, *a.builds] if a.cmd != "record" else []):
+    for f in [a.graph, *a.builds] if a.cmd != "record" else []:
         if not f.is_file():
             ap.error(f"{f}: no such file (record the graph first; copy each build's _simulator*.so)")
     if a.cmd == "record":

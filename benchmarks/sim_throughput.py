@@ -5,6 +5,7 @@ Prints a table and JSON. Events = tokens emitted by all nodes (each is one node-
 Each figure is the median of --repeat runs (the VM drifts +-15%).
 Usage: python benchmarks/sim_throughput.py [--data ../shared/data] [--quick] [-o FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,12 @@ def synthetic(n: int, avg_degree: int, seed: int = 0) -> sp.csr_matrix:
 
 def csr_tensor(A: sp.csr_matrix) -> torch.Tensor:
     """`A` as a torch sparse CSR tensor: simulate packs it without densifying (n x n floats)."""
-    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
-                                   torch.from_numpy(A.data.astype(np.float32)), size=A.shape)
+    return torch.sparse_csr_tensor(
+        torch.from_numpy(A.indptr.astype(np.int64)),
+        torch.from_numpy(A.indices.astype(np.int64)),
+        torch.from_numpy(A.data.astype(np.float32)),
+        size=A.shape,
+    )
 
 
 _RUN_S = [0.0]
@@ -112,13 +117,19 @@ def main() -> None:
     rng = np.random.default_rng(0)
     if cora.exists() and not a.quick:
         A, F = planetoid(cora)
-        rows.append(measure("cora A @ X (X: 16 dense features)", A, rng.random((A.shape[0], 16), dtype=np.float32)))
+        rows.append(
+            measure(
+                "cora A @ X (X: 16 dense features)", A, rng.random((A.shape[0], 16), dtype=np.float32), repeat=repeat
+            )
+        )
         Fd = F[:, :256].toarray().astype(np.float32)
-        rows.append(measure("cora A @ F (F: 256 sparse features, csr)", A, Fd, "csr"))
+        rows.append(measure("cora A @ F (F: 256 sparse features, csr)", A, Fd, "csr", repeat=repeat))
     sizes = [(2000, 4), (8000, 4), (27000, 4)] if not a.quick else [(500, 4), (2000, 4)]
     for n, d in sizes:
         A = synthetic(n, d)
-        rows.append(measure(f"synthetic n={n} deg={d}, 16 features", A, rng.random((n, 16), dtype=np.float32)))
+        rows.append(
+            measure(f"synthetic n={n} deg={d}, 16 features", A, rng.random((n, 16), dtype=np.float32), repeat=repeat)
+        )
     print(json.dumps(rows, indent=2))
     if a.output:
         Path(a.output).write_text(json.dumps(rows, indent=2) + "\n")
@@ -126,15 +137,35 @@ def main() -> None:
     from rich.table import Table
 
     t = Table(title="simulator throughput (comal preset, one core): event engine | window engine")
-    heads = ("case", "nnz", "cycles", "events", "simulate s (window)", "loop s event", "loop s window",
-             "Mev/s event", "Mev/s window", "best Mev/s window", "window / event")
+    heads = (
+        "case",
+        "nnz",
+        "cycles",
+        "events",
+        "simulate s (window)",
+        "loop s event",
+        "loop s window",
+        "Mev/s event",
+        "Mev/s window",
+        "best Mev/s window",
+        "window / event",
+    )
     for h in heads:
         t.add_column(h, justify="left" if h == "case" else "right", no_wrap=True)
     for r in rows:
-        t.add_row(r["case"], str(r["nnz"]), str(r["cycles"]), str(r["events"]), f"{r['window_simulate_s']:.2f}",
-                  f"{r['event_loop_s']:.2f}", f"{r['window_loop_s']:.2f}", f"{r['event_events_per_s'] / 1e6:.1f}",
-                  f"{r['window_events_per_s'] / 1e6:.1f}", f"{r['window_best_events_per_s'] / 1e6:.1f}",
-                  f"{r['window_events_per_s'] / max(r['event_events_per_s'], 1):.2f}x")
+        t.add_row(
+            r["case"],
+            str(r["nnz"]),
+            str(r["cycles"]),
+            str(r["events"]),
+            f"{r['window_simulate_s']:.2f}",
+            f"{r['event_loop_s']:.2f}",
+            f"{r['window_loop_s']:.2f}",
+            f"{r['event_events_per_s'] / 1e6:.1f}",
+            f"{r['window_events_per_s'] / 1e6:.1f}",
+            f"{r['window_best_events_per_s'] / 1e6:.1f}",
+            f"{r['window_events_per_s'] / max(r['event_events_per_s'], 1):.2f}x",
+        )
     Console(width=200).print(t)
 
 

@@ -4,6 +4,7 @@ Defaults: Zachary's karate club (shipped by networkx) with normalised adjacency,
 features (10% density), hidden 16, 50% weight sparsity (pruned by magnitude, declared CSR).
 `graph=` takes a path to .npz (scipy sparse or the planetoid CSR layout), .mtx or an edge list.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,15 @@ class GCNConv(torch.nn.Module):
         return self.lin(A @ H)
 
 
-def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
-          weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
+def build(
+    graph: str | None = None,
+    features: int = 32,
+    hidden: int = 16,
+    classes: int = 4,
+    weight_sparsity: float = 0.5,
+    feature_density: float = 0.1,
+    seed: int = 0,
+):
     torch.manual_seed(seed)
     A, X = load_graph(graph)
     A = normalise(A)

@@ -2,6 +2,7 @@
 
 `build(**options) -> (model, example_args, formats)` is shared by the CLI, tests and `make demo`.
 """
+
 from __future__ import annotations
 
 import networkx as nx

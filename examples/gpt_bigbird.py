@@ -9,6 +9,7 @@ summed (equal to concatenating heads and one projection, without a reshape).
 Small default: seq 256, d_model 128, 2 heads, FFN 512, block 16. GPT-3 Small by flag:
 `build(gpt3_small=True)` (seq 1024, d_model 768, 12 heads, FFN 3072, block 64).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,15 +18,16 @@ import numpy as np
 import torch
 
 
-def bigbird_mask(seq: int, block: int, window: int = 1, n_global: int = 2, n_random: int = 2,
-                 seed: int = 0) -> torch.Tensor:
+def bigbird_mask(
+    seq: int, block: int, window: int = 1, n_global: int = 2, n_random: int = 2, seed: int = 0
+) -> torch.Tensor:
     """Block mask: a sliding window of ±`window` blocks, `n_global` global blocks (rows and
     columns), and `n_random` random blocks per block row. Every row attends to its own block."""
     nb = seq // block
     rng = np.random.default_rng(seed)
     blocks = np.zeros((nb, nb), dtype=bool)
     for r in range(nb):
-        blocks[r, max(0, r - window): r + window + 1] = True
+        blocks[r, max(0, r - window) : r + window + 1] = True
         others = [c for c in range(nb) if not blocks[r, c]]
         if others:
             blocks[r, rng.choice(others, size=min(n_random, len(others)), replace=False)] = True
@@ -86,8 +88,15 @@ class DecoderBlock(torch.nn.Module):
         return x + self.ffn(self.ln2(x))
 
 
-def build(seq: int = 256, d_model: int = 128, heads: int = 2, d_ff: int = 512, block: int = 16,
-          gpt3_small: bool = False, seed: int = 0):
+def build(
+    seq: int = 256,
+    d_model: int = 128,
+    heads: int = 2,
+    d_ff: int = 512,
+    block: int = 16,
+    gpt3_small: bool = False,
+    seed: int = 0,
+):
     if gpt3_small:
         seq, d_model, heads, d_ff, block = 1024, 768, 12, 3072, 64
     torch.manual_seed(seed)

@@ -1,4 +1,5 @@
 """Graph inputs shared by the GNN examples: networkx's karate club by default, or a file."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +34,9 @@ def load_graph(path: str | None, max_features: int | None = 256) -> tuple[torch.
         z = np.load(p)
         if "adj_indptr" in z:  # the planetoid CSR layout
             n = int(z["num_nodes"])
-            a = sp.csr_matrix((np.ones(len(z["adj_indices"]), np.float32), z["adj_indices"], z["adj_indptr"]),
-                              shape=(n, n))
+            a = sp.csr_matrix(
+                (np.ones(len(z["adj_indices"]), np.float32), z["adj_indices"], z["adj_indptr"]), shape=(n, n)
+            )
             if "feat_indptr" in z:
                 f = sp.csr_matrix((z["feat_values"], z["feat_indices"], z["feat_indptr"]), shape=tuple(z["feat_shape"]))
                 if max_features:

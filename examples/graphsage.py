@@ -3,6 +3,7 @@
 Mean aggregation is written as PyTorch users do: (A @ H) / degree, with the degree computed in
 the model (A.sum(1)); fuseflow lowers the division by a hoisted per-row reduction.
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,8 +22,15 @@ class SAGEConv(torch.nn.Module):
         return self.lin_self(H) + self.lin_neigh((A @ H) / deg)
 
 
-def build(graph: str | None = None, features: int = 32, hidden: int = 16, classes: int = 4,
-          weight_sparsity: float = 0.5, feature_density: float = 0.1, seed: int = 0):
+def build(
+    graph: str | None = None,
+    features: int = 32,
+    hidden: int = 16,
+    classes: int = 4,
+    weight_sparsity: float = 0.5,
+    feature_density: float = 0.1,
+    seed: int = 0,
+):
     torch.manual_seed(seed)
     A, X = load_graph(graph)
     if X is None:
@@ -30,7 +38,7 @@ def build(graph: str | None = None, features: int = 32, hidden: int = 16, classe
     model = TwoLayerGNN(SAGEConv, X.shape[1], hidden, classes).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": "csr"}
-    for name, p in model.named_parameters():
+    for name, _ in model.named_parameters():
         if name.endswith("weight"):
             formats[name] = "csr"
     return model, (A, X), formats

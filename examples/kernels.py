@@ -9,6 +9,7 @@
 
 ``fuseflow order-sweep examples/kernels.py -O kernel=sddmm`` simulates every order.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,8 +40,9 @@ def _sparse(n: int, m: int, density: float, gen: torch.Generator) -> torch.Tenso
     return torch.rand(n, m, generator=gen) * (torch.rand(n, m, generator=gen) < density)
 
 
-def build(kernel: str = "sddmm", n: int = 128, k: int = 256, density: float = 0.05,
-          orientation: str = "csr", seed: int = 0):
+def build(
+    kernel: str = "sddmm", n: int = 128, k: int = 256, density: float = 0.05, orientation: str = "csr", seed: int = 0
+):
     gen = torch.Generator().manual_seed(seed)
     if kernel == "spmv":
         return SpMV().eval(), (_sparse(n, k, density, gen), torch.rand(k, generator=gen)), {"A": orientation}
@@ -52,6 +54,9 @@ def build(kernel: str = "sddmm", n: int = 128, k: int = 256, density: float = 0.
     if kernel == "masked":
         mask = (torch.rand(n, n, generator=gen) < max(density, 0.1)).float()
         mask.fill_diagonal_(1.0)
-        return Masked().eval(), (mask, torch.rand(n, 16, generator=gen), torch.rand(n, 16, generator=gen)), \
-            {"mask": orientation}
+        return (
+            Masked().eval(),
+            (mask, torch.rand(n, 16, generator=gen), torch.rand(n, 16, generator=gen)),
+            {"mask": orientation},
+        )
     raise ValueError(f"unknown kernel {kernel!r}; one of spmv, spmm, sddmm, masked")

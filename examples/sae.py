@@ -2,6 +2,7 @@
 
 Default batch 32, input 1024, hidden 256; the reference study's 50176/256 by `build(full_size=True)`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,15 @@ class SAE(torch.nn.Module):
         return self.decoder(torch.relu(self.encoder(x)))
 
 
-def build(batch: int = 32, n_in: int = 1024, n_hidden: int = 256, weight_sparsity: float = 0.9,
-          full_size: bool = False, seed: int = 0, block_pruned: int = 0):
+def build(
+    batch: int = 32,
+    n_in: int = 1024,
+    n_hidden: int = 256,
+    weight_sparsity: float = 0.9,
+    full_size: bool = False,
+    seed: int = 0,
+    block_pruned: int = 0,
+):
     """`block_pruned=b` prunes whole b x b weight blocks (block-structured sparsity) instead of
     single weights; either way the weights are declared CSR (the block pass re-blocks them)."""
     if full_size:

@@ -5,6 +5,7 @@ square matrices with `density` nonzeros; all three CSR. Fused in one region, the
 several buildable dataflow orders whose cycles differ by large factors:
 ``fuseflow order-sweep examples/spgemm_chain.py``.
 """
+
 from __future__ import annotations
 
 import torch

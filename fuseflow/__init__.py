@@ -1,9 +1,26 @@
 """fuseflow: sparse PyTorch models → fused sparse streaming-dataflow graphs → cycle-level simulation."""
-from fuseflow.errors import (FormatError, FuseflowError, MismatchError, SimulationError, UnsupportedError,
-                             VerificationError)
+
+from fuseflow.errors import (
+    FormatError,
+    FuseflowError,
+    MismatchError,
+    SimulationError,
+    UnsupportedError,
+    VerificationError,
+)
 from fuseflow.lowering.regions import Schedule
 from fuseflow.program import Program, SimResult, compile
 
-__all__ = ["compile", "Program", "SimResult", "Schedule", "FuseflowError", "FormatError", "UnsupportedError",
-           "VerificationError", "SimulationError", "MismatchError"]
+__all__ = [
+    "compile",
+    "Program",
+    "SimResult",
+    "Schedule",
+    "FuseflowError",
+    "FormatError",
+    "UnsupportedError",
+    "VerificationError",
+    "SimulationError",
+    "MismatchError",
+]
 __version__ = "0.1.0"

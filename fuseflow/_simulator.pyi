@@ -42,3 +42,9 @@ class Graph:
         """
 
     def __len__(self) -> int: ...
+
+def primitive_kinds() -> list[str]:
+    """Every primitive kind (sam op mnemonic) the simulator builds."""
+
+def alu_ops() -> list[tuple[str, bool]]:
+    """Every ALU op name the simulator evaluates, with whether it is unary."""

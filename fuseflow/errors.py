@@ -3,6 +3,7 @@
 Every error a user can cause derives from :class:`FuseflowError`, so the CLI can print one
 readable line (``file:line:col: error: ...`` when a source location is known) and exit non-zero.
 """
+
 from __future__ import annotations
 
 

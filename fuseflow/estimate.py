@@ -1,4 +1,5 @@
 """What `Program.estimate` returns: the cycle model's preview of a whole program."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,6 +32,12 @@ class ProgramEstimate:
         return int(round(sum(r.mem_bytes for r in self.regions)))
 
     def to_json(self, detail: bool = False) -> dict:
-        return {"estimated_cycles": self.cycles, "arch": self.arch.name, "schedule": self.program.schedule,
-                "orders": dict(self.program.orders), "alu_ops": self.alu_ops, "mem_bytes": self.mem_bytes,
-                "regions": [r.to_json(detail) for r in self.regions]}
+        return {
+            "estimated_cycles": self.cycles,
+            "arch": self.arch.name,
+            "schedule": self.program.schedule,
+            "orders": dict(self.program.orders),
+            "alu_ops": self.alu_ops,
+            "mem_bytes": self.mem_bytes,
+            "regions": [r.to_json(detail) for r in self.regions],
+        }

@@ -5,6 +5,7 @@ A format is a list of storage levels (``dense`` or ``compressed``) plus a mode o
 per-level ``seg``/``crd`` arrays and values the simulator's scanners read; unpacking turns
 written levels back into a dense array.
 """
+
 from __future__ import annotations
 
 import re
@@ -95,8 +96,9 @@ def parse_format(spec: str | Sequence[str] | Format, rank: int, what: str = "ten
         levels, order = NAMED_2D[name]
         lead = rank - 2  # a named 2-D format applies to the trailing two dimensions
         return Format(("dense",) * lead + levels, tuple(range(lead)) + tuple(lead + o for o in order))
-    raise FormatError(f"unknown format {spec!r} for {what}; expected one of {', '.join(FORMAT_NAMES)} "
-                      "or a list of level formats")
+    raise FormatError(
+        f"unknown format {spec!r} for {what}; expected one of {', '.join(FORMAT_NAMES)} or a list of level formats"
+    )
 
 
 def encoding_attr(fmt: Format) -> str | None:
@@ -158,8 +160,13 @@ def _keys(prefixes: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     return np.ravel_multi_index(tuple(prefixes.T), tuple(dims)).astype(np.int64)
 
 
-def unpack(segs: Sequence[np.ndarray], crds: Sequence[np.ndarray], vals: np.ndarray,
-           level_dims: Sequence[int], mode_order: Sequence[int]) -> np.ndarray:
+def unpack(
+    segs: Sequence[np.ndarray],
+    crds: Sequence[np.ndarray],
+    vals: np.ndarray,
+    level_dims: Sequence[int],
+    mode_order: Sequence[int],
+) -> np.ndarray:
     """Decode written levels (all stored as seg/crd) into a dense array in mode order."""
     prefixes = np.zeros((1, 0), dtype=np.int64)
     for lvl, (seg, crd) in enumerate(zip(segs, crds)):
@@ -168,7 +175,7 @@ def unpack(segs: Sequence[np.ndarray], crds: Sequence[np.ndarray], vals: np.ndar
         if len(seg) != len(prefixes) + 1:
             raise FormatError(f"level {lvl} has {len(seg) - 1} fibers but its parent has {len(prefixes)} coordinates")
         counts = np.diff(seg)
-        prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), crd[seg[0]:seg[-1], None]], axis=1)
+        prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), crd[seg[0] : seg[-1], None]], axis=1)
     while prefixes.shape[1] < len(level_dims):  # trailing size-1 levels have no writer
         if level_dims[prefixes.shape[1]] != 1:
             raise FormatError(f"level {prefixes.shape[1]} has no written coordinates")
@@ -200,15 +207,21 @@ def pack_blocked(dense: np.ndarray, fmt: Format, b: int) -> Packed:
     grid, tile = block_dims(dense.shape, b), tile_dims(dense.shape, b)
     r = dense.ndim
     blocks = dense.reshape([x for pair in zip(grid, tile) for x in pair]).transpose(
-        list(range(0, 2 * r, 2)) + list(range(1, 2 * r, 2)))  # (grid..., tile...)
+        list(range(0, 2 * r, 2)) + list(range(1, 2 * r, 2))
+    )  # (grid..., tile...)
     present = np.abs(blocks).reshape(grid + (-1,)).max(axis=-1) if r else np.abs(blocks)
     structure = pack(np.where(present > 0, 1.0, 0.0).astype(np.float32), fmt)
     order = list(fmt.mode_order)
     stored = blocks.transpose(order + [r + m for m in order])
     coords = _stored_coords(structure, stored.shape[:r])
     tiles = stored[tuple(coords.T)] if r else stored.reshape(1, -1)
-    return Packed(fmt, tuple(dense.shape), structure.segs, structure.crds,
-                  np.ascontiguousarray(tiles.reshape(-1), dtype=np.float32))
+    return Packed(
+        fmt,
+        tuple(dense.shape),
+        structure.segs,
+        structure.crds,
+        np.ascontiguousarray(tiles.reshape(-1), dtype=np.float32),
+    )
 
 
 def _stored_coords(p: Packed, dims: Sequence[int]) -> np.ndarray:
@@ -217,8 +230,9 @@ def _stored_coords(p: Packed, dims: Sequence[int]) -> np.ndarray:
     for lvl, kind in enumerate(p.fmt.levels):
         if kind == "dense":
             d = dims[lvl]
-            prefixes = np.concatenate([np.repeat(prefixes, d, axis=0),
-                                       np.tile(np.arange(d, dtype=np.int64), len(prefixes))[:, None]], axis=1)
+            prefixes = np.concatenate(
+                [np.repeat(prefixes, d, axis=0), np.tile(np.arange(d, dtype=np.int64), len(prefixes))[:, None]], axis=1
+            )
         else:
             counts = np.diff(p.segs[lvl])
             prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), p.crds[lvl][:, None]], axis=1)

@@ -3,6 +3,7 @@
 Everything else in fuseflow imports ``ir``, ``PassManager`` and friends from here, so a move to
 upstream ``mlir`` wheels touches this file only.
 """
+
 from __future__ import annotations
 
 from torch_mlir import ir  # noqa: F401

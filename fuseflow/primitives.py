@@ -6,6 +6,7 @@ verifier, the architecture's `[arch.kinds.*]` keys, the simulator front end and 
 take them from this module; `tests/unit/test_primitive_table.py` checks that the dialect defines
 an op for every kind and that the cycle model has a rule for every kind.
 """
+
 from __future__ import annotations
 
 from fuseflow import _simulator

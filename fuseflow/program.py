@@ -1,11 +1,12 @@
 """The Python API: ``compile`` a PyTorch model, ``simulate`` it, ``check`` it against PyTorch."""
+
 from __future__ import annotations
 
 import copy
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +21,9 @@ from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 from fuseflow.progress import progress_reporter
 from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
+
+if TYPE_CHECKING:
+    from fuseflow.estimate import ProgramEstimate
 
 SCHEDULES = ("unfused", "layer", "full", "op")
 
@@ -71,19 +75,26 @@ class SimResult:
         self.output_errors = []
         for i, (got, want) in enumerate(zip(self.outputs, expected)):
             g = got.to_dense().numpy() if got.is_sparse or got.layout != torch.strided else got.numpy()
-            w = want.detach().to_dense().float().numpy() if want.layout != torch.strided else want.detach().float().numpy()
+            w = (
+                want.detach().to_dense().float().numpy()
+                if want.layout != torch.strided
+                else want.detach().float().numpy()
+            )
             if g.shape != w.shape:
                 raise MismatchError(f"output {i}: shape {g.shape} differs from PyTorch's {w.shape}")
             nan_g, nan_w = np.isnan(g), np.isnan(w)
             if (nan_g != nan_w).any():
-                raise MismatchError(f"output {i}: NaN pattern differs from PyTorch at {int((nan_g != nan_w).sum())} places")
+                raise MismatchError(
+                    f"output {i}: NaN pattern differs from PyTorch at {int((nan_g != nan_w).sum())} places"
+                )
             ok = ~nan_w
             diff = np.abs(g[ok] - w[ok]) if ok.any() else np.zeros(1)
             err = float(diff.max()) if diff.size else 0.0
             inf_mismatch = (np.isinf(g[ok]) != np.isinf(w[ok])).any() if ok.any() else False
             if inf_mismatch or not np.allclose(g[ok], w[ok], rtol=rtol, atol=atol):
-                raise MismatchError(f"output {i}: max abs error {err:.3g} exceeds tolerance "
-                                    f"(rtol={rtol:.1e}, atol={atol:.1e})")
+                raise MismatchError(
+                    f"output {i}: max abs error {err:.3g} exceeds tolerance (rtol={rtol:.1e}, atol={atol:.1e})"
+                )
             self.output_errors.append(err if np.isfinite(err) else 0.0)
             worst = max(worst, self.output_errors[-1])
         self.max_abs_error = worst
@@ -97,8 +108,14 @@ class SimResult:
             entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
             g = graphs.get(r.name)
             if detail and g is not None:
-                entry["nodes"] = [{k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in n.items()
-                                   if k not in ("seg", "crd", "vals")} for n in r.nodes]
+                entry["nodes"] = [
+                    {
+                        k: (v.tolist() if hasattr(v, "tolist") else v)
+                        for k, v in n.items()
+                        if k not in ("seg", "crd", "vals")
+                    }
+                    for n in r.nodes
+                ]
                 entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
             regions.append(entry)
         return {
@@ -167,8 +184,16 @@ class Program:
 
         module = ir.Module.parse(self.linalg_text, context=self.imported.module.context)
         schedule, node_budget, passes = self.lowering
-        return _lower(self.model, self.example_args, replace(self.imported, module=module), self.linalg_text,
-                      schedule, node_budget, order, passes)
+        return _lower(
+            self.model,
+            self.example_args,
+            replace(self.imported, module=module),
+            self.linalg_text,
+            schedule,
+            node_budget,
+            order,
+            passes,
+        )
 
     def estimate(self, *args, arch: Any = None) -> "ProgramEstimate":
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
@@ -189,8 +214,9 @@ class Program:
             est = estimate_graph(g, stats_for_inputs(g, data, known, cache=cache), timing)
             known.update(est.outputs)
             regions.append(est)
-        conversions = [GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0)
-                       for r in self.relayout_runs(data, cache)]
+        conversions = [
+            GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)
+        ]
         return ProgramEstimate(self, conversions + regions, arch_)
 
     def mlir(self, stage: str = "sam") -> str:
@@ -207,8 +233,9 @@ class Program:
 
     def ops(self) -> str:
         """The PyTorch-level ops, numbered: the indices a ``Schedule`` may name."""
-        return "\n".join(f"{o.index:3d}  {o.node:<16} {o.path or '(top)':<20} {', '.join(o.kinds)}"
-                         for o in self.op_infos)
+        return "\n".join(
+            f"{o.index:3d}  {o.node:<16} {o.path or '(top)':<20} {', '.join(o.kinds)}" for o in self.op_infos
+        )
 
     def regions(self) -> str:
         """One line per fusion region: its name and the index-notation expression(s) it computes."""
@@ -223,8 +250,15 @@ class Program:
         """Every model input (from `args`) and parameter by name, as the simulator reads them."""
         return bind_args(self.imported, args)
 
-    def simulate(self, *args, arch: Any = None, record: bool = False, spans: bool = False,
-                 progress: Any = None, engine: str = "auto") -> SimResult:
+    def simulate(
+        self,
+        *args,
+        arch: Any = None,
+        record: bool = False,
+        spans: bool = False,
+        progress: Any = None,
+        engine: str = "auto",
+    ) -> SimResult:
         """Run every region on `args` (default: the example arguments) in program order.
 
         `progress`: True shows a live cycle count per region on stderr (long simulations); a
@@ -279,9 +313,15 @@ def _to_scipy(t: torch.Tensor):
     return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)
 
 
-def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None,
-            schedule: "str | Schedule" = "unfused", node_budget: int = 100_000,
-            order: "str | Mapping[str, str] | None" = None, passes: str | None = None) -> Program:
+def compile(
+    model: torch.nn.Module,
+    example_args: Sequence[Any],
+    formats: Mapping[str, Any] | None = None,
+    schedule: "str | Schedule" = "unfused",
+    node_budget: int = 100_000,
+    order: "str | Mapping[str, str] | None" = None,
+    passes: str | None = None,
+) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
     `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
@@ -299,12 +339,21 @@ def compile(model: torch.nn.Module, example_args: Sequence[Any], formats: Mappin
         raise FuseflowError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
     args = tuple(example_args)
     imported = import_model(model, args, formats)
-    return _lower(copy.deepcopy(model).eval(), args, imported, str(imported.module), schedule, node_budget,
-                  order, passes)
+    return _lower(
+        copy.deepcopy(model).eval(), args, imported, str(imported.module), schedule, node_budget, order, passes
+    )
 
 
-def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_text: str,
-           schedule: "str | Schedule", node_budget: int, order, passes: str | None) -> "Program":
+def _lower(
+    model: torch.nn.Module,
+    args: tuple,
+    imported: ImportedModel,
+    linalg_text: str,
+    schedule: "str | Schedule",
+    node_budget: int,
+    order,
+    passes: str | None,
+) -> "Program":
     """Partition, run passes, lower and parse: everything of `compile` after torch.export."""
     module = imported.module
     with module.context:
@@ -314,8 +363,13 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
         pipeline = _pipeline(passes, order)
         run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None], "linalg")
         # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
-        levels = {v for el in pipeline if el.startswith("sam-parallelize")
-                  for m in re.finditer(r"level=([\w,]+)", el) for v in m.group(1).split(",")}
+        levels = {
+            v
+            for el in pipeline
+            if el.startswith("sam-parallelize")
+            for m in re.finditer(r"level=([\w,]+)", el)
+            for v in m.group(1).split(",")
+        }
         ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names), keep_vars=levels)
         sam_text, summary, chosen = lower_module(module, node_budget, order, ranker=ranker)
         sam_module = run_passes(ir.Module.parse(sam_text), pipeline, "sam")
@@ -323,10 +377,23 @@ def _lower(model: torch.nn.Module, args: tuple, imported: ImportedModel, linalg_
         graphs, outs = parse_graphs(sam_module)
     sched_name = schedule if isinstance(schedule, str) else "custom"
     relayouts = _relayouts(graphs, imported)
-    return Program(model, args, imported, sched_name, linalg_text, sam_text, summary,
-                   graphs, outs, infos, ", ".join(pipeline), {r: c.name for r, c in chosen.items()},
-                   {r: c.alternatives for r, c in chosen.items() if c.alternatives},
-                   (schedule, node_budget, passes), relayouts)
+    return Program(
+        model,
+        args,
+        imported,
+        sched_name,
+        linalg_text,
+        sam_text,
+        summary,
+        graphs,
+        outs,
+        infos,
+        ", ".join(pipeline),
+        {r: c.name for r, c in chosen.items()},
+        {r: c.alternatives for r, c in chosen.items() if c.alternatives},
+        (schedule, node_budget, passes),
+        relayouts,
+    )
 
 
 def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayout]:
@@ -377,8 +444,10 @@ def run_passes(module: ir.Module, pipeline: list[str], stage: str) -> ir.Module:
         name, options = split_element(el)
         if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
             allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
-            raise FuseflowError(f"passes: {name!r} cannot run here; compile() runs the partition and "
-                                f"lowering itself, around these: {', '.join(allowed)}")
+            raise FuseflowError(
+                f"passes: {name!r} cannot run here; compile() runs the partition and "
+                f"lowering itself, around these: {', '.join(allowed)}"
+            )
         p = PASSES[name]
         if p.stage == stage:
             module = p.run(module, p.parse_options(options)) or module

@@ -1,4 +1,5 @@
 """Live progress of long simulations: one line per region with its simulated cycle count."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -14,6 +14,7 @@ so its cycles are close to its busiest node's steps x II (tiles: x their occupan
 latency along the longest path (fill and drain), or the memory channels' time when the memory
 model is on. `docs/cycle-model.md` states the rules and where they are approximate.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,14 +31,45 @@ DEFAULT_FIBER_DENSITY = 0.1
 """Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
 
 
-COVERED_SETTINGS = frozenset({"fifo_depth", "latency", "ii", "kinds", "scan_emit_on_pop", "reduce_split_stop",
-                              "tile_matmul_ii_per_b", "tile_elementwise_ii_per_b", "memory", "max_fifo_mib"})
+COVERED_SETTINGS = frozenset(
+    {
+        "fifo_depth",
+        "latency",
+        "ii",
+        "kinds",
+        "scan_emit_on_pop",
+        "reduce_split_stop",
+        "tile_matmul_ii_per_b",
+        "tile_elementwise_ii_per_b",
+        "memory",
+        "max_fifo_mib",
+    }
+)
 """Architecture settings (sim/arch.py) the model reads or that do not change cycles."""
 COVERED_MEMORY = frozenset({"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"})
 
 
-RULES = frozenset({"root", "scan", "locate", "intersect", "union", "repsiggen", "repeat", "load", "alu", "reduce",
-                   "spacc", "crd_drop", "val_drop", "write_crd", "write_val", "fork", "join"})
+RULES = frozenset(
+    {
+        "root",
+        "scan",
+        "locate",
+        "intersect",
+        "union",
+        "repsiggen",
+        "repeat",
+        "load",
+        "alu",
+        "reduce",
+        "spacc",
+        "crd_drop",
+        "val_drop",
+        "write_crd",
+        "write_val",
+        "fork",
+        "join",
+    }
+)
 """Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
 
 
@@ -95,16 +127,27 @@ class Timing:
         s = dict(settings)
         for k in s:
             if k not in COVERED_SETTINGS:
-                raise EstimateError(f"the cycle model does not cover the architecture setting {k!r}; "
-                                    f"covered: {', '.join(sorted(COVERED_SETTINGS))} (simulate instead)")
+                raise EstimateError(
+                    f"the cycle model does not cover the architecture setting {k!r}; "
+                    f"covered: {', '.join(sorted(COVERED_SETTINGS))} (simulate instead)"
+                )
         for k in dict(s.get("memory") or {}):
             if k not in COVERED_MEMORY:
-                raise EstimateError(f"the cycle model does not cover the memory setting {k!r}; "
-                                    f"covered: {', '.join(sorted(COVERED_MEMORY))} (simulate instead)")
-        return Timing(int(s.get("latency", 1)), int(s.get("ii", 1)), dict(s.get("kinds", {})),
-                      bool(s.get("scan_emit_on_pop", False)), bool(s.get("reduce_split_stop", False)),
-                      int(s.get("tile_matmul_ii_per_b", 1)), int(s.get("tile_elementwise_ii_per_b", 1)),
-                      s.get("memory"), int(s.get("fifo_depth", 10_240_000)))
+                raise EstimateError(
+                    f"the cycle model does not cover the memory setting {k!r}; "
+                    f"covered: {', '.join(sorted(COVERED_MEMORY))} (simulate instead)"
+                )
+        return Timing(
+            int(s.get("latency", 1)),
+            int(s.get("ii", 1)),
+            dict(s.get("kinds", {})),
+            bool(s.get("scan_emit_on_pop", False)),
+            bool(s.get("reduce_split_stop", False)),
+            int(s.get("tile_matmul_ii_per_b", 1)),
+            int(s.get("tile_elementwise_ii_per_b", 1)),
+            s.get("memory"),
+            int(s.get("fifo_depth", 10_240_000)),
+        )
 
     def kind_latency(self, kind: str) -> int:
         return int(self.kinds.get(kind, {}).get("latency", self.latency))
@@ -116,10 +159,10 @@ class Timing:
         """Cycles a tile of `rank` axes of extent b occupies a node (node.h `occupy`)."""
         if rank >= 3:
             return b * self.tile_matmul_ii_per_b
-        return -(-(b ** rank) // b) * self.tile_elementwise_ii_per_b
+        return -(-(b**rank) // b) * self.tile_elementwise_ii_per_b
 
     def tile_latency(self, rank: int, b: int) -> int:
-        return 2 * b - 1 if rank >= 3 else b ** rank
+        return 2 * b - 1 if rank >= 3 else b**rank
 
 
 @dataclass
@@ -161,13 +204,29 @@ class GraphEstimate:
         return sum(n.tokens for n in self.nodes)
 
     def to_json(self, detail: bool = False) -> dict:
-        out = {"name": self.name, "cycles": round(self.cycles), "alu_ops": round(self.alu_ops),
-               "mem_bytes": round(self.mem_bytes), "tokens": round(self.tokens), "bottleneck": self.bottleneck,
-               "fill": round(self.fill), "memory_cycles": round(self.memory_cycles),
-               "recompute": round(self.recompute, 3)}
+        out = {
+            "name": self.name,
+            "cycles": round(self.cycles),
+            "alu_ops": round(self.alu_ops),
+            "mem_bytes": round(self.mem_bytes),
+            "tokens": round(self.tokens),
+            "bottleneck": self.bottleneck,
+            "fill": round(self.fill),
+            "memory_cycles": round(self.memory_cycles),
+            "recompute": round(self.recompute, 3),
+        }
         if detail:
-            out["nodes"] = [{"name": n.name, "kind": n.kind, "tokens": round(n.tokens), "busy": round(n.busy),
-                             "alu_ops": round(n.alu_ops), "mem_bytes": round(n.mem_bytes)} for n in self.nodes]
+            out["nodes"] = [
+                {
+                    "name": n.name,
+                    "kind": n.kind,
+                    "tokens": round(n.tokens),
+                    "busy": round(n.busy),
+                    "alu_ops": round(n.alu_ops),
+                    "mem_bytes": round(n.mem_bytes),
+                }
+                for n in self.nodes
+            ]
         return out
 
 
@@ -197,16 +256,27 @@ class _Model:
             outs, busy, alu, mem = self.step(node)
             busy = max(busy, self.memory_bound(node, outs, mem))
             self.outs.append(outs)
-            tokens = sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
+            tokens = (
+                sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
+            )
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
         end, fill = self.timeline()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
         mem_cycles = self.memory_cycles()
         cycles = max(end, mem_cycles + fill)
-        recompute = max((n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats),
-                        default=1.0)
-        return GraphEstimate(self.spec.name, cycles, self.nodes, self.output_stats(),
-                             self.nodes[worst].name if self.nodes else "", fill, mem_cycles, recompute)
+        recompute = max(
+            (n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats), default=1.0
+        )
+        return GraphEstimate(
+            self.spec.name,
+            cycles,
+            self.nodes,
+            self.output_stats(),
+            self.nodes[worst].name if self.nodes else "",
+            fill,
+            mem_cycles,
+            recompute,
+        )
 
     # -- per-primitive rules --------------------------------------------------------------------
     def step(self, node: "NodeSpec") -> tuple[list[Stream], float, float, float]:
@@ -276,8 +346,11 @@ class _Model:
             fiber = float(dim)
         else:
             st = self.stats.get(node.tensor or "")
-            fiber = st.mean_fiber(node.level) if st is not None and node.level < len(st.level_counts) \
+            fiber = (
+                st.mean_fiber(node.level)
+                if st is not None and node.level < len(st.level_counts)
                 else DEFAULT_FIBER_DENSITY * dim
+            )
         n = refs * fiber
         out = Stream(r.counts + (n,), r.dims + (dim,))
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
@@ -319,7 +392,7 @@ class _Model:
         busy = steps * ii
         if rank is not None:
             busy += v.data * max(self.t.tile_busy(rank, self.spec.block) - ii, 0)
-        return [out], busy, v.data * (self.spec.block ** rank if rank is not None else 1.0), 0.0
+        return [out], busy, v.data * (self.spec.block**rank if rank is not None else 1.0), 0.0
 
     def spacc(self, node: "NodeSpec", ii: int):
         order = int(node.params.get("order", 1))
@@ -431,8 +504,11 @@ class _Model:
             return 0.0
         line = int(mem.get("bytes_per_request", 64))
         lines = sum(math.ceil(n.mem_bytes / line) for n in self.nodes if n.mem_bytes)
-        return lines * int(mem.get("ii", 1)) / max(int(mem.get("channels", 1)), 1) \
-            + int(mem.get("latency", 0)) + int(mem.get("startup", 0))
+        return (
+            lines * int(mem.get("ii", 1)) / max(int(mem.get("channels", 1)), 1)
+            + int(mem.get("latency", 0))
+            + int(mem.get("startup", 0))
+        )
 
     def output_stats(self) -> dict[str, TensorStats]:
         out = {}
@@ -463,10 +539,13 @@ def relayout_cycles(st: TensorStats) -> float:
     return 2.0 * st.nnz + float(max(st.dims, default=1))
 
 
-def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
-                     known: Mapping[str, TensorStats] | None = None,
-                     density: Mapping[str, float] | None = None,
-                     cache: dict | None = None) -> dict[str, TensorStats]:
+def stats_for_inputs(
+    spec: "GraphSpec",
+    data: Mapping[str, Any],
+    known: Mapping[str, TensorStats] | None = None,
+    density: Mapping[str, float] | None = None,
+    cache: dict | None = None,
+) -> dict[str, TensorStats]:
     """Statistics of every input tensor of `spec`: predicted ones from `known` (tensors written
     by earlier regions, in the format they were written), exact ones counted from `data`, and
     uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
@@ -495,8 +574,9 @@ def stats_for_inputs(spec: "GraphSpec", data: Mapping[str, Any],
             out[name] = cache[key]
         elif density and source in density:
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
-            out[name] = _relaid(TensorStats(dims, (density[source] * math.prod(dims),), exact=False), dims,
-                                t.fmt.levels)
+            out[name] = _relaid(
+                TensorStats(dims, (density[source] * math.prod(dims),), exact=False), dims, t.fmt.levels
+            )
     return out
 
 
@@ -511,7 +591,7 @@ def _relaid(st: TensorStats, dims: Sequence[int], levels: Sequence[str]) -> Tens
         elif lvl == len(levels) - 1:
             acc = nnz
         else:
-            below = math.prod(dims[lvl + 1:])
+            below = math.prod(dims[lvl + 1 :])
             acc = space * _union_fraction(nnz / max(space * below, 1e-9), below)
         counts.append(acc)
     return TensorStats(tuple(dims), tuple(counts), exact=False)

@@ -5,6 +5,7 @@ its format (level 0's coordinates, level 1's coordinates under them, ...). For m
 are counted exactly from the data; for intermediates the model predicts them from the writers of
 the region that produces them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The ``fuseflow`` command: compile, simulate and run sparse models."""
+
 from __future__ import annotations
 
 import argparse
@@ -80,18 +81,36 @@ def _print_estimate(prog, a) -> int:
     if getattr(a, "json", False):
         print(json.dumps(est.to_json(detail=getattr(a, "nodes", False)), indent=2))
         return 0
-    rows = [[r.name, f"{r.cycles:,.0f}", f"{r.tokens:,.0f}", f"{r.alu_ops:,.0f}", f"{r.mem_bytes:,.0f}",
-             f"{r.recompute:.2f}", r.bottleneck] for r in est.regions]
+    rows = [
+        [
+            r.name,
+            f"{r.cycles:,.0f}",
+            f"{r.tokens:,.0f}",
+            f"{r.alu_ops:,.0f}",
+            f"{r.mem_bytes:,.0f}",
+            f"{r.recompute:.2f}",
+            r.bottleneck,
+        ]
+        for r in est.regions
+    ]
     rows.append(["total", f"{est.cycles:,}", "", f"{est.alu_ops:,}", f"{est.mem_bytes:,}", "", ""])
-    _table(f"{Path(a.model).name}: estimate, schedule {a.schedule}, arch {est.arch.name} (not simulated)", rows,
-           ["region", "cycles", "tokens", "alu ops", "memory bytes", "recompute", "bottleneck"])
+    _table(
+        f"{Path(a.model).name}: estimate, schedule {a.schedule}, arch {est.arch.name} (not simulated)",
+        rows,
+        ["region", "cycles", "tokens", "alu ops", "memory bytes", "recompute", "bottleneck"],
+    )
     if getattr(a, "nodes", False):
         for r in est.regions:
-            _table(f"region {r.name}", [[n.name, f"{n.tokens:,.0f}", f"{n.busy:,.0f}"] for n in r.nodes],
-                   ["node", "tokens", "busy cycles"])
+            _table(
+                f"region {r.name}",
+                [[n.name, f"{n.tokens:,.0f}", f"{n.busy:,.0f}"] for n in r.nodes],
+                ["node", "tokens", "busy cycles"],
+            )
     for r in prog.relayouts:
-        print(f"{r.name}: model input {r.source} converted from {r.declared} to {r.stored} at run time "
-              "(counting-sort transpose: 2 x nnz + extent cycles)")
+        print(
+            f"{r.name}: model input {r.source} converted from {r.declared} to {r.stored} at run time "
+            "(counting-sort transpose: 2 x nnz + extent cycles)"
+        )
     return 0
 
 
@@ -121,12 +140,23 @@ def cmd_run(a) -> int:
     rows = []
     for r in res.regions:
         errs = [err_of[t] for t in r.writes if t in err_of]
-        rows.append([r.name, r.cycles, r.totals()["tokens_out"], r.totals()["alu_ops"],
-                     f"{max(errs):.3g}" if errs else "-"])
-    rows.append(["total", res.cycles, sum(r.totals()["tokens_out"] for r in res.regions),
-                 sum(r.totals()["alu_ops"] for r in res.regions), f"{err:.3g}"])
-    _table(f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}", rows,
-           ["region", "cycles", "tokens", "alu ops", "max abs error"])
+        rows.append(
+            [r.name, r.cycles, r.totals()["tokens_out"], r.totals()["alu_ops"], f"{max(errs):.3g}" if errs else "-"]
+        )
+    rows.append(
+        [
+            "total",
+            res.cycles,
+            sum(r.totals()["tokens_out"] for r in res.regions),
+            sum(r.totals()["alu_ops"] for r in res.regions),
+            f"{err:.3g}",
+        ]
+    )
+    _table(
+        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}",
+        rows,
+        ["region", "cycles", "tokens", "alu ops", "max abs error"],
+    )
     print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
     return 0
 
@@ -153,12 +183,22 @@ def cmd_study(a) -> int:
             progress.update(task, description=f"{name}: compile")
             t0 = time.perf_counter()
             try:
-                prog = base if name == "unfused" else fuseflow.compile(model, args, formats=formats, schedule=sched,
-                                                                       node_budget=a.node_budget, order=a.order)
+                prog = (
+                    base
+                    if name == "unfused"
+                    else fuseflow.compile(
+                        model, args, formats=formats, schedule=sched, node_budget=a.node_budget, order=a.order
+                    )
+                )
                 t1 = time.perf_counter()
                 progress.update(task, description=f"{name}: simulate")
-                res = prog.simulate(arch=a.arch, engine=a.engine, progress=lambda region, cycle, name=name: progress.update(
-                    task, description=f"{name}: simulate {region} ({cycle:,} cycles)"))
+                res = prog.simulate(
+                    arch=a.arch,
+                    engine=a.engine,
+                    progress=lambda region, cycle, name=name: progress.update(
+                        task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
+                    ),
+                )
                 t2 = time.perf_counter()
                 err = res.check()
             except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
@@ -167,26 +207,62 @@ def cmd_study(a) -> int:
                 progress.advance(task)
                 continue
             tot = [r.totals() for r in res.regions]
-            rows.append({"schedule": name, "regions": len(prog.graphs), "cycles": res.cycles,
-                         "alu_ops": sum(t["alu_ops"] for t in tot), "reductions": sum(t["reductions"] for t in tot),
-                         "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
-                         "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
-                         "max_abs_error": err, "compile_s": round(t1 - t0, 2), "simulate_s": round(t2 - t1, 2)})
+            rows.append(
+                {
+                    "schedule": name,
+                    "regions": len(prog.graphs),
+                    "cycles": res.cycles,
+                    "alu_ops": sum(t["alu_ops"] for t in tot),
+                    "reductions": sum(t["reductions"] for t in tot),
+                    "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
+                    "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
+                    "max_abs_error": err,
+                    "compile_s": round(t1 - t0, 2),
+                    "simulate_s": round(t2 - t1, 2),
+                }
+            )
             progress.advance(task)
     base_cycles = rows[0].get("cycles") if rows and rows[0]["schedule"] == "unfused" else None
     for r in rows:
         r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
-    result = {"model": a.model, "options": _options(a.option) | ({"graph": a.graph} if a.graph else {}),
-              "arch": a.arch, "schedules": rows}
+    result = {
+        "model": a.model,
+        "options": _options(a.option) | ({"graph": a.graph} if a.graph else {}),
+        "arch": a.arch,
+        "schedules": rows,
+    }
     if _write_json(result, a):
         return 0
-    _table(f"fusion study: {Path(a.model).name} (arch {a.arch})",
-           [[r["schedule"], r["regions"], r["cycles"], r["speedup_vs_unfused"], r["alu_ops"],
-             r["mem_read_bytes"] + r["mem_write_bytes"], f"{r['max_abs_error']:.2g}", r["compile_s"], r["simulate_s"]]
-            if "error" not in r else [r["schedule"], "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
-            for r in rows],
-           ["schedule", "regions", "cycles", "speedup", "FLOPs (alu ops)", "memory bytes", "max abs err",
-            "compile s", "simulate s"])
+    _table(
+        f"fusion study: {Path(a.model).name} (arch {a.arch})",
+        [
+            [
+                r["schedule"],
+                r["regions"],
+                r["cycles"],
+                r["speedup_vs_unfused"],
+                r["alu_ops"],
+                r["mem_read_bytes"] + r["mem_write_bytes"],
+                f"{r['max_abs_error']:.2g}",
+                r["compile_s"],
+                r["simulate_s"],
+            ]
+            if "error" not in r
+            else [r["schedule"], "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
+            for r in rows
+        ],
+        [
+            "schedule",
+            "regions",
+            "cycles",
+            "speedup",
+            "FLOPs (alu ops)",
+            "memory bytes",
+            "max abs err",
+            "compile s",
+            "simulate s",
+        ],
+    )
     return 0
 
 
@@ -201,16 +277,24 @@ def cmd_order_sweep(a) -> int:
     regions = list(first.order_candidates)
     region = a.region or (regions[0] if len(regions) == 1 else None)
     if region is None or region not in first.order_candidates:
-        raise FuseflowError(f"choose a region with --region: {', '.join(regions)}" if region is None else
-                            f"no region {region!r}; regions: {', '.join(regions)}")
+        raise FuseflowError(
+            f"choose a region with --region: {', '.join(regions)}"
+            if region is None
+            else f"no region {region!r}; regions: {', '.join(regions)}"
+        )
     cands = [c for c in first.order_candidates[region]][: a.cap]
     auto = first.orders[region]
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task(f"orders of {region}", total=len(cands))
         for c in cands:
-            row = {"index": c.index, "order": c.name, "relayouts": list(c.relayouts),
-                   "estimate": round(c.estimate.cost), "auto": c.name == auto}
+            row = {
+                "index": c.index,
+                "order": c.name,
+                "relayouts": list(c.relayouts),
+                "estimate": round(c.estimate.cost),
+                "auto": c.name == auto,
+            }
             try:
                 prog = first.reorder({region: c.name})
                 res = prog.simulate(arch=a.arch, engine=a.engine)
@@ -220,8 +304,10 @@ def cmd_order_sweep(a) -> int:
                 row["relayout_cycles"] = conversions
                 row["region_cycles"] = next(r.cycles for r in res.regions if r.name == region) + conversions
                 est = prog.estimate(arch=a.arch)
-                row["predicted"] = round(next(r.cycles for r in est.regions if r.name == region)
-                                         + sum(r.cycles for r in est.regions if r.bottleneck == "relayout"))
+                row["predicted"] = round(
+                    next(r.cycles for r in est.regions if r.name == region)
+                    + sum(r.cycles for r in est.regions if r.bottleneck == "relayout")
+                )
             except fuseflow.FuseflowError as e:  # one order failing does not lose the others
                 row["error"] = str(e).splitlines()[0][:300]
             rows.append(row)
@@ -230,16 +316,26 @@ def cmd_order_sweep(a) -> int:
     best = min((r["region_cycles"] for r in done), default=None)
     for r in done:
         r["vs_best"] = round(r["region_cycles"] / best, 3) if best else None
-    result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto,
-              "orders": rows}
+    result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto, "orders": rows}
     if _write_json(result, a):
         return 0
-    _table(f"order sweep: {Path(a.model).name}, region {region} (arch {a.arch}; * = order=auto; cycles include "
-           "re-laying out model inputs)",
-           [[r["index"], r["order"] + (" *" if r["auto"] else ""), ",".join(r["relayouts"]) or "-", r["estimate"],
-             r.get("predicted", "-"), r.get("region_cycles", "failed"), r.get("vs_best", r.get("error", "")[:60])]
-            for r in rows],
-           ["#", "order", "re-laid out", "static estimate", "predicted cycles", "cycles", "x best"])
+    _table(
+        f"order sweep: {Path(a.model).name}, region {region} (arch {a.arch}; * = order=auto; cycles include "
+        "re-laying out model inputs)",
+        [
+            [
+                r["index"],
+                r["order"] + (" *" if r["auto"] else ""),
+                ",".join(r["relayouts"]) or "-",
+                r["estimate"],
+                r.get("predicted", "-"),
+                r.get("region_cycles", "failed"),
+                r.get("vs_best", r.get("error", "")[:60]),
+            ]
+            for r in rows
+        ],
+        ["#", "order", "re-laid out", "static estimate", "predicted cycles", "cycles", "x best"],
+    )
     return 0
 
 
@@ -347,12 +443,18 @@ def _first_diag(text: str, file: str) -> FuseflowError:
 def _engine_arg(p: argparse.ArgumentParser) -> None:
     from fuseflow.sim.graph import ENGINES
 
-    p.add_argument("--engine", default="auto", choices=ENGINES,
-                   help="simulation engine (same results): auto picks window when FIFOs are deep and memory is off")
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="simulation engine (same results): auto picks window when FIFOs are deep and memory is off",
+    )
 
 
 def _pass_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j")
+    p.add_argument(
+        "--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j"
+    )
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
 
 

@@ -1,4 +1,5 @@
 """``fuseflow-opt``: mlir-opt conventions over fuseflow's passes and upstream MLIR passes."""
+
 from __future__ import annotations
 
 import argparse
@@ -76,13 +77,20 @@ def process(chunk: str, elements: list[str], print_after_all: bool) -> ir.Module
 
 
 def parser() -> argparse.ArgumentParser:
-    lines = [f"  --{p.name}" + ("{" + " ".join(f"{f.name.replace('_', '-')}={f.default}" for f in fields(p.options)) + "}")
-             + f"\n      {p.summary}" for p in PASSES.values()]
+    lines = [
+        f"  --{p.name}"
+        + ("{" + " ".join(f"{f.name.replace('_', '-')}={f.default}" for f in fields(p.options)) + "}")
+        + f"\n      {p.summary}"
+        for p in PASSES.values()
+    ]
     p = argparse.ArgumentParser(
-        prog="fuseflow-opt", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="fuseflow-opt",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run fuseflow and upstream MLIR passes over a .mlir file (mlir-opt conventions).",
-        epilog="fuseflow passes (use in --pass-pipeline or as --NAME[=OPTIONS]):\n" + "\n".join(lines)
-        + "\n\nAny other pass name is handed to MLIR's PassManager (e.g. canonicalize, cse).")
+        epilog="fuseflow passes (use in --pass-pipeline or as --NAME[=OPTIONS]):\n"
+        + "\n".join(lines)
+        + "\n\nAny other pass name is handed to MLIR's PassManager (e.g. canonicalize, cse).",
+    )
     p.add_argument("input", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     p.add_argument("--pass-pipeline", default="", help="e.g. 'builtin.module(fuseflow-partition,lower-to-sam)'")
@@ -91,8 +99,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mlir-print-ir-after-all", action="store_true")
     p.add_argument("--emit-irdl", action="store_true", help="print the sam dialect's IRDL and exit")
     for name in PASSES:
-        p.add_argument(f"--{name}", nargs="?", const="", default=None, metavar="OPTIONS",
-                       help=f"append {name} to the pipeline")
+        p.add_argument(
+            f"--{name}", nargs="?", const="", default=None, metavar="OPTIONS", help=f"append {name} to the pipeline"
+        )
     return p
 
 
@@ -130,8 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             want = expected_diags(chunk)
             for w in want:
                 if not any(g.line == w.line and w.message in g.message for g in got):
-                    print(f"{fname}:{w.line + offset}: error: expected error \"{w.message}\" was not produced"
-                          + (f"; got: {'; '.join(g.message for g in got)}" if got else ""), file=sys.stderr)
+                    print(
+                        f'{fname}:{w.line + offset}: error: expected error "{w.message}" was not produced'
+                        + (f"; got: {'; '.join(g.message for g in got)}" if got else ""),
+                        file=sys.stderr,
+                    )
                     failed = True
             for g in got:
                 if not any(g.line == w.line and w.message in g.message for w in want):

@@ -136,9 +136,12 @@ def _tensor_entry_problem(t) -> str | None:
         return "'name' must be a string"
     name = t["name"].value
     if not isinstance(t["role"], ir.StringAttr) or t["role"].value not in ("input", "output"):
-        return f"tensor {name}: 'role' must be \"input\" or \"output\""
-    ints = lambda a: [x.value for x in a] if isinstance(a, ir.ArrayAttr) and all(  # noqa: E731
-        isinstance(x, ir.IntegerAttr) for x in a) else None
+        return f'tensor {name}: \'role\' must be "input" or "output"'
+
+    def ints(a):
+        ok = isinstance(a, ir.ArrayAttr) and all(isinstance(x, ir.IntegerAttr) for x in a)
+        return [x.value for x in a] if ok else None
+
     shape, order = ints(t["shape"]), ints(t["mode_order"])
     if shape is None or any(d < 0 for d in shape):
         return f"tensor {name}: 'shape' must be an array of non-negative integers"
@@ -217,8 +220,9 @@ def _check_joiner(op) -> bool:
     if n_crd != n_ref + n_val:
         return _err(op, f"has {n_crd} coordinate streams but {n_ref + n_val} payload streams")
     if len(op.out_refs) != n_ref or len(op.out_vals) != n_val:
-        return _err(op, f"has {n_ref} ref and {n_val} value payloads but {len(op.out_refs)} and "
-                        f"{len(op.out_vals)} outputs")
+        return _err(
+            op, f"has {n_ref} ref and {n_val} value payloads but {len(op.out_refs)} and {len(op.out_vals)} outputs"
+        )
     return True
 
 
@@ -246,13 +250,11 @@ class IntersectOp(_Joiner, name="intersect", traits=[Pure]):
     """
 
 
-
 class UnionOp(_Joiner, name="union", traits=[Pure]):
     """Co-iterate N (crd, payload) pairs; emit every coordinate, N for absent operands.
 
     Payload groups as for ``sam.intersect``: refs first, then values.
     """
-
 
 
 class RepSigGenOp(Sam.Operation, name="repsiggen", traits=[Pure]):

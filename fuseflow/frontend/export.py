@@ -6,6 +6,7 @@ buffers are lifted to named function arguments (``lin.weight``) with ``torch.fun
 so every tensor a graph reads is bound by name, sparse or not. Each imported op's location is
 wrapped in a NameLoc carrying its FX node name, which the ``unfused`` schedule groups by.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -46,15 +47,18 @@ class _Lifted(torch.nn.Module):
         self.state_names = list(state_names)
 
     def forward(self, *flat):
-        args, state = flat[: self.n_args], flat[self.n_args:]
+        args, state = flat[: self.n_args], flat[self.n_args :]
         return torch.func.functional_call(self.model, dict(zip(self.state_names, state)), args)
 
 
 def arg_names(model: torch.nn.Module, n: int) -> list[str]:
     """Names of forward's positional parameters (falls back to arg0, arg1, ...)."""
     try:
-        params = [p for p in inspect.signature(model.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(model.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         names = [p.name for p in params][:n]
     except (TypeError, ValueError):
         names = []
@@ -87,7 +91,7 @@ def module_path(node) -> str:
     path = paths[-1] if paths else ""
     if path == "model":
         return ""
-    return path[len("model."):] if path.startswith("model.") else path
+    return path[len("model.") :] if path.startswith("model.") else path
 
 
 def origin(node) -> str:
@@ -115,8 +119,9 @@ def _named_location_cache(importer):
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
 
-def import_model(model: torch.nn.Module, args: Sequence[Any],
-                 formats: Mapping[str, Any] | None = None) -> ImportedModel:
+def import_model(
+    model: torch.nn.Module, args: Sequence[Any], formats: Mapping[str, Any] | None = None
+) -> ImportedModel:
     """Export `model` on `args`, import it to linalg and attach the declared formats."""
     from torch_mlir import fx
     from torch_mlir.dialects import torch as torch_d
@@ -136,8 +141,9 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     all_names = names + state_names
     unknown = [k for k in formats if k not in all_names]
     if unknown:
-        raise FormatError(f"formats names {unknown[0]!r}, which is neither an argument nor a parameter; "
-                          f"known: {', '.join(all_names)}")
+        raise FormatError(
+            f"formats names {unknown[0]!r}, which is neither an argument nor a parameter; known: {', '.join(all_names)}"
+        )
     notes = []
     inputs = dense_args + [state[n].detach().float() for n in state_names]
     for name, t in zip(all_names, inputs):
@@ -159,8 +165,7 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         try:
-            module = fx.export_and_import(ep, output_type="linalg-on-tensors", func_name="main",
-                                          fx_importer=importer)
+            module = fx.export_and_import(ep, output_type="linalg-on-tensors", func_name="main", fx_importer=importer)
         except Exception as e:
             msg = str(e)
             first = next((ln.strip() for ln in msg.splitlines() if "error" in ln), msg.splitlines()[0])
@@ -170,16 +175,30 @@ def import_model(model: torch.nn.Module, args: Sequence[Any],
     for name, t in zip(all_names, inputs):
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
-    density = {name: float(torch.count_nonzero(t)) / max(1, t.numel())
-               for name, t in zip(all_names, inputs) if "compressed" in fmts[name].levels}
+    density = {
+        name: float(torch.count_nonzero(t)) / max(1, t.numel())
+        for name, t in zip(all_names, inputs)
+        if "compressed" in fmts[name].levels
+    }
     out_names = _attach(module, all_names, fmts, density)
     example = lifted(*inputs)
     single = not isinstance(example, (tuple, list))
-    containers = {name for name, m in model.named_modules()
-                  if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))}
-    return ImportedModel(module, all_names, fmts,
-                         {n: state[n].detach().float().numpy() for n in state_names},
-                         len(args), out_names, single, containers=containers, notes=notes)
+    containers = {
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))
+    }
+    return ImportedModel(
+        module,
+        all_names,
+        fmts,
+        {n: state[n].detach().float().numpy() for n in state_names},
+        len(args),
+        out_names,
+        single,
+        containers=containers,
+        notes=notes,
+    )
 
 
 def _size_one_levels_dense(fmt: Format, shape: tuple[int, ...], name: str, notes: list[str]) -> Format:
@@ -192,8 +211,9 @@ def _size_one_levels_dense(fmt: Format, shape: tuple[int, ...], name: str, notes
     return Format(levels, fmt.mode_order)
 
 
-def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format],
-            density: Mapping[str, float]) -> list[str]:
+def _attach(
+    module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format], density: Mapping[str, float]
+) -> list[str]:
     """Set argument encodings, names and (sparse ones) densities on @main; returns output names.
 
     The density of the example data is what the ordering pass's static estimate reads."""
@@ -207,13 +227,22 @@ def _attach(module: ir.Module, names: Sequence[str], fmts: Mapping[str, Format],
                 arg.set_type(ir.RankedTensorType.get(list(t.shape), t.element_type, ir.Attribute.parse(enc)))
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         func.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results)))
+            ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results))
+        )
         f64 = ir.F64Type.get()
-        func.attributes["arg_attrs"] = ir.ArrayAttr.get([
-            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n),
-                             **({"fuseflow.density": ir.FloatAttr.get(f64, density[n])} if n in density else {})})
-            for n in names])
+        func.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [
+                ir.DictAttr.get(
+                    {
+                        "fuseflow.name": ir.StringAttr.get(n),
+                        **({"fuseflow.density": ir.FloatAttr.get(f64, density[n])} if n in density else {}),
+                    }
+                )
+                for n in names
+            ]
+        )
         outs = [f"out{i}" for i in range(len(ftype.results))]
-        func.attributes["res_attrs"] = ir.ArrayAttr.get([
-            ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in outs])
+        func.attributes["res_attrs"] = ir.ArrayAttr.get(
+            [ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in outs]
+        )
     return outs

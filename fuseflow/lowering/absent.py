@@ -7,11 +7,12 @@ outside the mask, ``exp`` of that is 0). `absent(e, v)` computes that value: a t
 is 0 where absent, a tensor without `v` is unknown (None) but assumed finite, constants are
 themselves. None means "not a constant": the variable must be iterated over its full range.
 """
+
 from __future__ import annotations
 
 import math
 
-from fuseflow.lowering.index_notation import Access, Call, Const, Expr, Reduce, fold
+from fuseflow.lowering.index_notation import Access, Const, Expr, Reduce, fold
 
 INF = math.inf
 

@@ -5,6 +5,7 @@ The parser names every reduction's variables afresh, so a softmax's row max appe
 twice. Renaming the second to the first's names makes the two subtrees equal, so the builder's
 hash-consing emits one subgraph and both consumers read it.
 """
+
 from __future__ import annotations
 
 from fuseflow.lowering.index_notation import Access, Call, Expr, Reduce

@@ -6,6 +6,7 @@ and its other (reduction) dimensions get fresh variables. A producer inside the 
 into its consumer (streamed, recomputed per use); a value from outside the region is a named
 tensor access. Views (transpose, broadcast, cast) permute variables; they are never tensors.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,10 +62,25 @@ class Assign:
     loc: str | None
 
 
-UNARY = {"arith.negf": "neg", "math.exp": "exp", "math.sqrt": "sqrt", "math.rsqrt": "rsqrt",
-         "math.tanh": "tanh", "math.absf": "abs", "math.erf": "erf"}
-BINARY = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arith.divf": "div",
-          "arith.maximumf": "max", "arith.maxnumf": "max", "arith.minimumf": "min", "arith.minnumf": "min"}
+UNARY = {
+    "arith.negf": "neg",
+    "math.exp": "exp",
+    "math.sqrt": "sqrt",
+    "math.rsqrt": "rsqrt",
+    "math.tanh": "tanh",
+    "math.absf": "abs",
+    "math.erf": "erf",
+}
+BINARY = {
+    "arith.addf": "add",
+    "arith.subf": "sub",
+    "arith.mulf": "mul",
+    "arith.divf": "div",
+    "arith.maximumf": "max",
+    "arith.maxnumf": "max",
+    "arith.minimumf": "min",
+    "arith.minnumf": "min",
+}
 PASS_THROUGH = ("arith.extf", "arith.truncf")
 VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast", "tensor.expand_shape", "tensor.collapse_shape")
 COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
@@ -79,7 +95,8 @@ def is_inlined(op) -> bool:
     recomputes them, so a mask shared by several heads stays a mask in each."""
     return op.name == "linalg.generic" and all(
         isinstance(r.type, ir.RankedTensorType) and str(ir.RankedTensorType(r.type).element_type) == "i1"
-        for r in op.results)
+        for r in op.results
+    )
 
 
 def op_location(op) -> str | None:
@@ -94,12 +111,22 @@ def fold(op: str, args: tuple[float, ...]) -> float:
     a = args[0]
     b = args[1] if len(args) > 1 else 0.0
     table: dict[str, Callable[[], float]] = {
-        "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+        "add": lambda: a + b,
+        "sub": lambda: a - b,
+        "mul": lambda: a * b,
         "div": lambda: a / b if b else (math.nan if a == 0 else math.copysign(math.inf, a)),
-        "max": lambda: max(a, b), "min": lambda: min(a, b), "neg": lambda: -a,
-        "relu": lambda: max(a, 0.0), "exp": lambda: math.exp(a), "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
-        "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf, "tanh": lambda: math.tanh(a), "abs": lambda: abs(a),
-        "erf": lambda: math.erf(a), "eqz": lambda: 1.0 if a == 0 else 0.0, "nez": lambda: 0.0 if a == 0 else 1.0,
+        "max": lambda: max(a, b),
+        "min": lambda: min(a, b),
+        "neg": lambda: -a,
+        "relu": lambda: max(a, 0.0),
+        "exp": lambda: math.exp(a),
+        "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
+        "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf,
+        "tanh": lambda: math.tanh(a),
+        "abs": lambda: abs(a),
+        "erf": lambda: math.erf(a),
+        "eqz": lambda: 1.0 if a == 0 else 0.0,
+        "nez": lambda: 0.0 if a == 0 else 1.0,
         "mask": lambda: a if b != 0 else -math.inf,
     }
     return table[op]()
@@ -130,8 +157,11 @@ def _dim_positions(amap: ir.AffineMap, op, what: str) -> list[int | None]:
         if c is not None and c.value == 0:
             out.append(None)
             continue
-        raise unsupported(op, f"'{op.name}' {what} uses index expression '{e}'; only loop dimensions and "
-                              "the constant 0 of a size-1 dimension are supported")
+        raise unsupported(
+            op,
+            f"'{op.name}' {what} uses index expression '{e}'; only loop dimensions and "
+            "the constant 0 of a size-1 dimension are supported",
+        )
     return out
 
 
@@ -145,19 +175,26 @@ def _maps(op) -> tuple[list[ir.AffineMap], list[str]]:
         text = ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"]
         iters = ["parallel", "parallel", "reduction"]
     else:  # linalg.batch_matmul
-        text = ["(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)",
-                "(d0, d1, d2, d3) -> (d0, d1, d2)"]
+        text = [
+            "(d0, d1, d2, d3) -> (d0, d1, d3)",
+            "(d0, d1, d2, d3) -> (d0, d3, d2)",
+            "(d0, d1, d2, d3) -> (d0, d1, d2)",
+        ]
         iters = ["parallel", "parallel", "parallel", "reduction"]
     if "indexing_maps" in op.attributes:
         return [ir.AffineMapAttr(a).value for a in op.attributes["indexing_maps"]], iters
-    return [ir.AffineMap.parse(f"affine_map<{t}>") if hasattr(ir.AffineMap, "parse")
-            else ir.Attribute.parse(f"affine_map<{t}>").value for t in text], iters
+    return [
+        ir.AffineMap.parse(f"affine_map<{t}>")
+        if hasattr(ir.AffineMap, "parse")
+        else ir.Attribute.parse(f"affine_map<{t}>").value
+        for t in text
+    ], iters
 
 
 def _segments(op) -> tuple[list[ir.Value], list[ir.Value]]:
     sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     ops = list(op.operands)
-    return ops[: sizes[0]], ops[sizes[0]: sizes[0] + sizes[1]]
+    return ops[: sizes[0]], ops[sizes[0] : sizes[0] + sizes[1]]
 
 
 def _float_constant(value: ir.Value) -> float | None:
@@ -198,7 +235,9 @@ class RegionParser:
         vs = tuple(UNIT if d == 1 else self.fresh(d) for d in shape)
         owner = value.owner
         expr = self.expr(value, vs)
-        return Assign(name, vs, expr, dict(self.dims), location_str(owner.location) if hasattr(owner, "location") else None)
+        return Assign(
+            name, vs, expr, dict(self.dims), location_str(owner.location) if hasattr(owner, "location") else None
+        )
 
     def expr(self, value: ir.Value, vs: tuple[str, ...]) -> Expr:
         ext = self.tensor_name(value)
@@ -226,8 +265,11 @@ class RegionParser:
         if name in ("arith.constant", "linalg.fill"):
             c = _float_constant(value) if name == "arith.constant" else _float_constant(op.operands[0])
             if c is None:
-                raise unsupported(op, "a non-splat constant tensor inside a model is not supported; "
-                                      "pass it as an argument or register it as a parameter")
+                raise unsupported(
+                    op,
+                    "a non-splat constant tensor inside a model is not supported; "
+                    "pass it as an argument or register it as a parameter",
+                )
             return Const(c)
         if name in COMPUTE_OPS:
             if op not in self.region_ops and not is_inlined(op):
@@ -275,9 +317,8 @@ class RegionParser:
         if op.name == "linalg.generic":
             block = op.regions[0].blocks[0]
             yielded = list(block.operations)[-1].operands[result]
-            args = list(block.arguments)
         else:
-            block, args, yielded = None, [], None
+            block, yielded = None, None
 
         def scalar(v: ir.Value):
             if block is None:
@@ -321,8 +362,11 @@ class RegionParser:
                 masked = _masked(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]))
                 if masked is not None:
                     return masked
-                raise unsupported(o, "unsupported select: only ReLU and masking with -inf "
-                                     "(masked_fill(mask == 0, -inf) / where(mask != 0, x, -inf)) lower to sam")
+                raise unsupported(
+                    o,
+                    "unsupported select: only ReLU and masking with -inf "
+                    "(masked_fill(mask == 0, -inf) / where(mask != 0, x, -inf)) lower to sam",
+                )
             if n == "arith.cmpf":
                 pred = o.attributes["predicate"]
                 pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
@@ -343,8 +387,12 @@ class RegionParser:
         if op.name == "linalg.generic":
             body = scalar(yielded)
         else:
-            a = self.expr(ins[0], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[0], op, "operand 0")))
-            b = self.expr(ins[1], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[1], op, "operand 1")))
+            a = self.expr(
+                ins[0], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[0], op, "operand 0"))
+            )
+            b = self.expr(
+                ins[1], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[1], op, "operand 1"))
+            )
             body = ("add", call("mul", a, b))
         if not red:
             if isinstance(body, tuple) or body is _ACC:
@@ -376,7 +424,11 @@ class RegionParser:
 def _int_constant(value: ir.Value) -> int | None:
     owner = value.owner
     op = owner.operation if isinstance(owner, ir.OpView) else owner
-    if isinstance(op, ir.Operation) and op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
+    if (
+        isinstance(op, ir.Operation)
+        and op.name == "arith.constant"
+        and isinstance(op.attributes["value"], ir.IntegerAttr)
+    ):
         return op.attributes["value"].value
     return None
 

@@ -4,6 +4,7 @@ Tensors crossing a region boundary are materialised: the producer region writes 
 inferred from its iteration: a level is dense when it covers the full range) and the consumer
 region scans them by name.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,7 +34,9 @@ def _format_of(t: ir.RankedTensorType) -> Format:
         return Format(tuple(kinds), tuple(int(d) for d, _ in blocked), int(blocked[0][1]))
     levels = []
     for lt in enc.lvl_types:
-        s = str(sparse_tensor.EncodingAttr.get_lvl_fmt(lt) if hasattr(sparse_tensor.EncodingAttr, "get_lvl_fmt") else lt)
+        s = str(
+            sparse_tensor.EncodingAttr.get_lvl_fmt(lt) if hasattr(sparse_tensor.EncodingAttr, "get_lvl_fmt") else lt
+        )
         levels.append("dense" if "dense" in s.lower() or s in ("65536", "LevelFormat.dense") else "compressed")
     dim_to_lvl = enc.dim_to_lvl
     order = tuple(ir.AffineDimExpr(e).position for e in dim_to_lvl.results) if dim_to_lvl else tuple(range(rank))
@@ -58,10 +61,13 @@ ORDERS_ATTR = "fuseflow.orders"
 """Function attribute the ordering pass writes: {region name: "i,k,j"}; lower-to-sam follows it."""
 
 
-def lower_module(module: ir.Module, node_budget: int = 100_000,
-                 order_spec: "str | Mapping[str, str] | None" = None,
-                 cap: int = DEFAULT_CAP, ranker: "OrderRanker | None" = None
-                 ) -> tuple[str, dict, dict[str, Candidate]]:
+def lower_module(
+    module: ir.Module,
+    node_budget: int = 100_000,
+    order_spec: "str | Mapping[str, str] | None" = None,
+    cap: int = DEFAULT_CAP,
+    ranker: "OrderRanker | None" = None,
+) -> tuple[str, dict, dict[str, Candidate]]:
     """Return the sam module text, a summary {region: [expressions]} and the chosen orders.
 
     Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
@@ -72,10 +78,16 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
     fastest (`lowering/rank.py`).
     """
     func = main_func(module)
-    fixed = ({k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
-             if ORDERS_ATTR in func.attributes else {})
-    blocks = ({k.name: ir.IntegerAttr(k.attr).value for k in ir.DictAttr(func.attributes[BLOCK_ATTR])}
-              if BLOCK_ATTR in func.attributes else {})
+    fixed = (
+        {k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
+        if ORDERS_ATTR in func.attributes
+        else {}
+    )
+    blocks = (
+        {k.name: ir.IntegerAttr(k.attr).value for k in ir.DictAttr(func.attributes[BLOCK_ATTR])}
+        if BLOCK_ATTR in func.attributes
+        else {}
+    )
     density: dict[str, float] = {}
     Partition.of(func)
     block = func.regions[0].blocks[0]
@@ -126,7 +138,9 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
         in_region = {op for op in ops if region_of[op] == region}
-        parser = RegionParser(in_region, lambda v: None if _produced_in(v, in_region) else names.get(v))
+        parser = RegionParser(
+            in_region, lambda v, in_region=in_region: None if _produced_in(v, in_region) else names.get(v)
+        )
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         region_block = blocks.get(region, blocks.get("*", 0))
 
@@ -143,8 +157,14 @@ def lower_module(module: ir.Module, node_budget: int = 100_000,
         for asg in asgs:
             used = {a.tensor for a in _accs(asg.expr)}
             inputs.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in inputs.tensors})
-        rv = RegionVars(region, asgs, lambda t: inputs.tensors[t].fmt.mode_order,
-                        lambda t: inputs.tensors[t].fmt.levels, density)
+        declared = inputs.tensors
+        rv = RegionVars(
+            region,
+            asgs,
+            lambda t, declared=declared: declared[t].fmt.mode_order,
+            lambda t, declared=declared: declared[t].fmt.levels,
+            density,
+        )
         spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
         pick = choose(rv, spec, cap) if spec is not None else None
         if pick is not None and ranker is not None and spec.strip() == "auto":

@@ -11,6 +11,7 @@ row, values repeated along the rest).
 The nests of all nodes share prefixes and form a trie: each variable is iterated once, at one
 trie node, so streams that meet are aligned by construction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,14 +58,14 @@ class NestPlan:
 
     root_nest: tuple[str, ...]
     value_nest: dict[int, tuple[str, ...]] = field(default_factory=dict)  # where a node's value lives
-    body_nest: dict[int, tuple[str, ...]] = field(default_factory=dict)   # reductions: their body's nest
-    owner: dict[str, Expr] = field(default_factory=dict)                  # variable -> expression iterating it
+    body_nest: dict[int, tuple[str, ...]] = field(default_factory=dict)  # reductions: their body's nest
+    owner: dict[str, Expr] = field(default_factory=dict)  # variable -> expression iterating it
     access_nest: dict[Access, tuple[str, ...]] = field(default_factory=dict)
     spacc: dict[int, tuple[str, str]] = field(default_factory=dict)  # id(reduction) -> (out var, inner copy)
-    spacc_nests: dict[int, list] = field(default_factory=dict)       # nests of everything inside it
-    bound: dict[int, frozenset] = field(default_factory=dict)         # id(node) -> variables reduced inside
-    renamed: dict[str, str] = field(default_factory=dict)            # inner copy -> original (root) variable
-    expr: Expr | None = None                                         # the (rewritten) expression planned
+    spacc_nests: dict[int, list] = field(default_factory=dict)  # nests of everything inside it
+    bound: dict[int, frozenset] = field(default_factory=dict)  # id(node) -> variables reduced inside
+    renamed: dict[str, str] = field(default_factory=dict)  # inner copy -> original (root) variable
+    expr: Expr | None = None  # the (rewritten) expression planned
 
     def prefixes(self) -> list[tuple[str, ...]]:
         """Every trie node (a nest prefix ending in a variable), parents first; the loops of a
@@ -80,7 +81,7 @@ class NestPlan:
         for n in seen:
             if len(n) > 1:
                 g.add_edge(n[:-1], n)
-        for rid, (a, _) in self.spacc.items():
+        for rid, (_a, _) in self.spacc.items():
             consumer = self.value_nest[rid]
             # everything the accumulated body reads (incl. hoisted statistics elsewhere in the
             # trie) must be built before the node that consumes the spacc's output
@@ -138,8 +139,9 @@ def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
     return out
 
 
-def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
-         order: "Sequence[str] | None" = None) -> NestPlan:
+def plan(
+    expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None, order: "Sequence[str] | None" = None
+) -> NestPlan:
     """Choose the root order and every node's nest; checks concordance of every access.
 
     `order` is a dataflow order over all the expression's variables (the ordering pass's
@@ -162,8 +164,11 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
     root_list = [v for v in _first_use(expr) if v in root_vars]
     try:
-        order = ([v for v in given if v in root_vars] if given is not None
-                 else default_order(out_vars, root_list, restricted(root_vars), loc))
+        order = (
+            [v for v in given if v in root_vars]
+            if given is not None
+            else default_order(out_vars, root_list, restricted(root_vars), loc)
+        )
     except UnsupportedError:
         # Storage orders conflict: pick the default order and let the conflicting tensor be re-laid
         # out (DiscordantError below), rather than giving up.
@@ -175,10 +180,13 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             order = outs[:-1] + [expr.vars[0], outs[-1]]
     if given is not None and isinstance(expr, Reduce):
         for v in expr.vars:
-            rest = order[order.index(v) + 1:]
+            rest = order[order.index(v) + 1 :]
             if rest and (len(rest) > 2 or any(u in expr.vars for u in rest)):
-                raise UnrealisableOrder(f"order {','.join(given)}: the reduction over {v} would need a sparse "
-                                        f"accumulator over {len(rest)} inner variables (spacc has order 1 or 2)", loc)
+                raise UnrealisableOrder(
+                    f"order {','.join(given)}: the reduction over {v} would need a sparse "
+                    f"accumulator over {len(rest)} inner variables (spacc has order 1 or 2)",
+                    loc,
+                )
     p = NestPlan(tuple(order))
     for v in order:
         p.owner[v] = expr
@@ -202,7 +210,11 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
                 raise DiscordantError(
                     f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
                     f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
-                    loc, e.tensor, wanted, e.use)
+                    loc,
+                    e.tensor,
+                    wanted,
+                    e.use,
+                )
             if p.access_nest.get(e, ctx) != ctx:
                 raise SharedInTwoNests(f"{e.tensor} read in loop nests {p.access_nest[e]} and {ctx}", loc)
             p.access_nest[e] = ctx
@@ -210,8 +222,9 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             return e
         if isinstance(e, Call):
             # under a mask the consumer visits only the mask's nonzeros: keep inner-product order
-            out = Call(e.op, tuple(assign(a, ctx, masked=masked or (e.op == "mask" and i == 0))
-                                   for i, a in enumerate(e.args)))
+            out = Call(
+                e.op, tuple(assign(a, ctx, masked=masked or (e.op == "mask" and i == 0)) for i, a in enumerate(e.args))
+            )
             p.value_nest[id(out)] = ctx
             return out
         if isinstance(e, Reduce):
@@ -253,8 +266,13 @@ def plan(expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None,
             # hoist to the shortest prefix of the nest holding every free variable: computed once
             # there and repeated along the loops inside (a degree under a feature loop)
             inner = ctx[: max((ctx.index(v) + 1 for v in fv), default=0)]
-            rv = (list(e.vars) if len(e.vars) == 1 else [v for v in given if v in e.vars] if given is not None
-                  else default_order([], list(e.vars), restricted(set(e.vars)), loc))
+            rv = (
+                list(e.vars)
+                if len(e.vars) == 1
+                else [v for v in given if v in e.vars]
+                if given is not None
+                else default_order([], list(e.vars), restricted(set(e.vars)), loc)
+            )
             body_nest = inner + tuple(rv)
             record(body_nest)
             body = assign(e.body, body_nest, masked=masked)
@@ -293,8 +311,9 @@ class UnrealisableOrder(UnsupportedError):
     """A dataflow order this lowering cannot build (e.g. an outer-product spacc nested in a region)."""
 
 
-def _follow_order(e: Reduce, ordered: list[str], given: list[str], masked: bool,
-                  loc: str | None, renamed: dict[str, str]) -> str | None:
+def _follow_order(
+    e: Reduce, ordered: list[str], given: list[str], masked: bool, loc: str | None, renamed: dict[str, str]
+) -> str | None:
     """The Gustavson variable a nested reduction must use under the given order, or None for an
     inner product; raises when the order asks for a dataflow the lowering does not build. A
     variable renamed for an enclosing spacc sits where its original does in the order."""
@@ -303,11 +322,15 @@ def _follow_order(e: Reduce, ordered: list[str], given: list[str], masked: bool,
         return None
     shown = f"order {','.join(given)}"
     if masked or e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 1 or local[-2] != e.vars[0]:
-        raise UnrealisableOrder(f"{shown}: the reduction over {','.join(e.vars)} would need an "
-                                "outer-product accumulation the lowering does not build here", loc)
+        raise UnrealisableOrder(
+            f"{shown}: the reduction over {','.join(e.vars)} would need an "
+            "outer-product accumulation the lowering does not build here",
+            loc,
+        )
     if len(ordered) < 2:
-        raise UnrealisableOrder(f"{shown}: the sparse accumulation over {e.vars[0]} does not line up "
-                                "with its consumer's loop nest", loc)
+        raise UnrealisableOrder(
+            f"{shown}: the sparse accumulation over {e.vars[0]} does not line up with its consumer's loop nest", loc
+        )
     return ordered[-1]
 
 
@@ -333,7 +356,6 @@ def _spacc_candidate(e: Reduce, ordered: list[str]):
 
 
 GUSTAVSON_ALWAYS = True
-
 
 
 def _first_use(e: Expr) -> list[str]:

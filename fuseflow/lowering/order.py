@@ -4,6 +4,7 @@ Each tensor access constrains the order to its storage order (concordant travers
 default order is a deterministic topological sort: among the variables that are ready, output
 variables come first in output order, then reduced variables in first-use order.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
@@ -18,8 +19,9 @@ def storage_vars(vars_: Sequence[str], mode_order: Sequence[int]) -> list[str]:
     return [vars_[m] for m in mode_order]
 
 
-def default_order(out_vars: Sequence[str], all_vars: Iterable[str],
-                  chains: Mapping[str, Sequence[str]], loc: str | None = None) -> list[str]:
+def default_order(
+    out_vars: Sequence[str], all_vars: Iterable[str], chains: Mapping[str, Sequence[str]], loc: str | None = None
+) -> list[str]:
     """Topological order of `all_vars` under each chain (tensor name -> its storage-order vars)."""
     g = nx.DiGraph()
     rank = {v: i for i, v in enumerate(list(out_vars) + [v for v in all_vars if v not in out_vars])}
@@ -35,4 +37,6 @@ def default_order(out_vars: Sequence[str], all_vars: Iterable[str],
         path = " -> ".join([cycle[0][0]] + [e[1] for e in cycle])
         raise UnsupportedError(
             f"no concordant dataflow order: tensors {', '.join(tensors)} need {path}; "
-            "store one of them in another mode order (e.g. csc instead of csr)", loc) from None
+            "store one of them in another mode order (e.g. csc instead of csr)",
+            loc,
+        ) from None

@@ -8,6 +8,7 @@ Orders that lead to the same loop nests are listed once. The static estimate nee
 simulation: it counts coordinates visited per loop level under a uniform-random model of each
 tensor's density, plus the cost of re-laying out a tensor.
 """
+
 from __future__ import annotations
 
 import math
@@ -141,8 +142,9 @@ def _plans(rv: RegionVars, order: Sequence[str]) -> list[NestPlan]:
 
 
 def _signature(plans: list[NestPlan]) -> tuple:
-    return tuple((p.root_nest, tuple(sorted(p.body_nest.values())), tuple(sorted(set(p.access_nest.values()))))
-                 for p in plans)
+    return tuple(
+        (p.root_nest, tuple(sorted(p.body_nest.values())), tuple(sorted(set(p.access_nest.values())))) for p in plans
+    )
 
 
 def _relayouts(rv: RegionVars, plans: list[NestPlan]) -> tuple[str, ...]:
@@ -191,7 +193,7 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
     one ALU op per operator per innermost point, bytes of every value and coordinate read."""
     dims = rv.dims()
     visits = flops = nbytes = 0.0
-    for a, p in zip(rv.assigns, plans):
+    for _, p in zip(rv.assigns, plans):
         dens = _Density(rv, {**dims, **{k: dims[v] for k, v in p.renamed.items() if v in dims}})
         nests: dict[tuple[str, ...], Expr] = {}
         _collect(p.expr, p, nests)
@@ -205,7 +207,7 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
             full = seen[nest]
             flops += full * max(1, _ops(body))
         visits += sum(seen.values())
-        for acc, nest in p.access_nest.items():
+        for _, nest in p.access_nest.items():
             nbytes += 8.0 * seen.get(nest, 0.0)
     moved = 0.0
     for t in relayouts:
@@ -326,19 +328,27 @@ def choose(rv: RegionVars, spec: str, cap: int = DEFAULT_CAP) -> Candidate:
         cands = enumerate_orders(rv, max(cap, int(spec) + 1))
         k = int(spec)
         if k >= len(cands):
-            raise FuseflowError(f"region {rv.name}: order={k} but the region has {len(cands)} enumerated "
-                                f"orders (0..{len(cands) - 1})", rv.loc)
+            raise FuseflowError(
+                f"region {rv.name}: order={k} but the region has {len(cands)} enumerated orders (0..{len(cands) - 1})",
+                rv.loc,
+            )
         return replace(cands[k], alternatives=tuple(cands))
     names = [v.strip() for v in spec.split(",") if v.strip()]
     known = rv.variables
     unknown = [v for v in names if v not in known]
     if unknown:
-        raise FuseflowError(f"region {rv.name}: order names unknown index variable(s) {', '.join(unknown)}; "
-                            f"the region's variables are {', '.join(known)}", rv.loc)
+        raise FuseflowError(
+            f"region {rv.name}: order names unknown index variable(s) {', '.join(unknown)}; "
+            f"the region's variables are {', '.join(known)}",
+            rv.loc,
+        )
     missing = [v for v in known if v not in names]
     if missing:
-        raise FuseflowError(f"region {rv.name}: order {spec} leaves out {', '.join(missing)}; "
-                            f"name every variable of {', '.join(known)}", rv.loc)
+        raise FuseflowError(
+            f"region {rv.name}: order {spec} leaves out {', '.join(missing)}; "
+            f"name every variable of {', '.join(known)}",
+            rv.loc,
+        )
     plans = _plans(rv, names)
     rel = _relayouts(rv, plans)
     return Candidate(-1, tuple(names), rel, estimate(rv, plans, rel))

@@ -9,6 +9,7 @@ every model input the order re-lays out (parameters are laid out at compile time
 keeps the fastest. Regions are lowered in program order, so the statistics of a tensor passed
 between regions are the prediction from the chosen producer.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -35,9 +36,14 @@ class OrderRanker:
     names the tensors whose re-layout costs cycles at run time.
     """
 
-    def __init__(self, data: Mapping[str, Any] | None = None, timing: Timing | None = None,
-                 model_inputs: "set[str] | None" = None, top: int = DEFAULT_TOP,
-                 keep_vars: "set[str] | None" = None):
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        timing: Timing | None = None,
+        model_inputs: "set[str] | None" = None,
+        top: int = DEFAULT_TOP,
+        keep_vars: "set[str] | None" = None,
+    ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
         self.model_inputs = model_inputs
@@ -70,8 +76,7 @@ class OrderRanker:
                 continue
             declared = self.declared.get(source)
             if declared is not None and declared.mode_order != t.fmt.mode_order:
-                extra += relayout_cycles(level_counts(self.data[source], declared.levels, declared.mode_order,
-                                                      t.block))
+                extra += relayout_cycles(level_counts(self.data[source], declared.levels, declared.mode_order, t.block))
         return est.cycles + extra, est
 
     def _is_model_input(self, name: str) -> bool:

@@ -5,6 +5,7 @@ A region is named by the ``fuseflow.region`` attribute its compute ops carry (se
 cast, reshapes) and initialisers (empty, fill, constants) belong to no region: they fold into
 whichever op consumes them. The frontend names every op's location ``"fx node|module path"``.
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,9 @@ def check_supported(func) -> list[ir.Operation]:
         if op.name in COMPUTE_OPS:
             compute.append(op)
         elif op.name not in VIEW_OPS and op.name not in IGNORED_OPS:
-            raise UnsupportedError(f"unsupported op '{op.name}': fuseflow cannot lower it to sam",
-                                   location_str(op.location))
+            raise UnsupportedError(
+                f"unsupported op '{op.name}': fuseflow cannot lower it to sam", location_str(op.location)
+            )
     return compute
 
 
@@ -76,6 +78,7 @@ def fx_node_name(op: ir.Operation) -> str | None:
 
 def _is_mask_producer(op: ir.Operation) -> bool:
     """A comparison producing a bool tensor, or a select reading one (masked_fill / where)."""
+
     def is_bool(t) -> bool:
         return isinstance(t, ir.RankedTensorType) and str(ir.RankedTensorType(t).element_type) == "i1"
 
@@ -209,15 +212,19 @@ def _explicit(s: Schedule, ops, infos: list[OpInfo], index_of: list[int]) -> lis
                     raise UnsupportedError(f"Schedule names op index {item}, but prog.ops() lists {len(infos)} ops")
             elif not any(info.path == item or info.path.startswith(item + ".") for info in infos):
                 known = sorted({info.path for info in infos if info.path})
-                raise UnsupportedError(f"Schedule names module path {item!r}, which no op comes from; "
-                                       f"known: {', '.join(known) or 'none'}")
+                raise UnsupportedError(
+                    f"Schedule names module path {item!r}, which no op comes from; known: {', '.join(known) or 'none'}"
+                )
     names = []
     for i, _ in enumerate(ops):
         info = infos[index_of[i]]
         name = None
         for gi, g in enumerate(s.groups):
-            if any((isinstance(x, int) and x == info.index) or
-                   (isinstance(x, str) and (info.path == x or info.path.startswith(x + "."))) for x in g):
+            if any(
+                (isinstance(x, int) and x == info.index)
+                or (isinstance(x, str) and (info.path == x or info.path.startswith(x + ".")))
+                for x in g
+            ):
                 name = group_names[gi]
                 break
         used.add(name)
@@ -244,8 +251,10 @@ def region_order(func) -> list[str]:
         return list(nx.lexicographical_topological_sort(g, key=lambda r: first[r]))
     except nx.NetworkXUnfeasible:
         cyc = " -> ".join(e[0] for e in nx.find_cycle(g))
-        raise UnsupportedError(f"the schedule's regions depend on each other in a cycle ({cyc}); "
-                               "merge them or split the groups differently") from None
+        raise UnsupportedError(
+            f"the schedule's regions depend on each other in a cycle ({cyc}); "
+            "merge them or split the groups differently"
+        ) from None
 
 
 class Partition:
@@ -255,5 +264,7 @@ class Partition:
     def of(func) -> None:
         for op in check_supported(func):
             if REGION_ATTR not in op.attributes:
-                raise UnsupportedError(f"'{op.name}' has no {REGION_ATTR} attribute: run fuseflow-partition first",
-                                       location_str(op.location))
+                raise UnsupportedError(
+                    f"'{op.name}' has no {REGION_ATTR} attribute: run fuseflow-partition first",
+                    location_str(op.location),
+                )

@@ -6,6 +6,7 @@ iterates the full range; dense operands under an intersection are reached with `
 Accesses that lack the variable are repeated along it. After the last variable, values are
 loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) and written.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,10 @@ from dataclasses import dataclass, field, replace
 
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses, fold
+from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.lowering.absent import absent, identity
 from fuseflow.lowering.alpha import share_equivalent
-from fuseflow.lowering.nests import NestPlan, SharedInTwoNests, binds, plan
+from fuseflow.lowering.nests import NestPlan, SharedInTwoNests, plan
 from fuseflow.lowering.order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
@@ -149,16 +150,25 @@ class GraphText:
     n: int = 0
     nodes: int = 0
 
-    def op(self, name: str, operands: list[str], attrs: dict, results: list[str],
-           segments: list[int] | None = None, result_segments: list[int] | None = None,
-           pure: bool = True) -> list[str]:
+    def op(
+        self,
+        name: str,
+        operands: list[str],
+        attrs: dict,
+        results: list[str],
+        segments: list[int] | None = None,
+        result_segments: list[int] | None = None,
+        pure: bool = True,
+    ) -> list[str]:
         key = (name, tuple(operands), tuple(sorted((k, repr(v)) for k, v in attrs.items())))
         if pure and key in self.memo:
             return self.memo[key]
         a = dict(attrs)
         text_attrs = ", ".join(f"{k} = {_attr(x)}" for k, x in sorted(a.items()))
         if segments is not None:
-            text_attrs += (", " if text_attrs else "") + f"operandSegmentSizes = array<i32: {', '.join(map(str, segments))}>"
+            text_attrs += (
+                ", " if text_attrs else ""
+            ) + f"operandSegmentSizes = array<i32: {', '.join(map(str, segments))}>"
         if result_segments is not None:
             text_attrs += f", resultSegmentSizes = array<i32: {', '.join(map(str, result_segments))}>"
         names = []
@@ -171,7 +181,9 @@ class GraphText:
         in_types = ", ".join(self.types[o] for o in operands)
         out_types = ", ".join(results)
         out_types = f"({out_types})" if len(results) != 1 else out_types
-        self.lines.append(f'    {lhs}"sam.{name}"({", ".join(operands)}) {{{text_attrs}}} : ({in_types}) -> {out_types}')
+        self.lines.append(
+            f'    {lhs}"sam.{name}"({", ".join(operands)}) {{{text_attrs}}} : ({in_types}) -> {out_types}'
+        )
         self.nodes += 1
         if pure:
             self.memo[key] = names
@@ -229,8 +241,12 @@ class SamLowering:
     def _scan_level(self, a: Access, v: str) -> tuple[str, dict, bool]:
         st = self.state[a]
         kind, mode, level, dim = self._level(a, st)
-        ref, crd = self.g.op("scan", [st.ref], {"tensor": a.tensor, "mode": mode, "level": level,
-                                                "format": kind, "dim": dim, "index_var": v}, [REF, CRD])
+        ref, crd = self.g.op(
+            "scan",
+            [st.ref],
+            {"tensor": a.tensor, "mode": mode, "level": level, "format": kind, "dim": dim, "index_var": v},
+            [REF, CRD],
+        )
         return crd, {a: ref}, kind == "dense"
 
     def _range(self, v: str) -> tuple[str, dict, bool]:
@@ -238,8 +254,12 @@ class SamLowering:
         parent = self.g.op("root", [], {"tensor": ""}, [REF])[0]
         for crd in [self.crd_of[u] for u in self.prefix]:  # bring the generator to this nesting depth
             parent = self.g.op("repeat", [parent, self._sig(crd)], {"tensor": "", "index_var": ""}, [REF])[0]
-        ref, crd = self.g.op("scan", [parent], {"tensor": "", "mode": 0, "level": 0, "format": "dense",
-                                                "dim": self.dims[v], "index_var": v}, [REF, CRD])
+        ref, crd = self.g.op(
+            "scan",
+            [parent],
+            {"tensor": "", "mode": 0, "level": 0, "format": "dense", "dim": self.dims[v], "index_var": v},
+            [REF, CRD],
+        )
         return crd, {_RANGE: ref}, True
 
     def _joiner(self, kind: str, parts: list, v: str):
@@ -252,8 +272,14 @@ class SamLowering:
         crds, refs, owners = [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
         n = len(crds)
         n_ref = sum(self.g.types[r] == REF for r in refs)
-        outs = self.g.op(kind, crds + refs, {"index_var": v}, [CRD] + [self.g.types[r] for r in refs],
-                         segments=[n, n_ref, n - n_ref], result_segments=[1, n_ref, n - n_ref])
+        outs = self.g.op(
+            kind,
+            crds + refs,
+            {"index_var": v},
+            [CRD] + [self.g.types[r] for r in refs],
+            segments=[n, n_ref, n - n_ref],
+            result_segments=[1, n_ref, n - n_ref],
+        )
         for r_in, r_out in zip(refs, outs[1:]):  # value payloads keep their tile axes
             if r_in in self.vaxes:
                 self.vaxes[r_out] = self.vaxes[r_in]
@@ -269,9 +295,14 @@ class SamLowering:
             k, (_, inner) = r.vars[0], self.plan.spacc[id(r)]
             val = self._value(r.body, self.plan.body_nest[id(r)])
             axes = self._minus(self.vaxes.get(val, ()), k)
-            crd, out = self.g.op("spacc", [self.crd_of[inner], self.crd_of[k], val],
-                                 {"order": 1, "kind": r.kind, "index_var": k, **self._axes_attr(axes)},
-                                 [CRD, self._vtype(axes)], segments=[1, 1, 1], result_segments=[1, 1])
+            crd, out = self.g.op(
+                "spacc",
+                [self.crd_of[inner], self.crd_of[k], val],
+                {"order": 1, "kind": r.kind, "index_var": k, **self._axes_attr(axes)},
+                [CRD, self._vtype(axes)],
+                segments=[1, 1, 1],
+                result_segments=[1, 1],
+            )
             self.vaxes[out] = axes
             return crd, {r: out}, False
         if isinstance(t, Full):
@@ -282,7 +313,9 @@ class SamLowering:
         if isinstance(t, Union_):
             return self._joiner("union", [self._lower(p, v) for p in t.parts], v)
         # Intersection: dense leaves are located at the coordinates of the others.
-        dense = [p for p in t.parts if isinstance(p, Leaf) and self._level(p.access, self.state[p.access])[0] == "dense"]
+        dense = [
+            p for p in t.parts if isinstance(p, Leaf) and self._level(p.access, self.state[p.access])[0] == "dense"
+        ]
         rest = [p for p in t.parts if p not in dense]
         if not rest:
             rest, dense = [dense[0]], dense[1:]
@@ -292,8 +325,12 @@ class SamLowering:
             a = leaf.access
             st = self.state[a]
             _, mode, level, dim = self._level(a, st)
-            refs[a] = self.g.op("locate", [crd, st.ref], {"tensor": a.tensor, "mode": mode, "level": level,
-                                                         "dim": dim, "index_var": v}, [REF])[0]
+            refs[a] = self.g.op(
+                "locate",
+                [crd, st.ref],
+                {"tensor": a.tensor, "mode": mode, "level": level, "dim": dim, "index_var": v},
+                [REF],
+            )[0]
         return crd, refs, full
 
     def _sig(self, crd: str) -> str:
@@ -305,9 +342,13 @@ class SamLowering:
         relaid: set[str] = set()
         while True:
             try:
-                p = plan(expr, out_vars,
-                         lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
-                         asg.loc, order)
+                p = plan(
+                    expr,
+                    out_vars,
+                    lambda a: [v for v in storage_vars(a.vars, self._fmt(a).mode_order) if v != UNIT],
+                    asg.loc,
+                    order,
+                )
                 return p
             except DiscordantError as e:  # noqa: PERF203
                 # Re-lay the tensor out in the order the loop nest needs (its data is packed at run
@@ -319,8 +360,10 @@ class SamLowering:
                 if e.tensor not in relaid:
                     relaid.add(e.tensor)
                     self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
-                    self.notes.append(f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
-                                      f"(was {t.fmt}) to keep the loop nest concordant")
+                    self.notes.append(
+                        f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
+                        f"(was {t.fmt}) to keep the loop nest concordant"
+                    )
                 else:
                     alias = f"{self.aliases.get(e.tensor, e.tensor)}@{len(self.aliases) + 1}"
                     if alias in relaid:
@@ -329,8 +372,9 @@ class SamLowering:
                     self.aliases[alias] = self.aliases.get(e.tensor, e.tensor)
                     self.tensors[alias] = replace(t, name=alias, fmt=Format(t.fmt.levels, e.wanted))
                     expr = _retarget(expr, e.use, alias)
-                    self.notes.append(f"{self.name}: one use of {e.tensor} reads a copy stored as "
-                                      f"{self.tensors[alias].fmt}")
+                    self.notes.append(
+                        f"{self.name}: one use of {e.tensor} reads a copy stored as {self.tensors[alias].fmt}"
+                    )
 
     def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
         """Add the graph of one assignment; returns the root loop order."""
@@ -366,7 +410,7 @@ class SamLowering:
             rn = list(p.root_nest)
             for rv in expr.vars:
                 if absent(expr.body, rv, self.virtual) != identity(expr.kind):
-                    dense_inside.update(rn[rn.index(rv) + 1:])
+                    dense_inside.update(rn[rn.index(rv) + 1 :])
         under: dict[tuple[str, ...], list[Access]] = {}
         for a in accs:
             n = p.access_nest[a]
@@ -377,8 +421,11 @@ class SamLowering:
             self.prefix = prefix[:-1]
             owner = p.owner[v]
             tree = iteration(owner, v, cx)
-            if owner is expr and v not in (expr.vars if isinstance(expr, Reduce) else ()) and \
-                    absent(expr, v, self.virtual) != 0.0:
+            if (
+                owner is expr
+                and v not in (expr.vars if isinstance(expr, Reduce) else ())
+                and absent(expr, v, self.virtual) != 0.0
+            ):
                 tree = Full(tree)  # written outputs are 0 where absent
             elif v in dense_inside:
                 tree = Full(tree)
@@ -399,9 +446,11 @@ class SamLowering:
                     sig = sig or self._sig(crd)
                     st.ref = self.g.op("repeat", [st.ref, sig], {"tensor": a.tensor, "index_var": v}, [REF])[0]
             if self.g.nodes > self.node_budget:
-                raise UnsupportedError(f"region {self.name}: the fused graph exceeds the node budget of "
-                                       f"{self.node_budget} nodes (at index variable {v}); split the region",
-                                       asg.loc)
+                raise UnsupportedError(
+                    f"region {self.name}: the fused graph exceeds the node budget of "
+                    f"{self.node_budget} nodes (at index variable {v}); split the region",
+                    asg.loc,
+                )
         order = list(p.root_nest)
         red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else (None, (), expr)
         val = self._value(body, p.root_nest)
@@ -410,25 +459,32 @@ class SamLowering:
         # Root reductions: innermost variables reduce; an outer one needs a sparse accumulator.
         pos = {v: i for i, v in enumerate(order)}
         for v in sorted(red_vars, key=lambda x: -pos[x]):
-            after = [u for u in order[pos[v] + 1:] if u not in red_vars]
+            after = [u for u in order[pos[v] + 1 :] if u not in red_vars]
             if not after:
                 parent = [self.crd_of[order[pos[v] - 1]]] if pos[v] > 0 else []
                 val = self._reduce(val, parent, red_kind, v)
-            elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1:]):
+            elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1 :]):
                 inner = [out_crds[u] for u in after]
                 axes = self._minus(self.vaxes.get(val, ()), v)
-                outs = self.g.op("spacc", inner + [self.crd_of[v], val],
-                                 {"order": len(after), "kind": red_kind, "index_var": v, **self._axes_attr(axes)},
-                                 [CRD] * len(after) + [self._vtype(axes)], segments=[len(after), 1, 1],
-                                 result_segments=[len(after), 1])
+                outs = self.g.op(
+                    "spacc",
+                    inner + [self.crd_of[v], val],
+                    {"order": len(after), "kind": red_kind, "index_var": v, **self._axes_attr(axes)},
+                    [CRD] * len(after) + [self._vtype(axes)],
+                    segments=[len(after), 1, 1],
+                    result_segments=[len(after), 1],
+                )
                 self.vaxes[outs[-1]] = axes
                 for u, c in zip(after, outs[:-1]):
                     out_crds[u] = c
                     full_of[u] = False
                 val = outs[-1]
             else:
-                raise UnsupportedError(f"reduction over {v} with {len(after)} inner variables needs a spacc of "
-                                       f"order {len(after)} (only 1 and 2 exist)", asg.loc)
+                raise UnsupportedError(
+                    f"reduction over {v} with {len(after)} inner variables needs a spacc of "
+                    f"order {len(after)} (only 1 and 2 exist)",
+                    asg.loc,
+                )
         # Writers.
         mode_of = {v: i for i, v in enumerate(asg.vars) if v != UNIT}
         unit_modes = [i for i, v in enumerate(asg.vars) if v == UNIT]
@@ -438,12 +494,20 @@ class SamLowering:
             kind = "dense" if full_of[v] else "compressed"
             levels.append(kind)
             operands = [out_crds[v]] + ([prev] if prev else [])
-            self.g.op("write_crd", operands, {"tensor": asg.out, "mode": mode_of[v], "level": lvl, "format": kind},
-                      [], segments=[1, 1 if prev else 0], pure=False)
+            self.g.op(
+                "write_crd",
+                operands,
+                {"tensor": asg.out, "mode": mode_of[v], "level": lvl, "format": kind},
+                [],
+                segments=[1, 1 if prev else 0],
+                pure=False,
+            )
             prev = out_crds[v]
         self.g.op("write_val", [val], {"tensor": asg.out, **self._axes_attr(out_order)}, [], pure=False)
         shape = tuple(1 if v == UNIT else self.dims[v] * max(1, self.block) for v in asg.vars)
-        fmt = Format(tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes))
+        fmt = Format(
+            tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes)
+        )
         self.outputs[asg.out] = TensorInfo(asg.out, shape, fmt, "output")
         return order
 
@@ -459,7 +523,7 @@ class SamLowering:
             body_nest, value_nest = p.body_nest[id(e)], p.value_nest[id(e)]
             if id(e) in p.spacc:
                 val = self.vval[e]
-                for u in ctx[len(value_nest):]:
+                for u in ctx[len(value_nest) :]:
                     val = self._repeat_val(val, u)
                 return val
             val = self._value(e.body, body_nest)
@@ -468,7 +532,7 @@ class SamLowering:
                 val = self._reduce(val, parent, e.kind, body_nest[k])
             if value_nest != ctx[: len(value_nest)]:
                 raise UnsupportedError("internal: a reduction's value is consumed outside its loop nest")
-            for u in ctx[len(value_nest):]:  # a hoisted reduction: repeat its values along the rest
+            for u in ctx[len(value_nest) :]:  # a hoisted reduction: repeat its values along the rest
                 val = self._repeat_val(val, u)
             return val
         if len(e.args) == 1:
@@ -508,12 +572,18 @@ class SamLowering:
         return self._vop("alu", vals, {"op": op, "scalar": scalar}, axes, segments=[1, len(vals) - 1])
 
     def _reduce(self, val: str, parent: list[str], kind: str, v: str) -> str:
-        return self._vop("reduce", [val] + parent, {"kind": kind, "index_var": v},
-                         self._minus(self.vaxes.get(val, ()), v), segments=[1, len(parent)])
+        return self._vop(
+            "reduce",
+            [val] + parent,
+            {"kind": kind, "index_var": v},
+            self._minus(self.vaxes.get(val, ()), v),
+            segments=[1, len(parent)],
+        )
 
     def _repeat_val(self, val: str, u: str) -> str:
-        out = self.g.op("repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u},
-                        [self.g.types[val]])[0]
+        out = self.g.op(
+            "repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u}, [self.g.types[val]]
+        )[0]
         self.vaxes[out] = self.vaxes.get(val, ())
         return out
 
@@ -521,23 +591,34 @@ class SamLowering:
         b, out = self.block, {}
         for v, d in asg.dims.items():
             if d != 1 and d % b:
-                raise UnsupportedError(f"region {self.name}: block size {b} does not divide index variable {v} "
-                                       f"(size {d}); choose a block size dividing every dimension", asg.loc)
+                raise UnsupportedError(
+                    f"region {self.name}: block size {b} does not divide index variable {v} "
+                    f"(size {d}); choose a block size dividing every dimension",
+                    asg.loc,
+                )
             out[v] = d if d == 1 else d // b
         return out
 
     def text(self) -> str:
         entries = []
         for t in list(self.tensors.values()) + list(self.outputs.values()):
-            entry = {"name": t.name, "role": t.role, "shape": [int(s) for s in t.shape],
-                     "levels": list(t.fmt.levels), "mode_order": [int(m) for m in t.fmt.mode_order]}
+            entry = {
+                "name": t.name,
+                "role": t.role,
+                "shape": [int(s) for s in t.shape],
+                "levels": list(t.fmt.levels),
+                "mode_order": [int(m) for m in t.fmt.mode_order],
+            }
             if t.name in self.aliases:
                 entry["copy_of"] = self.aliases[t.name]
             if self.block:
                 if t.fmt.block and t.fmt.block != self.block:
-                    raise UnsupportedError(f"region {self.name}: tensor {t.name} is {t.fmt} but the region is "
-                                           f"blocked with size {self.block}")
+                    raise UnsupportedError(
+                        f"region {self.name}: tensor {t.name} is {t.fmt} but the region is "
+                        f"blocked with size {self.block}"
+                    )
                 entry["block"] = self.block
             entries.append(entry)
         body = "\n".join(self.g.lines)
-        return f'  "sam.graph"() ({{\n{body}\n  }}) {{sym_name = {_attr(self.name)}, tensors = {_attr(entries)}}} : () -> ()'
+        attrs = f"sym_name = {_attr(self.name)}, tensors = {_attr(entries)}"
+        return f'  "sam.graph"() ({{\n{body}\n  }}) {{{attrs}}} : () -> ()'

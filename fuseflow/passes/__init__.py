@@ -3,6 +3,7 @@
 Each pass lives in its own module, takes a module and an options dataclass, and returns the
 (possibly new) module. Upstream MLIR passes are handed to the PassManager by name.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,7 +48,8 @@ class Pass:
 
 
 PASSES: dict[str, Pass] = {
-    p.name: p for p in (
+    p.name: p
+    for p in (
         Pass("fuseflow-partition", partition.run, partition.Options),
         Pass("fuseflow-order", order.run, order.Options),
         Pass("block", block.run, block.Options),

@@ -1,4 +1,5 @@
 """``block{size=b}``: sparsity blocking — lower regions over b x b blocks with dense tile values."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,13 +29,17 @@ def run(module, options: Options):
     with module.context:
         func = main_func(module)
         if options.region:
-            regions = {ir.StringAttr(op.attributes[REGION_ATTR]).value for op in body_ops(func)
-                       if REGION_ATTR in op.attributes}
+            regions = {
+                ir.StringAttr(op.attributes[REGION_ATTR]).value for op in body_ops(func) if REGION_ATTR in op.attributes
+            }
             if options.region not in regions:
-                raise FuseflowError(f"block: no region {options.region!r}; regions: {', '.join(sorted(regions)) or 'none'} "
-                                    "(run fuseflow-partition first)")
-        current = ({k.name: k.attr for k in ir.DictAttr(func.attributes[BLOCK_ATTR])}
-                   if BLOCK_ATTR in func.attributes else {})
+                raise FuseflowError(
+                    f"block: no region {options.region!r}; regions: {', '.join(sorted(regions)) or 'none'} "
+                    "(run fuseflow-partition first)"
+                )
+        current = (
+            {k.name: k.attr for k in ir.DictAttr(func.attributes[BLOCK_ATTR])} if BLOCK_ATTR in func.attributes else {}
+        )
         current[options.region or "*"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), options.size)
         func.attributes[BLOCK_ATTR] = ir.DictAttr.get(current)
     return module

@@ -1,4 +1,5 @@
 """Lower every fusion region of a linalg function to one ``sam.graph``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

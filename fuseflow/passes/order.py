@@ -1,4 +1,5 @@
 """Choose each fusion region's dataflow order and record it for ``lower-to-sam``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -10,6 +10,7 @@ lanes differ by at most one element), every stream from the body to an exit thro
 ``sam.join`` that restores element order. Outputs are identical to the unparallelized graph.
 Run the pass twice for two levels (the second level's lanes span all the first level's lanes).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,8 +64,12 @@ def read_graph(g: ir.Operation) -> GraphRec:
     ops = []
     for i, op in enumerate(g.regions[0].blocks[0].operations):
         op = op.operation
-        rec = OpRec(op.name.split(".", 1)[1], [where[v] for v in op.operands],
-                    _named_attrs(op), [str(r.type) for r in op.results])
+        rec = OpRec(
+            op.name.split(".", 1)[1],
+            [where[v] for v in op.operands],
+            _named_attrs(op),
+            [str(r.type) for r in op.results],
+        )
         for r in op.results:
             where[r] = (i, r.result_number)
         ops.append(rec)
@@ -140,14 +145,17 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     a lane (or the level itself) would read a stream the fork cannot split."""
     have = sorted({op.index_var for op in g.ops} - {None, ""})
     if not levels & set(have):
-        raise FuseflowError(f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: no such "
-                            f"index variable (variables: {', '.join(have)})")
+        raise FuseflowError(
+            f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: no such "
+            f"index variable (variables: {', '.join(have)})"
+        )
     levels = levels & set(have)
     level = ",".join(sorted(levels))
     level_nodes: set[int] = set()
     for i, op in enumerate(g.ops):
         if (op.index_var in levels and op.kind not in ("reduce", "spacc")) or (
-                op.kind == "repsiggen" and op.operands[0][0] in level_nodes):
+            op.kind == "repsiggen" and op.operands[0][0] in level_nodes
+        ):
             level_nodes.add(i)
     lane: set[int] = set()
     after: set[int] = set()
@@ -164,19 +172,24 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     for i in sorted(level_nodes):
         bad = next((src for src, _ in g.ops[i].operands if src in lane or src in after), None)
         if bad is not None:
-            raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} at that "
-                                f"level reads sam.{g.ops[bad].kind} #{bad}, computed from the level itself")
+            raise FuseflowError(
+                f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} at that "
+                f"level reads sam.{g.ops[bad].kind} #{bad}, computed from the level itself"
+            )
     # A lane may read a stream from above the level (e.g. a spacc over an outer variable reads
     # its coordinates) when the level is dense: every fiber then holds every coordinate, dealing
     # by position is dealing by coordinate, and each lane gets the whole outer stream.
-    dense = all(g.ops[i].kind != "scan" or (g.ops[i].attr("format") or "").strip('"') == "dense"
-                for i in level_nodes) and not any(g.ops[i].kind in ("intersect", "union") for i in level_nodes)
+    dense = all(
+        g.ops[i].kind != "scan" or (g.ops[i].attr("format") or "").strip('"') == "dense" for i in level_nodes
+    ) and not any(g.ops[i].kind in ("intersect", "union") for i in level_nodes)
     for i in sorted(lane):
         for src, _ in g.ops[i].operands:
             if src not in lane and src not in level_nodes and not dense:
-                raise FuseflowError(f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
-                                    f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it "
-                                    f"(and {level!r} is sparse, so its lanes cannot share that stream)")
+                raise FuseflowError(
+                    f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
+                    f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it "
+                    f"(and {level!r} is sparse, so its lanes cannot share that stream)"
+                )
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
     depth = _depths(g, lane, level_nodes)
@@ -193,9 +206,12 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
             if o[0] not in lane and o not in forks:
                 t = g.ops[o[0]].result_types[o[1]]
                 deal = o[0] in level_nodes  # else: a stream from above, copied to every lane
-                attrs = [("depth", f"{0 if deal else -1} : i64"), ("factor", f"{factor} : i64"),
-                         ("index_var", f'"{(g.ops[o[0]].index_var if deal else None) or level}"'),
-                         ("resultSegmentSizes", f"array<i32: {factor}>")]
+                attrs = [
+                    ("depth", f"{0 if deal else -1} : i64"),
+                    ("factor", f"{factor} : i64"),
+                    ("index_var", f'"{(g.ops[o[0]].index_var if deal else None) or level}"'),
+                    ("resultSegmentSizes", f"array<i32: {factor}>"),
+                ]
                 forks[o] = em.op("fork", [names[o]], attrs, [t] * factor)
     lanes: list[dict[tuple[int, int], str]] = []
     for p in range(factor):
@@ -213,11 +229,15 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
         for o in op.operands:
             if o[0] in lane:
                 if o not in joined:
-                    attrs = [("depth", f"{depth[o]} : i64"), ("factor", f"{factor} : i64"),
-                             ("index_var", f'"{_lane_var(g, o, level_nodes, lane)}"'),
-                             ("operandSegmentSizes", f"array<i32: {factor}>")]
-                    joined[o] = em.op("join", [lanes[p][o] for p in range(factor)], attrs,
-                                      [g.ops[o[0]].result_types[o[1]]])[0]
+                    attrs = [
+                        ("depth", f"{depth[o]} : i64"),
+                        ("factor", f"{factor} : i64"),
+                        ("index_var", f'"{_lane_var(g, o, level_nodes, lane)}"'),
+                        ("operandSegmentSizes", f"array<i32: {factor}>"),
+                    ]
+                    joined[o] = em.op(
+                        "join", [lanes[p][o] for p in range(factor)], attrs, [g.ops[o[0]].result_types[o[1]]]
+                    )[0]
                 ins.append(joined[o])
             else:
                 ins.append(names[o])
@@ -281,9 +301,11 @@ def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -
             errors.append(str(e))
             texts.append(str(op))
     if not changed and factor > 1:
-        raise FuseflowError(errors[0] if len(errors) == 1 else
-                            f"sam-parallelize: no region can be parallelized at {level!r} ("
-                            + "; ".join(errors[:3]) + ")")
+        raise FuseflowError(
+            errors[0]
+            if len(errors) == 1
+            else f"sam-parallelize: no region can be parallelized at {level!r} (" + "; ".join(errors[:3]) + ")"
+        )
     outs = module.operation.attributes["sam.outputs"] if "sam.outputs" in module.operation.attributes else None
     head = "module" + (f" attributes {{sam.outputs = {outs}}}" if outs is not None else "")
     return head + " {\n" + "\n".join(texts) + "\n}\n", changed

@@ -1,4 +1,5 @@
 """Annotate compute ops with the fusion region they belong to (``fuseflow.region``)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

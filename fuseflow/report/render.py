@@ -5,6 +5,7 @@
   per active span (regions laid out one after another, as they run);
 - `dot`: the dataflow graph of each region with counters on the nodes.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,8 +21,15 @@ def table(result: dict, nodes: bool = False) -> list:
     for h in ("region", "cycles", "tokens", "alu ops", "reductions", "mem read B", "mem write B"):
         t.add_column(h, justify="left" if h == "region" else "right")
     for r in result["regions"]:
-        t.add_row(r["name"], str(r["cycles"]), str(r["tokens_out"]), str(r["alu_ops"]), str(r["reductions"]),
-                  str(r["mem_read_bytes"]), str(r["mem_write_bytes"]))
+        t.add_row(
+            r["name"],
+            str(r["cycles"]),
+            str(r["tokens_out"]),
+            str(r["alu_ops"]),
+            str(r["reductions"]),
+            str(r["mem_read_bytes"]),
+            str(r["mem_write_bytes"]),
+        )
     out.append(t)
     if nodes:
         for r in result["regions"]:
@@ -31,8 +39,16 @@ def table(result: dict, nodes: bool = False) -> list:
             for h in ("node", "in", "out", "alu", "stall in", "stall out", "first", "last"):
                 nt.add_column(h, justify="left" if h == "node" else "right")
             for n in r["nodes"]:
-                nt.add_row(n["name"], str(n["tokens_in"]), str(n["tokens_out"]), str(n["alu_ops"]),
-                           str(n["stall_input"]), str(n["stall_output"]), str(n["first_active"]), str(n["last_active"]))
+                nt.add_row(
+                    n["name"],
+                    str(n["tokens_in"]),
+                    str(n["tokens_out"]),
+                    str(n["alu_ops"]),
+                    str(n["stall_input"]),
+                    str(n["stall_output"]),
+                    str(n["first_active"]),
+                    str(n["last_active"]),
+                )
             out.append(nt)
     return out
 
@@ -47,8 +63,17 @@ def perfetto(result: dict) -> dict[str, Any]:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": n["name"]}})
             spans = n.get("spans") or ([(n["first_active"], n["last_active"])] if n["first_active"] >= 0 else [])
             for a, b in spans:
-                events.append({"ph": "X", "name": n["kind"], "pid": pid, "tid": tid, "ts": offset + a,
-                               "dur": b - a + 1, "args": {"tokens_out": n["tokens_out"]}})
+                events.append(
+                    {
+                        "ph": "X",
+                        "name": n["kind"],
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": offset + a,
+                        "dur": b - a + 1,
+                        "args": {"tokens_out": n["tokens_out"]},
+                    }
+                )
         offset += r["cycles"]
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"unit": "cycles"}}
 
@@ -58,11 +83,11 @@ def dot(result: dict) -> str:
     for ri, r in enumerate(result["regions"]):
         lines.append(f'  subgraph cluster_{ri} {{ label="{r["name"]}: {r["cycles"]} cycles";')
         for ni, n in enumerate(r.get("nodes", [])):
-            label = f'{n["name"]}\\nout {n["tokens_out"]}'
+            label = f"{n['name']}\\nout {n['tokens_out']}"
             if n["alu_ops"]:
-                label += f'  alu {n["alu_ops"]}'
+                label += f"  alu {n['alu_ops']}"
             if n["stall_output"]:
-                label += f'\\nstall out {n["stall_output"]}'
+                label += f"\\nstall out {n['stall_output']}"
             lines.append(f'    r{ri}n{ni} [label="{label}"];')
         for src, port, dst in r.get("edges", []):
             lines.append(f'    r{ri}n{src} -> r{ri}n{dst} [label="{port}", fontsize=8];')

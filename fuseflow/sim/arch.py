@@ -19,6 +19,7 @@ A TOML file has an ``[arch]`` table::
     ii = 1
     startup = 0
 """
+
 from __future__ import annotations
 
 import tomllib
@@ -32,8 +33,15 @@ from fuseflow.primitives import KINDS  # the simulator's table (fork and join in
 
 UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
-INT_KEYS = {"fifo_depth", "latency", "ii", "max_cycles", "max_fifo_mib", "tile_matmul_ii_per_b",
-            "tile_elementwise_ii_per_b"}
+INT_KEYS = {
+    "fifo_depth",
+    "latency",
+    "ii",
+    "max_cycles",
+    "max_fifo_mib",
+    "tile_matmul_ii_per_b",
+    "tile_elementwise_ii_per_b",
+}
 BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
 MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
 
@@ -64,8 +72,9 @@ class Arch:
             return Arch.from_dict(tomllib.loads(data), text_name)
         path = Path(text_name)
         if not path.exists():
-            raise FuseflowError(f"unknown architecture {text_name!r}: not a preset ({', '.join(PRESETS)}) "
-                                "or an existing TOML file")
+            raise FuseflowError(
+                f"unknown architecture {text_name!r}: not a preset ({', '.join(PRESETS)}) or an existing TOML file"
+            )
         try:
             return Arch.from_dict(tomllib.loads(path.read_text()), str(path))
         except tomllib.TOMLDecodeError as e:
@@ -91,15 +100,24 @@ class Arch:
                     bad = set(kv) - {"latency", "ii"}
                     if bad:
                         raise FuseflowError(f"architecture {name}: kinds.{kind}: unknown setting {sorted(bad)[0]!r}")
-                    settings["kinds"][kind] = {x: _positive(y, f"architecture {name}: kinds.{kind}.{x}")
-                                               for x, y in kv.items()}
+                    settings["kinds"][kind] = {
+                        x: _positive(y, f"architecture {name}: kinds.{kind}.{x}") for x, y in kv.items()
+                    }
             elif k == "memory":
                 bad = set(v) - MEMORY_KEYS
                 if bad:
-                    raise FuseflowError(f"architecture {name}: memory: unknown setting {sorted(bad)[0]!r}; "
-                                        f"known: {', '.join(sorted(MEMORY_KEYS))}")
-                mem = {x: (bool(y) if x == "enabled" else _positive(y, f"architecture {name}: memory.{x}", zero=x == "startup"))
-                       for x, y in v.items()}
+                    raise FuseflowError(
+                        f"architecture {name}: memory: unknown setting {sorted(bad)[0]!r}; "
+                        f"known: {', '.join(sorted(MEMORY_KEYS))}"
+                    )
+                mem = {
+                    x: (
+                        bool(y)
+                        if x == "enabled"
+                        else _positive(y, f"architecture {name}: memory.{x}", zero=x == "startup")
+                    )
+                    for x, y in v.items()
+                }
                 if mem.get("enabled", True):
                     settings["memory"] = mem
             else:

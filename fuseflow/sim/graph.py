@@ -3,6 +3,7 @@
 The node specs are plain Python data built once per program (cached); each run creates a fresh
 C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction, not a re-parse.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,7 +18,6 @@ from fuseflow.formats import Format, pack, pack_blocked, pack_sparse, unpack, un
 from fuseflow.mlir import ir
 from fuseflow.primitives import ALU_UNARY
 from fuseflow.sim.arch import Arch
-
 
 
 @dataclass
@@ -52,17 +52,23 @@ class GraphSpec:
 
 def _tile_params(op, kind: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
     """Tile layouts of a blocked value op: its axes and each value input's axes, as variable ids."""
+
     def id_of(v: str) -> int:
         return ids.setdefault(v, len(ids))
 
     own = _a(op, "axes")
     axes = [ir.StringAttr(x).value for x in own] if own is not None else []
-    value_inputs = {"alu": inputs, "reduce": inputs[:1], "spacc": inputs[-1:], "write_val": inputs[:1],
-                    "load": []}[kind]
+    value_inputs = {"alu": inputs, "reduce": inputs[:1], "spacc": inputs[-1:], "write_val": inputs[:1], "load": []}[
+        kind
+    ]
     ins = [axes_of(*src) for src in value_inputs]
     ints = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
-    return {"tile_b": b, "axes": ints([id_of(v) for v in axes]), "in_axes": ints([id_of(v) for a in ins for v in a]),
-            "in_ranks": ints([len(a) for a in ins])}
+    return {
+        "tile_b": b,
+        "axes": ints([id_of(v) for v in axes]),
+        "in_axes": ints([id_of(v) for a in ins for v in a]),
+        "in_ranks": ints([len(a) for a in ins]),
+    }
 
 
 def _a(op, name, default=None):
@@ -91,15 +97,20 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
             order = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["mode_order"]))
             copy_of = ir.StringAttr(d["copy_of"]).value if "copy_of" in d else None
             block = ir.IntegerAttr(d["block"]).value if "block" in d else 0
-            tensors[name] = TensorSpec(name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of,
-                                       block)
-        spec = GraphSpec(ir.StringAttr(g.attributes["sym_name"]).value, [], tensors,
-                         block=max((t.block for t in tensors.values()), default=0))
+            tensors[name] = TensorSpec(
+                name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of, block
+            )
+        spec = GraphSpec(
+            ir.StringAttr(g.attributes["sym_name"]).value,
+            [],
+            tensors,
+            block=max((t.block for t in tensors.values()), default=0),
+        )
         where: dict = {}
         ops_seen: list = []
         ids: dict[str, int] = {}
 
-        def axes_of(idx: int, port: int) -> list[str]:
+        def axes_of(idx: int, port: int, ops_seen=ops_seen, spec=spec) -> list[str]:
             """Tile axes of a value stream: its producer's `axes`, through pass-through ops."""
             while True:
                 src_op, spec_node = ops_seen[idx], spec.nodes[idx]
@@ -113,6 +124,7 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
                     idx, port = spec_node.inputs[n + port - 1]
                 else:
                     raise VerificationError(f"sam.{spec_node.kind}: no tile axes for its value output")
+
         for op in g.regions[0].blocks[0].operations:
             op = op.operation
             kind = op.name.split(".", 1)[1]
@@ -124,9 +136,12 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
                 inputs.append(where[v])
             params: dict[str, Any] = {}
             tensor = _a(op, "tensor")
-            label = f"{kind}{idx}" + (f"_{tensor}" if tensor else "") + (f"_{_a(op, 'index_var')}" if _a(op, "index_var") else "")
-            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0),
-                            len(op.results))
+            label = (
+                f"{kind}{idx}"
+                + (f"_{tensor}" if tensor else "")
+                + (f"_{_a(op, 'index_var')}" if _a(op, "index_var") else "")
+            )
+            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0), len(op.results))
             if kind == "scan":
                 params["format"] = _a(op, "format")
                 params["dim"] = int(_a(op, "dim"))
@@ -148,7 +163,8 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
             if spec.block and kind in ("load", "alu", "reduce", "spacc", "write_val"):
                 params.update(_tile_params(op, kind, inputs, axes_of, ids, spec.block))
             if kind in ("load", "alu", "reduce", "spacc") or (
-                    kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes):
+                kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes
+            ):
                 spec.value_nodes.append(idx)
             for r in op.results:
                 where[r] = (idx, r.result_number)
@@ -201,8 +217,9 @@ def _pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
         if not sparse:
             arr = np.asarray(arr, dtype=np.float32)
         if tuple(arr.shape) != t.shape:
-            raise SimulationError(f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, "
-                                  f"the graph was compiled for {t.shape}")
+            raise SimulationError(
+                f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, the graph was compiled for {t.shape}"
+            )
         if sparse and not t.block:
             packed[name] = pack_sparse(arr, t.fmt)
         else:
@@ -232,8 +249,15 @@ def _build(spec: GraphSpec, packed: dict, arch: Arch) -> "_simulator.Graph":
     return g
 
 
-def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, record: bool = False,
-              spans: bool = False, progress=None, engine: str = "auto") -> GraphRun:
+def run_graph(
+    spec: GraphSpec,
+    data: Mapping[str, np.ndarray],
+    arch: Arch,
+    record: bool = False,
+    spans: bool = False,
+    progress=None,
+    engine: str = "auto",
+) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
     `progress(cycle)` is called about every million simulated cycles."""
     if engine not in ENGINES:
@@ -260,7 +284,9 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, recor
     for name, t in spec.tensors.items():
         if t.role != "output":
             continue
-        crd_nodes = [(n.level, nd) for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name]
+        crd_nodes = [
+            (n.level, nd) for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name
+        ]
         crd_nodes.sort(key=lambda x: x[0])
         vals = [nd["vals"] for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_val" and n.tensor == name]
         segs, crds = [nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes]

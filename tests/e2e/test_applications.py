@@ -3,6 +3,7 @@
 Tolerance: rtol = atol = 1e-5 x the longest dimension (f32 sums are reassociated by fusion).
 Graph applications run on the karate club and on Cora (../shared/data, skipped if absent).
 """
+
 from pathlib import Path
 
 import pytest

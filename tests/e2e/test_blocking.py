@@ -3,9 +3,9 @@
 Outputs are compared with PyTorch at the default tolerance of `SimResult.check` (rtol = atol =
 1e-5 x the longest dimension: tiles reassociate sums differently) and with the unblocked run.
 """
+
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,9 +64,13 @@ def test_bcsr_format_parses_and_imports_as_mlir_bsr():
 
 
 @settings(max_examples=25, deadline=None)
-@given(grid=st.tuples(st.integers(1, 4), st.integers(1, 4)), b=st.sampled_from([1, 2, 4]),
-       fmt=st.sampled_from(["csr", "csc", "dcsr", "dense"]), density=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
-       seed=st.integers(0, 1000))
+@given(
+    grid=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    b=st.sampled_from([1, 2, 4]),
+    fmt=st.sampled_from(["csr", "csc", "dcsr", "dense"]),
+    density=st.sampled_from([0.0, 0.1, 0.5, 1.0]),
+    seed=st.integers(0, 1000),
+)
 def test_blocked_pack_unpack_round_trip(grid, b, fmt, density, seed):
     rng = np.random.default_rng(seed)
     shape = (grid[0] * b, grid[1] * b)

@@ -1,9 +1,9 @@
 """The window engine reproduces the event engine exactly: cycles, outputs (bit for bit) and every
 node's counters, on compiled graphs that use every primitive kind and both timing presets; and
 `engine="auto"` falls back to the event engine when the window engine cannot run a graph."""
+
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 
 import fuseflow
@@ -46,7 +46,7 @@ def test_every_kernel_kind_and_format_runs_the_same(kernel):
 
         @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(operands(kernel))
-        def check(ab):
+        def check(ab, prog=prog):
             both(prog, *ab).check(rtol=0, atol=0)
 
         check()
@@ -57,8 +57,11 @@ def compiled(build, schedule="full", passes=None, order=None, **kw):
     return fuseflow.compile(model, args, formats=formats, schedule=schedule, passes=passes, order=order)
 
 
-@pytest.mark.parametrize("arch", ["comal", "sam", {"latency": 2, "kinds": {"alu": {"latency": 3, "ii": 2}}}],
-                         ids=["comal", "sam", "latency-ii"])
+@pytest.mark.parametrize(
+    "arch",
+    ["comal", "sam", {"latency": 2, "kinds": {"alu": {"latency": 3, "ii": 2}}}],
+    ids=["comal", "sam", "latency-ii"],
+)
 @pytest.mark.parametrize("spans", [False, True], ids=["counters", "spans"])
 def test_fused_gcn_layer_runs_the_same_under_every_timing(arch, spans):
     # Without spans the window engine batches the bookkeeping of consecutive progress steps
@@ -72,8 +75,9 @@ def test_spgemm_chain_orders_run_the_same(order):
     both(compiled(spgemm_chain.build, order=order)).check()
 
 
-@pytest.mark.parametrize("passes", [None, "sam-parallelize{level=i factor=4}", "block{size=16}"],
-                         ids=["plain", "lanes", "tiles"])
+@pytest.mark.parametrize(
+    "passes", [None, "sam-parallelize{level=i factor=4}", "block{size=16}"], ids=["plain", "lanes", "tiles"]
+)
 def test_masked_attention_runs_the_same(passes):
     # union/intersect/reduce-max/exp/div; fork and join; tile loads, ALUs and accumulators
     both(compiled(attention, passes=passes, seq=32, d=16, block=16)).check()

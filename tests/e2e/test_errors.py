@@ -1,4 +1,5 @@
 """Bad input gets one clear error: unsupported ops, malformed IR, unknown formats, deadlocks."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,9 @@ def run_cli(*args, stdin=None):
 
 def test_fuseflow_opt_reports_malformed_ir_with_location(tmp_path):
     bad = tmp_path / "bad.mlir"
-    bad.write_text('"sam.graph"() ({\n  %0 = "sam.root"() : () -> !sam.ref\n}) {sym_name = "g", tensors = []} : () -> ()\n')
+    bad.write_text(
+        '"sam.graph"() ({\n  %0 = "sam.root"() : () -> !sam.ref\n}) {sym_name = "g", tensors = []} : () -> ()\n'
+    )
     r = run_cli("fuseflow-opt", str(bad))
     assert r.returncode == 1
     assert f"{bad}:2: error:" in r.stderr
@@ -94,8 +97,9 @@ def test_diagonal_access_is_rejected_with_location():
 
 def test_order_sweep_cli_reports_every_order(tmp_path, capsys):
     out = tmp_path / "sweep.json"
-    rc = fuseflow_main(["order-sweep", str(ROOT / "examples" / "spgemm_chain.py"), "--cap", "3", "--json",
-                        "-o", str(out)])
+    rc = fuseflow_main(
+        ["order-sweep", str(ROOT / "examples" / "spgemm_chain.py"), "--cap", "3", "--json", "-o", str(out)]
+    )
     import json
 
     result = json.loads(out.read_text())
@@ -105,8 +109,9 @@ def test_order_sweep_cli_reports_every_order(tmp_path, capsys):
 
 
 def test_run_cli_pipeline_errors_are_one_line():
-    r = run_cli("fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--pipeline",
-                "sam-parallelize{level=zz factor=2}")
+    r = run_cli(
+        "fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--pipeline", "sam-parallelize{level=zz factor=2}"
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().count("\n") == 0 and "no such index variable" in r.stderr
     r = run_cli("fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--order", "i,q")

@@ -5,6 +5,7 @@ model input) must be exact; region cycles within 25% each (60% for a region read
 region's output, whose statistics are predicted) and 10% in the median, on the comal preset;
 every output still matches PyTorch (`check()`, rtol = atol = 1e-5 x longest dim).
 """
+
 import json
 import subprocess
 import sys
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,8 +51,11 @@ def _data_determined(graph, prog) -> set[int]:
     for i, n in enumerate(graph.nodes):
         if n.kind == "root" or (n.kind == "scan" and n.inputs and n.inputs[0][0] in out):
             t = graph.tensors.get(n.tensor or "")
-            if n.kind == "scan" and (n.params.get("format") == "compressed") and (
-                    t is None or (t.copy_of or n.tensor) not in measured):
+            if (
+                n.kind == "scan"
+                and (n.params.get("format") == "compressed")
+                and (t is None or (t.copy_of or n.tensor) not in measured)
+            ):
                 continue
             out.add(i)
     return out
@@ -81,8 +84,11 @@ def test_estimate_matches_the_simulator_node_by_node(case):
                 continue
             g = graphs[r.name]
             for i in _data_determined(g, prog):
-                assert e.nodes[i].tokens == pytest.approx(r.nodes[i]["tokens_out"], abs=0.5), \
-                    (schedule, r.name, g.nodes[i].name)
+                assert e.nodes[i].tokens == pytest.approx(r.nodes[i]["tokens_out"], abs=0.5), (
+                    schedule,
+                    r.name,
+                    g.nodes[i].name,
+                )
             rel = abs(e.cycles - r.cycles) / r.cycles
             # a region reading another region's output works from predicted statistics
             assert rel <= (0.6 if _reads_predictions(g, prog) else 0.25), (schedule, r.name, r.cycles, e.cycles)
@@ -133,13 +139,17 @@ def test_parameters_are_laid_out_for_free():
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(8, 40), k=st.integers(4, 40), density=st.sampled_from([0.02, 0.1, 0.4, 1.0]),
-       kernel=st.sampled_from(["spmv", "spmm", "sddmm"]), orientation=st.sampled_from(["csr", "csc", "dcsr"]),
-       seed=st.integers(0, 1000))
+@given(
+    n=st.integers(8, 40),
+    k=st.integers(4, 40),
+    density=st.sampled_from([0.02, 0.1, 0.4, 1.0]),
+    kernel=st.sampled_from(["spmv", "spmm", "sddmm"]),
+    orientation=st.sampled_from(["csr", "csc", "dcsr"]),
+    seed=st.integers(0, 1000),
+)
 def test_estimate_on_random_sparse_inputs(n, k, density, kernel, orientation, seed):
     """Random shapes and densities: first-level scans exact, region cycles within 25%."""
-    model, args, formats = kernels.build(kernel=kernel, n=n, k=k, density=density, orientation=orientation,
-                                         seed=seed)
+    model, args, formats = kernels.build(kernel=kernel, n=n, k=k, density=density, orientation=orientation, seed=seed)
     prog = fuseflow.compile(model, args, formats=formats, schedule="full")
     res = prog.simulate()
     res.check()
@@ -170,15 +180,24 @@ def test_an_arch_setting_the_model_does_not_cover_is_refused_in_one_line():
 
 def test_cli_estimate_prints_the_preview_without_simulating(tmp_path):
     exe = Path(sys.executable).parent / "fuseflow"
-    out = subprocess.run([str(exe), "estimate", str(ROOT / "examples" / "gcn_layer.py"), "--schedule", "full",
-                          "--json", "--nodes"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(exe), "estimate", str(ROOT / "examples" / "gcn_layer.py"), "--schedule", "full", "--json", "--nodes"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     js = json.loads(out.stdout)
     assert js["estimated_cycles"] > 0 and js["orders"]["full"]
     assert any(r["nodes"] for r in js["regions"])
-    run = subprocess.run([str(exe), "run", str(ROOT / "examples" / "gcn_layer.py"), "--estimate"],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [str(exe), "run", str(ROOT / "examples" / "gcn_layer.py"), "--estimate"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "not simulated" in run.stdout
-    bad = subprocess.run([str(exe), "run", str(ROOT / "examples" / "gcn_layer.py"), "--order", "i,q"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [str(exe), "run", str(ROOT / "examples" / "gcn_layer.py"), "--order", "i,q"], capture_output=True, text=True
+    )
     assert bad.returncode == 1 and "unknown index variable(s) q" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

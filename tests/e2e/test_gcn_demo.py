@@ -1,4 +1,5 @@
 """The demo's GCN layer relu(A @ (X @ W) + b) on the karate club, every op its own region."""
+
 import json
 import subprocess
 import sys
@@ -43,8 +44,12 @@ def test_simulate_accepts_other_inputs_of_the_example_shapes():
 
 
 def test_cli_run_json():
-    r = subprocess.run([str(Path(sys.executable).parent / "fuseflow"), "run", "examples/gcn_layer.py", "--json"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "fuseflow"), "run", "examples/gcn_layer.py", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     assert j["total_cycles"] > 0 and j["max_abs_error"] < 1e-4

@@ -4,6 +4,7 @@ Studies and sweeps recorded before `order="auto"` became the default ran in the 
 order, so they are re-run with `order="plain"` (or the named order they swept). Cycles, ALU ops,
 reductions and memory bytes must be identical: a refactor or a new pass must not move them.
 """
+
 import json
 import sys
 from pathlib import Path

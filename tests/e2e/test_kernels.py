@@ -3,6 +3,7 @@
 Data are small integers (exact in f32), so simulated outputs must equal PyTorch exactly
 (tolerance 0); densities span 0 (all-zero) to 50%, with empty rows and columns.
 """
+
 from functools import lru_cache
 
 import numpy as np
@@ -95,8 +96,12 @@ def test_sparse_input_given_as_torch_sparse_tensor_implies_its_format():
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(1, 64), m=st.integers(1, 64), density=st.sampled_from([0.01, 0.2, 0.5]),
-       fmt=st.sampled_from(["csr", "dcsr", "csc"]))
+@given(
+    n=st.integers(1, 64),
+    m=st.integers(1, 64),
+    density=st.sampled_from([0.01, 0.2, 0.5]),
+    fmt=st.sampled_from(["csr", "dcsr", "csc"]),
+)
 def test_spmm_over_random_shapes(n, m, density, fmt):
     rng = np.random.default_rng(n * 100 + m)
     A = torch.tensor(((rng.random((n, m)) < density) * rng.integers(-3, 4, (n, m))).astype(np.float32))

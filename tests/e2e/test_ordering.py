@@ -5,6 +5,7 @@ one within 1.5x of the best simulated order.
 Tolerance: the default of `SimResult.check` (rtol = atol = 1e-5 x the longest dimension); the
 property test uses small integers, exact in f32.
 """
+
 import numpy as np
 import pytest
 import torch
@@ -63,16 +64,20 @@ class Chain3(torch.nn.Module):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dims=st.lists(st.integers(2, 7), min_size=4, max_size=4),
-       fmts=st.lists(st.sampled_from(["csr", "csc", "dcsr", "dense"]), min_size=3, max_size=3),
-       density=st.sampled_from([0.0, 0.2, 0.5, 1.0]), seed=st.integers(0, 2**16))
+@given(
+    dims=st.lists(st.integers(2, 7), min_size=4, max_size=4),
+    fmts=st.lists(st.sampled_from(["csr", "csc", "dcsr", "dense"]), min_size=3, max_size=3),
+    density=st.sampled_from([0.0, 0.2, 0.5, 1.0]),
+    seed=st.integers(0, 2**16),
+)
 def test_every_order_of_a_random_chain_equals_numpy(dims, fmts, density, seed):
     rng = np.random.default_rng(seed)
     shapes = [(dims[0], dims[1]), (dims[1], dims[2]), (dims[2], dims[3])]
     mats = [(rng.integers(-3, 4, s) * (rng.random(s) < density)).astype(np.float32) for s in shapes]
     want = mats[0] @ mats[1] @ mats[2]
-    prog = fuseflow.compile(Chain3(), [torch.tensor(m) for m in mats], formats=dict(zip("ABC", fmts)),
-                            schedule="full", order="auto")
+    prog = fuseflow.compile(
+        Chain3(), [torch.tensor(m) for m in mats], formats=dict(zip("ABC", fmts)), schedule="full", order="auto"
+    )
     for c in prog.order_candidates["full"]:
         got = prog.reorder({"full": c.name}).simulate().outputs[0].numpy()
         np.testing.assert_array_equal(got, want, err_msg=f"order {c.name}")

@@ -4,6 +4,7 @@ the masked attention scale near-linearly with the lanes.
 Tolerance against PyTorch: the default of `SimResult.check` (rtol = atol = 1e-5 x the longest
 dimension). Between lane counts the outputs must be bit-identical (same arithmetic, same order).
 """
+
 import numpy as np
 import pytest
 import torch
@@ -33,16 +34,20 @@ def lanes(build, schedule, level, factors):
     model, args, formats = build()
     out = {}
     for p in factors:
-        prog = fuseflow.compile(model, args, formats=formats, schedule=schedule,
-                                passes=f"sam-parallelize{{level={level} factor={p}}}")
+        prog = fuseflow.compile(
+            model, args, formats=formats, schedule=schedule, passes=f"sam-parallelize{{level={level} factor={p}}}"
+        )
         res = prog.simulate()
         res.check()
         out[p] = res
     return out
 
 
-@pytest.mark.parametrize("build,schedule", [(spgemm_chain.build, "full"), (gcn_layer.build, "full"),
-                                            (attention, "full")], ids=["spgemm-chain", "gcn-layer", "attention"])
+@pytest.mark.parametrize(
+    "build,schedule",
+    [(spgemm_chain.build, "full"), (gcn_layer.build, "full"), (attention, "full")],
+    ids=["spgemm-chain", "gcn-layer", "attention"],
+)
 def test_outputs_identical_for_every_lane_count(build, schedule):
     runs = lanes(build, schedule, "i", [1, 2, 4, 8])
     ref = runs[1].outputs[0].numpy()
@@ -56,8 +61,13 @@ def test_two_levels_of_lanes_scale_attention_past_12x():
     loops (m, p: softmax statistics; k: the output's sum): 4 x 4 lanes."""
     runs = lanes(attention, "full", "i", [1, 4])
     model, args, formats = attention()
-    prog = fuseflow.compile(model, args, formats=formats, schedule="full",
-                            passes="sam-parallelize{level=i factor=4},sam-parallelize{level=j,m,p,k factor=4}")
+    prog = fuseflow.compile(
+        model,
+        args,
+        formats=formats,
+        schedule="full",
+        passes="sam-parallelize{level=i factor=4},sam-parallelize{level=j,m,p,k factor=4}",
+    )
     two = prog.simulate()
     two.check()
     np.testing.assert_array_equal(two.outputs[0].numpy(), runs[1].outputs[0].numpy())
@@ -79,8 +89,9 @@ def test_lanes_are_recorded_and_bad_levels_refused():
     assert res.to_json()["passes"] == "sam-parallelize{level=i factor=3}, fuseflow-order{order=auto}"
     chain, chain_args, chain_formats = spgemm_chain.build()  # j is sparse under k there
     with pytest.raises(fuseflow.FuseflowError, match="cannot parallelize at 'j'.*'j' is sparse"):
-        fuseflow.compile(chain, chain_args, formats=chain_formats, schedule="full",
-                         passes="sam-parallelize{level=j factor=2}")
+        fuseflow.compile(
+            chain, chain_args, formats=chain_formats, schedule="full", passes="sam-parallelize{level=j factor=2}"
+        )
     with pytest.raises(fuseflow.FuseflowError, match="no such index variable"):
         fuseflow.compile(model, args, formats=formats, schedule="full", passes="sam-parallelize{level=zz factor=2}")
     with pytest.raises(fuseflow.FuseflowError, match="factor must be a positive integer"):

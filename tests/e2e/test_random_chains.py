@@ -1,5 +1,6 @@
 """Random chains of 2-4 einsum-style ops over random sparse/dense operands, fused into one
 region, equal a numpy evaluation of the same chain (integer data: exact up to f32 rounding)."""
+
 import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -90,7 +91,9 @@ def test_random_fused_chain_equals_numpy(case):
     import inspect
 
     params = [inspect.Parameter(nm, inspect.Parameter.POSITIONAL_OR_KEYWORD) for nm in names]
-    Named.forward.__signature__ = inspect.Signature([inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params)
+    Named.forward.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + params
+    )
     args = [torch.tensor(a) for a in [x, *ws]]
     prog = fuseflow.compile(Named(), args, formats=formats, schedule="full")
     assert len(prog.graphs) == 1

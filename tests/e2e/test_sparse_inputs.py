@@ -1,5 +1,6 @@
 """Sparse torch inputs to `simulate` are packed from their compressed arrays, never densified;
 the result equals the dense-input run exactly (same packed streams) and PyTorch."""
+
 import numpy as np
 import pytest
 import torch

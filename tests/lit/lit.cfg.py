@@ -13,5 +13,6 @@ bindir = os.path.dirname(sys.executable)
 config.environment["PATH"] = bindir + os.pathsep + config.environment.get("PATH", os.environ.get("PATH", ""))
 config.environment["TMPDIR"] = os.environ.get("TMPDIR", "/tmp")
 config.substitutions.append(("%python", sys.executable))
-config.substitutions.append(("%torch-mlir-opt", os.path.join(
-    list(__import__("torch_mlir").__path__)[0], "_mlir_libs", "torch-mlir-opt")))
+config.substitutions.append(
+    ("%torch-mlir-opt", os.path.join(list(__import__("torch_mlir").__path__)[0], "_mlir_libs", "torch-mlir-opt"))
+)

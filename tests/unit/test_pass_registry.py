@@ -1,4 +1,5 @@
 """Every fuseflow pass has a docstring (what --help prints) and a lit test of its name."""
+
 from pathlib import Path
 
 import pytest

@@ -1,4 +1,5 @@
 """Timing presets and architecture settings: the SAM reference traces, memory, latency, II."""
+
 import numpy as np
 import pytest
 
@@ -120,13 +121,16 @@ def test_rda_preset_has_finite_fifos_and_memory():
     assert arch.fifo_depth == 16 and "memory" in arch.settings
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"fifo_depth": 0}, "fifo_depth must be a positive integer"),
-    ({"latancy": 1}, "unknown setting 'latancy'"),
-    ({"kinds": {"scanner": {"latency": 2}}}, "unknown primitive kind 'scanner'"),
-    ({"memory": {"chanels": 2}}, "memory: unknown setting 'chanels'"),
-    ({"scan_emit_on_pop": 1}, "must be true or false"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"fifo_depth": 0}, "fifo_depth must be a positive integer"),
+        ({"latancy": 1}, "unknown setting 'latancy'"),
+        ({"kinds": {"scanner": {"latency": 2}}}, "unknown primitive kind 'scanner'"),
+        ({"memory": {"chanels": 2}}, "memory: unknown setting 'chanels'"),
+        ({"scan_emit_on_pop": 1}, "must be true or false"),
+    ],
+)
 def test_bad_architecture_settings_are_named(bad, message):
     with pytest.raises(FuseflowError, match=message):
         Arch.resolve(bad)

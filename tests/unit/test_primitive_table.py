@@ -1,5 +1,6 @@
 """One table of primitives: the simulator declares the kinds and ALU ops; the dialect, the
 architecture keys and the cycle model agree with it."""
+
 import pytest
 
 from fuseflow import _simulator

@@ -1,4 +1,5 @@
 """The C++ simulator on hand-built graphs: stream contents, protocol, backpressure, deadlock."""
+
 import numpy as np
 import pytest
 
