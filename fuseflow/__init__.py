@@ -8,7 +8,7 @@ from fuseflow.errors import (
     UnsupportedError,
     VerificationError,
 )
-from fuseflow.lowering.regions import Schedule
+from fuseflow.schedule.regions import Schedule
 from fuseflow.program import Program, SimResult, compile
 
 __all__ = [

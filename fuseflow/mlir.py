@@ -14,16 +14,6 @@ from torch_mlir.passmanager import PassManager  # noqa: F401
 MLIRError = ir.MLIRError
 
 
-def new_context() -> ir.Context:
-    """A context with every upstream dialect available and the sam dialect loaded once."""
-    from fuseflow.dialects.sam import load_into
-
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = False
-    load_into(ctx)
-    return ctx
-
-
 def location_str(loc: ir.Location) -> str | None:
     """``file:line:col`` of the innermost file location inside `loc` (None if unknown)."""
     text = str(loc)

@@ -16,7 +16,7 @@ from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.lowering.module import lower_module
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.lowering.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
+from fuseflow.schedule.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 from fuseflow.progress import progress_reporter

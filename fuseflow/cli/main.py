@@ -384,7 +384,8 @@ def cmd_simulate(a) -> int:
     import numpy as np
     import scipy.sparse as sp
 
-    from fuseflow.mlir import MLIRError, ir, new_context
+    from fuseflow.dialects.sam import new_context
+    from fuseflow.mlir import MLIRError, ir
     from fuseflow.progress import progress_reporter
     from fuseflow.sim.arch import Arch
     from fuseflow.sim.graph import parse_graphs, run_graph

@@ -9,7 +9,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from fuseflow.errors import FuseflowError
-from fuseflow.mlir import MLIRError, PassManager, ir, new_context
+from fuseflow.dialects.sam import new_context
+from fuseflow.mlir import MLIRError, PassManager, ir
 from fuseflow.passes import PASSES, split_element, split_pipeline
 
 

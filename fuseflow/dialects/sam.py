@@ -498,9 +498,15 @@ def load_into(ctx: ir.Context) -> None:
             Sam.load()
 
 
+def new_context() -> ir.Context:
+    """A context with every upstream dialect available and the sam dialect loaded once."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = False
+    load_into(ctx)
+    return ctx
+
+
 def irdl_text() -> str:
     """The dialect's IRDL definition, loadable by ``torch-mlir-opt --irdl-file=``."""
-    from fuseflow.mlir import new_context
-
     with new_context():
         return str(Sam._mlir_module)

@@ -19,7 +19,8 @@ import torch
 
 from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.formats import Format, encoding_attr, parse_format
-from fuseflow.mlir import ir, new_context
+from fuseflow.dialects.sam import new_context
+from fuseflow.mlir import ir
 
 
 @dataclass

@@ -16,7 +16,7 @@ from fuseflow.formats import Format
 from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, render
 from fuseflow.lowering.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.lowering.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
+from fuseflow.schedule.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
 from fuseflow.mlir import ir
 

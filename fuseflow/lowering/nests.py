@@ -19,7 +19,7 @@ from typing import Sequence
 
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Reduce
-from fuseflow.lowering.order import default_order
+from fuseflow.lowering.storage_order import default_order
 
 
 _FREE: dict[int, tuple[Expr, frozenset]] = {}

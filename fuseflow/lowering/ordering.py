@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from fuseflow.errors import FuseflowError, UnsupportedError
 from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses
 from fuseflow.lowering.nests import NestPlan, plan
-from fuseflow.lowering.order import storage_vars
+from fuseflow.lowering.storage_order import storage_vars
 
 DEFAULT_CAP = 64
 """Orders listed per region unless the caller asks for more."""

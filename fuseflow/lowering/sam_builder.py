@@ -18,7 +18,7 @@ from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, 
 from fuseflow.lowering.absent import absent, identity
 from fuseflow.lowering.alpha import share_equivalent
 from fuseflow.lowering.nests import NestPlan, SharedInTwoNests, plan
-from fuseflow.lowering.order import storage_vars
+from fuseflow.lowering.storage_order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
 COMMUTATIVE = {"add", "mul", "max", "min"}

@@ -1,7 +1,8 @@
 """Registry of fuseflow's own passes (name -> Pass), as `fuseflow-opt` and the API see them.
 
-Each pass lives in its own module, takes a module and an options dataclass, and returns the
-(possibly new) module. Upstream MLIR passes are handed to the PassManager by name.
+Each pass lives in its own module, named after the pass (`sam-parallelize` ->
+`sam_parallelize.py`), takes a module and an options dataclass, and returns the (possibly new)
+module. Upstream MLIR passes are handed to the PassManager by name.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from fuseflow.errors import FuseflowError
-from fuseflow.passes import block, lower_to_sam, order, parallelize, partition
+from fuseflow.passes import block, fuseflow_order, fuseflow_partition, lower_to_sam, sam_parallelize
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,11 @@ class Pass:
 PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
-        Pass("fuseflow-partition", partition.run, partition.Options),
-        Pass("fuseflow-order", order.run, order.Options),
+        Pass("fuseflow-partition", fuseflow_partition.run, fuseflow_partition.Options),
+        Pass("fuseflow-order", fuseflow_order.run, fuseflow_order.Options),
         Pass("block", block.run, block.Options),
         Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
-        Pass("sam-parallelize", parallelize.run, parallelize.Options, stage="sam"),
+        Pass("sam-parallelize", sam_parallelize.run, sam_parallelize.Options, stage="sam"),
     )
 }
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fuseflow.errors import FuseflowError
 from fuseflow.lowering.module import BLOCK_ATTR
-from fuseflow.lowering.regions import REGION_ATTR, body_ops, main_func
+from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 from fuseflow.mlir import ir
 
 

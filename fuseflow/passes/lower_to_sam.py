@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuseflow.lowering.module import lower_module
-from fuseflow.lowering.regions import REGION_ATTR, assign_regions, body_ops, main_func
+from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
 from fuseflow.lowering.index_notation import COMPUTE_OPS, is_inlined
 from fuseflow.mlir import ir
 

@@ -16,6 +16,13 @@ def test_pass_is_documented_and_lit_tested(name):
     assert (LIT / f"{name}.mlir").exists(), f"no lit test tests/lit/passes/{name}.mlir"
 
 
+@pytest.mark.parametrize("name", sorted(PASSES))
+def test_pass_logic_lives_in_the_module_named_after_it(name):
+    """`sam-parallelize` -> fuseflow/passes/sam_parallelize.py: a reader finds a pass by its name."""
+    assert PASSES[name].run.__module__ == f"fuseflow.passes.{name.replace('-', '_')}"
+    assert PASSES[name].options.__module__ == PASSES[name].run.__module__
+
+
 def test_pass_options_parse_and_reject_unknown_keys():
     from fuseflow.errors import FuseflowError
 

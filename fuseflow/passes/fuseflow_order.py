@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fuseflow.lowering.module import ORDERS_ATTR, lower_module
 from fuseflow.lowering.ordering import DEFAULT_CAP
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.lowering.regions import main_func
+from fuseflow.schedule.regions import main_func
 from fuseflow.passes.lower_to_sam import ensure_regions
 from fuseflow.mlir import ir
 

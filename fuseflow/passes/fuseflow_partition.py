@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.lowering.regions import assign_regions, main_func
+from fuseflow.schedule.regions import assign_regions, main_func
 
 
 @dataclass
