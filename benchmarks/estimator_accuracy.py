@@ -23,6 +23,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -74,24 +75,7 @@ def _random_chains(n: int, seed: int = 0):
     """Random 2-3 op chains over random sparse/dense operands (tests/e2e/test_random_chains.py's kind)."""
     rng = np.random.default_rng(seed)
 
-    class Chain(torch.nn.Module):
-        def __init__(self, ops):
-            super().__init__()
-            self.ops = ops
-
-        def forward(self, x, *ws):
-            k = 0
-            for op in self.ops:
-                if op in ("matmul", "mul", "add"):
-                    w = ws[k]
-                    k += 1
-                    x = x @ w if op == "matmul" else (x * w if op == "mul" else x + w)
-                elif op == "relu":
-                    x = torch.relu(x)
-                else:
-                    x = x * 3.0
-
-            return x
+    from test_random_chains import Chain  # the same chain module the random-chain tests compile
 
     for i in range(n):
         ops = list(rng.choice(["matmul", "mul", "add", "relu", "scale"], size=int(rng.integers(2, 4))))

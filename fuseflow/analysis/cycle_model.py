@@ -565,13 +565,12 @@ def stats_for_inputs(
             out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
         elif source in data:
             key = (source, t.fmt.levels, t.fmt.mode_order, b)
-            if cache is None or key not in cache:
+            st = cache.get(key) if cache is not None else None
+            if st is None:
                 st = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
-                if cache is None:
-                    out[name] = st
-                    continue
-                cache[key] = st
-            out[name] = cache[key]
+                if cache is not None:
+                    cache[key] = st
+            out[name] = st
         elif density and source in density:
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
             out[name] = _relaid(

@@ -459,30 +459,29 @@ def _pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
 
 
+def _model_args(p: argparse.ArgumentParser) -> None:
+    """What every command that compiles one model file takes."""
+    p.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
+    p.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
+    p.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--graph", help="graph file for GNN examples")
+    p.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    _pass_args(p)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuseflow", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="compile a model file, simulate it and check it against PyTorch")
-    r.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
-    r.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
-    r.add_argument("--arch", default="comal", help="preset (comal, rda) or TOML file")
-    r.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _model_args(r)
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
-    r.add_argument("--graph", help="graph file for GNN examples")
-    r.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
     r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
-    _pass_args(r)
     _engine_arg(r)
     r.set_defaults(fn=cmd_run)
     e = sub.add_parser("estimate", help="predict cycles, tokens, ALU ops and bytes per region without simulating")
-    e.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
-    e.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
-    e.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
-    e.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _model_args(e)
     e.add_argument("--nodes", action="store_true", help="also predicted tokens and busy cycles per node")
-    e.add_argument("--graph", help="graph file for GNN examples")
-    e.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
-    _pass_args(e)
     e.set_defaults(fn=cmd_estimate)
     st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
     st.add_argument("model")

@@ -144,19 +144,21 @@ def lower_module(
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         region_block = blocks.get(region, blocks.get("*", 0))
 
-        def build(order_vars: "list[str] | None", region=region, asgs=asgs, region_block=region_block) -> SamLowering:
+        def fresh(region=region, asgs=asgs, region_block=region_block) -> SamLowering:
+            """A lowering of this region with its input tensors registered, nothing lowered yet."""
             lw = SamLowering(region, {}, node_budget, region_block)
             for asg in asgs:
                 used = {a.tensor for a in _accs(asg.expr)}
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
+            return lw
+
+        def build(order_vars: "list[str] | None", asgs=asgs, fresh=fresh) -> SamLowering:
+            lw = fresh()
             for asg in asgs:
                 lw.lower(asg, order_vars)
             return lw
 
-        inputs = SamLowering(region, {}, node_budget, region_block)
-        for asg in asgs:
-            used = {a.tensor for a in _accs(asg.expr)}
-            inputs.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in inputs.tensors})
+        inputs = fresh()
         declared = inputs.tensors
         rv = RegionVars(
             region,

@@ -52,6 +52,8 @@ class OrderRanker:
         self.known: dict[str, TensorStats] = {}
         self.density: Mapping[str, float] = {}
         self.declared: Mapping[str, Format] = {}
+        self._measured: dict = {}  # statistics of model inputs, counted once per format
+        self._estimates: dict[str, Any] = {}  # graph text -> its estimate, so commit() reuses rank()'s
 
     def begin(self, density: Mapping[str, float], declared: Mapping[str, Format]) -> None:
         """Called by `lower_module` before the first region: fallback densities, declared formats."""
@@ -64,11 +66,17 @@ class OrderRanker:
         graphs, _ = parse_graphs(ir.Module.parse("module {\n" + text + "\n}"))
         return graphs[0]
 
+    def _estimate(self, text: str) -> tuple[Any, Any]:
+        """The graph of one lowered region and its estimate (memoised by text within a region)."""
+        if text not in self._estimates:
+            spec = self._graph(text)
+            stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
+            self._estimates[text] = (spec, estimate_graph(spec, stats, self.timing))
+        return self._estimates[text]
+
     def cost(self, text: str) -> tuple[float, Any]:
         """Predicted cycles of one lowered region, re-layouts of model inputs included."""
-        spec = self._graph(text)
-        stats = stats_for_inputs(spec, self.data, self.known, self.density)
-        est = estimate_graph(spec, stats, self.timing)
+        spec, est = self._estimate(text)
         extra = 0.0
         for name, t in spec.tensors.items():
             source = t.copy_of or name
@@ -112,6 +120,6 @@ class OrderRanker:
 
     def commit(self, text: str) -> None:
         """The chosen graph of a region: its written tensors' predicted statistics feed later regions."""
-        spec = self._graph(text)
-        est = estimate_graph(spec, stats_for_inputs(spec, self.data, self.known, self.density), self.timing)
+        _, est = self._estimate(text)
         self.known.update(est.outputs)
+        self._estimates.clear()  # the next region sees new known statistics
