@@ -43,6 +43,11 @@ class Graph:
 
     def __len__(self) -> int: ...
 
+def arch_keys() -> dict:
+    """
+    The architecture settings ([arch], [arch.kinds.*], [arch.memory]) and their value types.
+    """
+
 def primitive_kinds() -> list[str]:
     """Every primitive kind (sam op mnemonic) the simulator builds."""
 

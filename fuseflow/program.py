@@ -14,9 +14,10 @@ import torch
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
-from fuseflow.lowering.module import lower_module
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.schedule.regions import OpInfo, Schedule, assign_regions, main_func, op_listing
+from fuseflow.passes import run_pipeline
+from fuseflow.passes.context import PassContext
+from fuseflow.schedule.regions import OpInfo, Schedule, main_func, op_listing
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 from fuseflow.progress import progress_reporter
@@ -162,6 +163,7 @@ class Program:
     order_candidates: dict[str, tuple] = field(default_factory=dict)  # region -> enumerated orders
     lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
+    pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
@@ -358,11 +360,8 @@ def _lower(
     module = imported.module
     with module.context:
         infos, _ = op_listing(main_func(module))
-        assign_regions(main_func(module), schedule, imported.containers)
         order = _order_spec(order, passes)
         pipeline = _pipeline(passes, order)
-        run_passes(module, [p for p in pipeline if not p.startswith("fuseflow-order") or order is None], "linalg")
-        # order= is the ordering pass run inside the lowering, which keeps every region's alternatives
         levels = {
             v
             for el in pipeline
@@ -371,8 +370,16 @@ def _lower(
             for v in m.group(1).split(",")
         }
         ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names), keep_vars=levels)
-        sam_text, summary, chosen = lower_module(module, node_budget, order, ranker=ranker)
-        sam_module = run_passes(ir.Module.parse(sam_text), pipeline, "sam")
+        ctx = PassContext(
+            schedule=schedule if isinstance(schedule, Schedule) else None,
+            containers=imported.containers,
+            ranker=ranker,
+            order=order if isinstance(order, Mapping) else None,
+            node_budget=node_budget,
+        )
+        full = full_pipeline(schedule, pipeline, node_budget)
+        sam_module = run_pipeline(module, full, ctx)
+        summary, chosen = ctx.summary, ctx.chosen
         sam_text = str(sam_module)
         graphs, outs = parse_graphs(sam_module)
     sched_name = schedule if isinstance(schedule, str) else "custom"
@@ -393,6 +400,7 @@ def _lower(
         {r: c.alternatives for r, c in chosen.items() if c.alternatives},
         (schedule, node_budget, passes),
         relayouts,
+        "builtin.module(" + ",".join(full) + ")",
     )
 
 
@@ -435,23 +443,28 @@ def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> li
     return out
 
 
-def run_passes(module: ir.Module, pipeline: list[str], stage: str) -> ir.Module:
-    """Run the pipeline's fuseflow passes of one stage ("linalg": after partitioning, "sam": after
-    lowering) in pipeline order; returns the resulting module."""
+def full_pipeline(schedule: "str | Schedule", pipeline: list[str], node_budget: int) -> list[str]:
+    """The registered pipeline `compile` runs (what `fuseflow-opt --pass-pipeline` would take):
+    partition, the user's linalg passes and ordering, ``lower-to-sam``, the user's sam passes."""
     from fuseflow.passes import PASSES, split_element
 
+    stages: dict[str, list[str]] = {"linalg": [], "sam": []}
     for el in pipeline:
-        name, options = split_element(el)
+        name, _ = split_element(el)
         if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
             allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
             raise FuseflowError(
                 f"passes: {name!r} cannot run here; compile() runs the partition and "
                 f"lowering itself, around these: {', '.join(allowed)}"
             )
-        p = PASSES[name]
-        if p.stage == stage:
-            module = p.run(module, p.parse_options(options)) or module
-    return module
+        stages[PASSES[name].stage].append(el)
+    name = schedule if isinstance(schedule, str) else "custom"
+    return (
+        [f"fuseflow-partition{{schedule={name}}}"]
+        + stages["linalg"]
+        + [f"lower-to-sam{{node-budget={node_budget}}}"]
+        + stages["sam"]
+    )
 
 
 def dumps(res: SimResult) -> str:

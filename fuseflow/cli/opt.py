@@ -10,43 +10,14 @@ from pathlib import Path
 
 from fuseflow.errors import FuseflowError
 from fuseflow.dialects.sam import new_context
-from fuseflow.mlir import MLIRError, PassManager, ir
-from fuseflow.passes import PASSES, split_element, split_pipeline
+from fuseflow.mlir import MLIRError, ir
+from fuseflow.passes import PASSES, run_pipeline, split_pipeline
 
 
 @dataclass
 class Diag:
     line: int | None
     message: str
-
-
-def run_pipeline(module: ir.Module, elements: list[str], print_after_all: bool = False) -> ir.Module:
-    upstream: list[str] = []
-
-    def flush(mod):
-        if upstream:
-            pipeline = "builtin.module(" + ",".join(upstream) + ")"
-            try:
-                pm = PassManager.parse(pipeline, context=mod.context)
-            except (ValueError, MLIRError) as e:
-                raise FuseflowError(f"invalid pass pipeline {pipeline!r}: {str(e).splitlines()[0]}") from None
-            if print_after_all:
-                pm.enable_ir_printing()
-            pm.run(mod.operation)
-            upstream.clear()
-        return mod
-
-    for el in elements:
-        name, options = split_element(el)
-        if name in PASSES:
-            module = flush(module)
-            p = PASSES[name]
-            module = p.run(module, p.parse_options(options))
-            if print_after_all:
-                print(f"// -----// IR Dump After {name} //----- //\n{module}", file=sys.stderr)
-        else:
-            upstream.append(el)
-    return flush(module)
 
 
 def _diags(e: Exception) -> list[Diag]:
@@ -74,7 +45,7 @@ def expected_diags(chunk: str) -> list[Diag]:
 def process(chunk: str, elements: list[str], print_after_all: bool) -> ir.Module:
     with new_context() as ctx:
         module = ir.Module.parse(chunk, context=ctx)
-        return run_pipeline(module, elements, print_after_all)
+        return run_pipeline(module, elements, print_after_all=print_after_all)
 
 
 def parser() -> argparse.ArgumentParser:

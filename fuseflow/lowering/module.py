@@ -11,13 +11,15 @@ import re
 from dataclasses import replace
 from typing import Mapping
 
+from fuseflow.dialects.sam_ir import module_text
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.lowering.index_notation import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, render
-from fuseflow.lowering.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
+from fuseflow.analysis.index_notation import render
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined
+from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.schedule.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
-from fuseflow.lowering.sam_builder import SamLowering, TensorInfo, _attr
+from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.mlir import ir
 
 
@@ -184,9 +186,7 @@ def lower_module(
         tensors.update(lowering.outputs)
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
-    outs = _attr(out_names)
-    text = "module attributes {sam.outputs = " + outs + "} {\n" + "\n".join(graphs) + "\n}\n"
-    return text, summary, chosen
+    return module_text(graphs, out_names), summary, chosen
 
 
 def _produced_in(v: ir.Value, region_ops: set) -> bool:
@@ -196,6 +196,6 @@ def _produced_in(v: ir.Value, region_ops: set) -> bool:
 
 
 def _accs(e):
-    from fuseflow.lowering.index_notation import accesses
+    from fuseflow.analysis.index_notation import accesses
 
     return accesses(e)

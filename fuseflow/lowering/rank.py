@@ -19,7 +19,7 @@ from fuseflow.analysis.cycle_model import Timing, estimate_graph, relayout_cycle
 from fuseflow.analysis.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
-from fuseflow.lowering.ordering import Candidate
+from fuseflow.analysis.ordering import Candidate
 
 DEFAULT_TOP = 6
 """Orders per region lowered and estimated (shortlisted by the static estimate)."""
@@ -60,10 +60,10 @@ class OrderRanker:
         self.density, self.declared = density, dict(declared)
 
     def _graph(self, text: str):
-        from fuseflow.mlir import ir
+        from fuseflow.dialects.sam_ir import module_text, parse_module
         from fuseflow.sim.graph import parse_graphs
 
-        graphs, _ = parse_graphs(ir.Module.parse("module {\n" + text + "\n}"))
+        graphs, _ = parse_graphs(parse_module(module_text([text])))
         return graphs[0]
 
     def _estimate(self, text: str) -> tuple[Any, Any]:

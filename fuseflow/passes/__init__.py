@@ -1,24 +1,28 @@
-"""Registry of fuseflow's own passes (name -> Pass), as `fuseflow-opt` and the API see them.
+"""Registry of fuseflow's own passes (name -> Pass) and the one pipeline runner that
+`fuseflow-opt` and `fuseflow.compile` share.
 
 Each pass lives in its own module, named after the pass (`sam-parallelize` ->
-`sam_parallelize.py`), takes a module and an options dataclass, and returns the (possibly new)
-module. Upstream MLIR passes are handed to the PassManager by name.
+`sam_parallelize.py`), takes a module, an options dataclass and a `PassContext`, and returns the
+(possibly new) module. Upstream MLIR passes are handed to the PassManager by name.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from fuseflow.errors import FuseflowError
+from fuseflow.mlir import MLIRError, PassManager
 from fuseflow.passes import block, fuseflow_order, fuseflow_partition, lower_to_sam, sam_parallelize
+from fuseflow.passes.context import PassContext
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
-    run: Callable[[Any, Any], Any]
+    run: Callable[[Any, Any, PassContext], Any]
     options: type
     stage: str = "linalg"  # the IR it reads: "linalg" (before lower-to-sam) or "sam" (after)
 
@@ -85,3 +89,39 @@ def split_element(element: str) -> tuple[str, str]:
     """``name{opt=1 other=x}`` -> (name, "opt=1 other=x")."""
     m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", element.strip(), re.S)
     return (m.group(1), m.group(2) or "") if m else (element.strip(), "")
+
+
+def run_pipeline(
+    module: Any, elements: list[str], ctx: PassContext | None = None, print_after_all: bool = False
+) -> Any:
+    """Run pipeline `elements` in order: fuseflow passes as Python functions, consecutive upstream
+    passes as one PassManager run. `ctx` carries what a caller knows beyond the IR (example
+    inputs for ranking orders, a Schedule object, module containers) and collects what passes
+    report; `fuseflow-opt` passes an empty one."""
+    ctx = ctx or PassContext()
+    upstream: list[str] = []
+
+    def flush(mod):
+        if upstream:
+            pipeline = "builtin.module(" + ",".join(upstream) + ")"
+            try:
+                pm = PassManager.parse(pipeline, context=mod.context)
+            except (ValueError, MLIRError) as e:
+                raise FuseflowError(f"invalid pass pipeline {pipeline!r}: {str(e).splitlines()[0]}") from None
+            if print_after_all:
+                pm.enable_ir_printing()
+            pm.run(mod.operation)
+            upstream.clear()
+        return mod
+
+    for el in elements:
+        name, options = split_element(el)
+        if name in PASSES:
+            module = flush(module)
+            p = PASSES[name]
+            module = p.run(module, p.parse_options(options), ctx) or module
+            if print_after_all:
+                print(f"// -----// IR Dump After {name} //----- //\n{module}", file=sys.stderr)
+        else:
+            upstream.append(el)
+    return flush(module)

@@ -8,6 +8,7 @@ from fuseflow.errors import FuseflowError
 from fuseflow.lowering.module import BLOCK_ATTR
 from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 from fuseflow.mlir import ir
+from fuseflow.passes.context import PassContext
 
 
 @dataclass
@@ -16,7 +17,7 @@ class Options:
     region: str = ""
 
 
-def run(module, options: Options):
+def run(module, options: Options, ctx: PassContext | None = None):
     """Block every region (or `region=`) with block size `size`: ``lower-to-sam`` then iterates the
     block levels (a block is present where any entry is nonzero; bcsr<b> tensors store exactly
     that) and streams dense tiles as values (tile ALU, reduce, spacc; the simulator's tile timing).

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuseflow.lowering.module import ORDERS_ATTR, lower_module
-from fuseflow.lowering.ordering import DEFAULT_CAP
+from fuseflow.analysis.ordering import DEFAULT_CAP
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.schedule.regions import main_func
-from fuseflow.passes.lower_to_sam import ensure_regions
 from fuseflow.mlir import ir
+from fuseflow.passes.context import PassContext
+from fuseflow.passes.lower_to_sam import ensure_regions
+from fuseflow.schedule.regions import main_func
 
 
 @dataclass
@@ -18,19 +19,27 @@ class Options:
     cap: int = DEFAULT_CAP
 
 
-def run(module, options: Options):
+def run(module, options: Options, ctx: PassContext | None = None):
     """Pick a dataflow order per region: order=auto (cycle model), order=K (K-th enumerated), order=i,k,j.
 
     Orders concordant with the tensors' storage orders are enumerated first, then discordant ones
     (the tensor is re-laid out, its cost counted); at most `cap`. The choice is written as
     ``fuseflow.orders = {region = "i,k,j"}`` on the function; ``lower-to-sam`` follows it.
     Regions come from ``fuseflow-partition`` (without it, every compute op is its own region).
+    Ranking lowers each region's shortlist; the winner's lowering is kept in the pass context so
+    that ``lower-to-sam`` right after reuses it instead of lowering again.
     """
+    ctx = ctx or PassContext()
     with module.context:
         func = main_func(module)
         ensure_regions(func)
         if ORDERS_ATTR in func.attributes:
             del func.attributes[ORDERS_ATTR]
-        _, _, chosen = lower_module(module, order_spec=options.order, cap=options.cap, ranker=OrderRanker())
+        spec = ctx.order if ctx.order is not None else options.order
+        text, summary, chosen = lower_module(
+            module, ctx.node_budget, order_spec=spec, cap=options.cap, ranker=ctx.ranker or OrderRanker()
+        )
         func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
+        ctx.chosen.update(chosen)
+        ctx.lowered = (str(module), text, summary)
     return module

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuseflow.errors import FuseflowError
+from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import assign_regions, main_func
 
 
@@ -12,12 +14,19 @@ class Options:
     schedule: str = "unfused"
 
 
-def run(module, options: Options):
+def run(module, options: Options, ctx: PassContext | None = None):
     """Assign fusion regions: schedule=unfused (one per PyTorch op), layer, op (one per linalg op) or full.
 
     Views and initialisers get no region; they fold into their consumer. Before:
     ``%0 = linalg.matmul ...``; after: ``%0 = linalg.matmul {fuseflow.region = "r0_mm"} ...``.
+    ``schedule=custom`` takes the Schedule object the caller put in the pass context.
     """
+    ctx = ctx or PassContext()
+    schedule = options.schedule
+    if schedule == "custom":
+        if ctx.schedule is None:
+            raise FuseflowError("fuseflow-partition: schedule=custom needs a Schedule from the API (fuseflow.compile)")
+        schedule = ctx.schedule
     with module.context:
-        assign_regions(main_func(module), options.schedule)
+        assign_regions(main_func(module), schedule, ctx.containers)
     return module

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuseflow.dialects.sam_ir import parse_module
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, is_inlined
 from fuseflow.lowering.module import lower_module
+from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
-from fuseflow.lowering.index_notation import COMPUTE_OPS, is_inlined
-from fuseflow.mlir import ir
 
 
 @dataclass
@@ -16,7 +17,7 @@ class Options:
     order: str = ""
 
 
-def run(module, options: Options):
+def run(module, options: Options, ctx: PassContext | None = None):
     """Lower linalg regions to sam graphs (index-variable unification, joiners, reduce/spacc, writers).
 
     Compute ops without a ``fuseflow.region`` are partitioned with the ``op`` schedule first.
@@ -24,11 +25,18 @@ def run(module, options: Options):
     the default order.
     The result replaces the module: one ``sam.graph`` per region, tensors bound by name.
     """
+    ctx = ctx or PassContext()
     with module.context:
         func = main_func(module)
         ensure_regions(func)
-        text, _, _ = lower_module(module, options.node_budget, options.order or None)
-        return ir.Module.parse(text)
+        stash, ctx.lowered = ctx.lowered, None
+        if stash is not None and stash[0] == str(module) and options.node_budget == ctx.node_budget:
+            text, summary = stash[1], stash[2]  # fuseflow-order just lowered exactly this module
+        else:
+            text, summary, chosen = lower_module(module, options.node_budget, options.order or None)
+            ctx.chosen.update(chosen)
+        ctx.summary = summary
+        return parse_module(text)
 
 
 def ensure_regions(func) -> None:

@@ -13,10 +13,12 @@ Run the pass twice for two levels (the second level's lanes span all the first l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, module_text, parse_module, read_module
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import ir
+from fuseflow.passes.context import PassContext
 
 WRITERS = {"write_crd", "write_val"}
 
@@ -28,79 +30,7 @@ class Options:
     region: str = ""
 
 
-@dataclass
-class OpRec:
-    """One sam op as the rewrite sees it: operands are (producer index, result number)."""
-
-    kind: str
-    operands: list[tuple[int, int]]
-    attrs: list[tuple[str, str]]
-    result_types: list[str]
-
-    def attr(self, name: str) -> str | None:
-        return next((v for k, v in self.attrs if k == name), None)
-
-    @property
-    def index_var(self) -> str | None:
-        v = self.attr("index_var")
-        return v.strip('"') if v is not None else None
-
-
-@dataclass
-class GraphRec:
-    name: str
-    ops: list[OpRec]
-    graph_attrs: str
-    lines: list[str] = field(default_factory=list)
-
-
-def _named_attrs(op) -> list[tuple[str, str]]:
-    attrs = op.attributes
-    return [(attrs[j].name, str(attrs[j].attr)) for j in range(len(attrs))]
-
-
-def read_graph(g: ir.Operation) -> GraphRec:
-    where: dict = {}
-    ops = []
-    for i, op in enumerate(g.regions[0].blocks[0].operations):
-        op = op.operation
-        rec = OpRec(
-            op.name.split(".", 1)[1],
-            [where[v] for v in op.operands],
-            _named_attrs(op),
-            [str(r.type) for r in op.results],
-        )
-        for r in op.results:
-            where[r] = (i, r.result_number)
-        ops.append(rec)
-    attrs = ", ".join(f"{k} = {v}" for k, v in _named_attrs(g))
-    return GraphRec(ir.StringAttr(g.attributes["sym_name"]).value, ops, attrs)
-
-
-class _Emitter:
-    """Generic-form text of a graph body with fresh SSA names."""
-
-    def __init__(self):
-        self.lines: list[str] = []
-        self.types: dict[str, str] = {}
-        self.n = 0
-
-    def op(self, kind: str, operands: list[str], attrs: list[tuple[str, str]], result_types: list[str]) -> list[str]:
-        names = []
-        for t in result_types:
-            names.append(f"%{self.n}")
-            self.types[names[-1]] = t
-            self.n += 1
-        lhs = ", ".join(names) + " = " if names else ""
-        outs = ", ".join(result_types)
-        outs = outs if len(result_types) == 1 else f"({outs})"
-        attr_text = ", ".join(f"{k} = {v}" for k, v in attrs)
-        ins = ", ".join(self.types[o] for o in operands)
-        self.lines.append(f'    {lhs}"sam.{kind}"({", ".join(operands)}) {{{attr_text}}} : ({ins}) -> {outs}')
-        return names
-
-
-def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[int, int], int]:
+def _depths(g: SamGraph, lane: set[int], level_nodes: set[int]) -> dict[tuple[int, int], int]:
     """Levels below the parallel variable of every stream the lane body produces."""
     depth: dict[tuple[int, int], int] = {}
     for i, op in enumerate(g.ops):
@@ -119,7 +49,7 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
         elif op.kind == "reduce":
             out = [ins[0] - 1]
         elif op.kind == "spacc":
-            order = int(op.attr("order").split(":")[0])
+            order = int(op.get("order"))
             outer = ins[order]  # operands: inner crds (order of them), the outer crd, the values
             if outer < 0:  # accumulating over a variable above the level: inner levels keep their depth
                 out = ins[:order] + [ins[order - 1]]
@@ -134,7 +64,7 @@ def _depths(g: GraphRec, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
     return depth
 
 
-def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
+def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
     """The graph's text with the work under `levels` in `factor` lanes (several names when a
     region computes several outputs with their own variables; the rest stays as it is).
 
@@ -179,9 +109,9 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     # A lane may read a stream from above the level (e.g. a spacc over an outer variable reads
     # its coordinates) when the level is dense: every fiber then holds every coordinate, dealing
     # by position is dealing by coordinate, and each lane gets the whole outer stream.
-    dense = all(
-        g.ops[i].kind != "scan" or (g.ops[i].attr("format") or "").strip('"') == "dense" for i in level_nodes
-    ) and not any(g.ops[i].kind in ("intersect", "union") for i in level_nodes)
+    dense = all(g.ops[i].kind != "scan" or g.ops[i].get("format") == "dense" for i in level_nodes) and not any(
+        g.ops[i].kind in ("intersect", "union") for i in level_nodes
+    )
     for i in sorted(lane):
         for src, _ in g.ops[i].operands:
             if src not in lane and src not in level_nodes and not dense:
@@ -193,33 +123,27 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
     depth = _depths(g, lane, level_nodes)
-    em = _Emitter()
+    em = GraphBuilder(cse=False)
     names: dict[tuple[int, int], str] = {}
     for i, op in enumerate(g.ops):  # the level's nodes and everything above, in order
         if i in lane or i in after:
             continue
-        for r, nm in enumerate(em.op(op.kind, [names[o] for o in op.operands], op.attrs, op.result_types)):
+        for r, nm in enumerate(em.copy(op, [names[o] for o in op.operands])):
             names[(i, r)] = nm
     forks: dict[tuple[int, int], list[str]] = {}
     for i in sorted(lane):
         for o in g.ops[i].operands:
             if o[0] not in lane and o not in forks:
-                t = g.ops[o[0]].result_types[o[1]]
                 deal = o[0] in level_nodes  # else: a stream from above, copied to every lane
-                attrs = [
-                    ("depth", f"{0 if deal else -1} : i64"),
-                    ("factor", f"{factor} : i64"),
-                    ("index_var", f'"{(g.ops[o[0]].index_var if deal else None) or level}"'),
-                    ("resultSegmentSizes", f"array<i32: {factor}>"),
-                ]
-                forks[o] = em.op("fork", [names[o]], attrs, [t] * factor)
+                var = (g.ops[o[0]].index_var if deal else None) or level
+                forks[o] = em.fork(names[o], index_var=var, factor=factor, depth=0 if deal else -1)
     lanes: list[dict[tuple[int, int], str]] = []
     for p in range(factor):
         mine: dict[tuple[int, int], str] = {}
         for i in sorted(lane):
             op = g.ops[i]
             ins = [forks[o][p] if o in forks else mine[o] for o in op.operands]
-            for r, nm in enumerate(em.op(op.kind, ins, op.attrs, op.result_types)):
+            for r, nm in enumerate(em.copy(op, ins)):
                 mine[(i, r)] = nm
         lanes.append(mine)
     joined: dict[tuple[int, int], str] = {}
@@ -229,25 +153,20 @@ def parallelize_graph(g: GraphRec, levels: set[str], factor: int) -> str:
         for o in op.operands:
             if o[0] in lane:
                 if o not in joined:
-                    attrs = [
-                        ("depth", f"{depth[o]} : i64"),
-                        ("factor", f"{factor} : i64"),
-                        ("index_var", f'"{_lane_var(g, o, level_nodes, lane)}"'),
-                        ("operandSegmentSizes", f"array<i32: {factor}>"),
-                    ]
-                    joined[o] = em.op(
-                        "join", [lanes[p][o] for p in range(factor)], attrs, [g.ops[o[0]].result_types[o[1]]]
-                    )[0]
+                    joined[o] = em.join(
+                        [lanes[p][o] for p in range(factor)],
+                        index_var=_lane_var(g, o, level_nodes, lane),
+                        depth=depth[o],
+                    )
                 ins.append(joined[o])
             else:
                 ins.append(names[o])
-        for r, nm in enumerate(em.op(op.kind, ins, op.attrs, op.result_types)):
+        for r, nm in enumerate(em.copy(op, ins)):
             names[(i, r)] = nm
-    body = "\n".join(em.lines)
-    return f'  "sam.graph"() ({{\n{body}\n  }}) {{{g.graph_attrs}}} : () -> ()'
+    return em.graph(g.name, g.tensors, g.extra_attrs)
 
 
-def _lane_var(g: GraphRec, o: tuple[int, int], level_nodes: set[int], lane: set[int]) -> str:
+def _lane_var(g: SamGraph, o: tuple[int, int], level_nodes: set[int], lane: set[int]) -> str:
     """The parallel variable a lane stream descends from (for the join's index_var)."""
     stack, seen = [o[0]], set()
     while stack:
@@ -277,14 +196,15 @@ def parallelize_module(module: ir.Module, level: str, factor: int, region: str =
     text = str(module)
     for k, name in enumerate(names):
         if k:
-            module = ir.Module.parse(text, context=module.context)
+            module = parse_module(text, context=module.context)
         text, changed = _parallelize_once(module, name, factor, region)
         changed_all += [c for c in changed if c not in changed_all]
     return text, changed_all
 
 
 def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -> tuple[str, list[str]]:
-    graphs = [read_graph(op.operation) for op in module.body.operations]
+    read = read_module(module)
+    graphs = read.graphs
     if region and region not in {g.name for g in graphs}:
         raise FuseflowError(f"sam-parallelize: no region {region!r}; regions: {', '.join(g.name for g in graphs)}")
     texts, changed, errors = [], [], []
@@ -306,12 +226,10 @@ def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -
             if len(errors) == 1
             else f"sam-parallelize: no region can be parallelized at {level!r} (" + "; ".join(errors[:3]) + ")"
         )
-    outs = module.operation.attributes["sam.outputs"] if "sam.outputs" in module.operation.attributes else None
-    head = "module" + (f" attributes {{sam.outputs = {outs}}}" if outs is not None else "")
-    return head + " {\n" + "\n".join(texts) + "\n}\n", changed
+    return module_text(texts, read.outputs), changed
 
 
-def run(module, options: Options):
+def run(module, options: Options, ctx: PassContext | None = None):
     """Split the streams under index variable `level` into `factor` lanes with sam.fork/sam.join.
 
     Works on sam graphs (after ``lower-to-sam``). Applies to every region with index variable
@@ -320,4 +238,4 @@ def run(module, options: Options):
     """
     with module.context:
         text, _ = parallelize_module(module, options.level, options.factor, options.region)
-        return ir.Module.parse(text)
+        return parse_module(text)

@@ -15,7 +15,7 @@ from typing import Sequence
 import networkx as nx
 
 from fuseflow.errors import UnsupportedError
-from fuseflow.lowering.index_notation import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined
 from fuseflow.mlir import ir, location_str
 
 REGION_ATTR = "fuseflow.region"

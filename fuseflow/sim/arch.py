@@ -29,21 +29,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from fuseflow.errors import FuseflowError
-from fuseflow.primitives import KINDS  # the simulator's table (fork and join included)
+from fuseflow.primitives import ARCH_KEYS, KINDS  # the simulator's tables (fork and join included)
 
 UNBOUNDED = 10_240_000
 PRESETS = ("comal", "sam", "rda")
-INT_KEYS = {
-    "fifo_depth",
-    "latency",
-    "ii",
-    "max_cycles",
-    "max_fifo_mib",
-    "tile_matmul_ii_per_b",
-    "tile_elementwise_ii_per_b",
-}
-BOOL_KEYS = {"scan_emit_on_pop", "reduce_split_stop"}
-MEMORY_KEYS = {"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"}
+INT_KEYS = {k for k, t in ARCH_KEYS["arch"].items() if t == "int"}
+BOOL_KEYS = {k for k, t in ARCH_KEYS["arch"].items() if t == "bool"}
+KIND_KEYS = set(ARCH_KEYS["kinds"])
+MEMORY_KEYS = set(ARCH_KEYS["memory"])
 
 
 @dataclass(frozen=True)
@@ -97,7 +90,7 @@ class Arch:
                 for kind, kv in dict(v).items():
                     if kind not in KINDS:
                         raise FuseflowError(f"architecture {name}: unknown primitive kind {kind!r} in [arch.kinds]")
-                    bad = set(kv) - {"latency", "ii"}
+                    bad = set(kv) - KIND_KEYS
                     if bad:
                         raise FuseflowError(f"architecture {name}: kinds.{kind}: unknown setting {sorted(bad)[0]!r}")
                     settings["kinds"][kind] = {
@@ -110,18 +103,19 @@ class Arch:
                         f"architecture {name}: memory: unknown setting {sorted(bad)[0]!r}; "
                         f"known: {', '.join(sorted(MEMORY_KEYS))}"
                     )
+                types = ARCH_KEYS["memory"]
                 mem = {
                     x: (
                         bool(y)
-                        if x == "enabled"
-                        else _positive(y, f"architecture {name}: memory.{x}", zero=x == "startup")
+                        if types[x] == "bool"
+                        else _positive(y, f"architecture {name}: memory.{x}", zero=types[x] == "uint")
                     )
                     for x, y in v.items()
                 }
                 if mem.get("enabled", True):
                     settings["memory"] = mem
             else:
-                known = sorted(INT_KEYS | BOOL_KEYS | {"kinds", "memory"})
+                known = sorted(ARCH_KEYS["arch"])
                 raise FuseflowError(f"architecture {name}: unknown setting {k!r}; known: {', '.join(known)}")
         if "max_cycles" in settings:
             max_cycles = settings.pop("max_cycles")

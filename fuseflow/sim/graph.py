@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse
 
 from fuseflow import _simulator
+from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
 from fuseflow.formats import Format, pack, pack_blocked, pack_sparse, unpack, unpack_blocked
 from fuseflow.mlir import ir
@@ -50,14 +51,13 @@ class GraphSpec:
     block: int = 0
 
 
-def _tile_params(op, kind: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
+def _tile_params(op: SamOp, kind: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
     """Tile layouts of a blocked value op: its axes and each value input's axes, as variable ids."""
 
     def id_of(v: str) -> int:
         return ids.setdefault(v, len(ids))
 
-    own = _a(op, "axes")
-    axes = [ir.StringAttr(x).value for x in own] if own is not None else []
+    axes = op.axes or []
     value_inputs = {"alu": inputs, "reduce": inputs[:1], "spacc": inputs[-1:], "write_val": inputs[:1], "load": []}[
         kind
     ]
@@ -71,110 +71,65 @@ def _tile_params(op, kind: str, inputs: list, axes_of, ids: dict[str, int], b: i
     }
 
 
-def _a(op, name, default=None):
-    try:
-        a = op.attributes[name]
-    except KeyError:
-        return default
-    if isinstance(a, (ir.StringAttr, ir.IntegerAttr, ir.FloatAttr)):
-        return a.value
-    return a
-
-
 def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
     """Node specs of every sam.graph in `module`, and the program outputs (sam.outputs)."""
-    graphs = []
-    for g in module.body.operations:
-        g = g.operation
-        if g.name != "sam.graph":
-            raise VerificationError(f"expected only sam.graph ops at the top level, found '{g.name}'")
-        tensors = {}
-        for t in g.attributes["tensors"]:
-            d = ir.DictAttr(t)
-            name = ir.StringAttr(d["name"]).value
-            shape = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["shape"]))
-            levels = tuple(ir.StringAttr(x).value for x in ir.ArrayAttr(d["levels"]))
-            order = tuple(ir.IntegerAttr(x).value for x in ir.ArrayAttr(d["mode_order"]))
-            copy_of = ir.StringAttr(d["copy_of"]).value if "copy_of" in d else None
-            block = ir.IntegerAttr(d["block"]).value if "block" in d else 0
-            tensors[name] = TensorSpec(
-                name, ir.StringAttr(d["role"]).value, shape, Format(levels, order), copy_of, block
-            )
-        spec = GraphSpec(
-            ir.StringAttr(g.attributes["sym_name"]).value,
-            [],
-            tensors,
-            block=max((t.block for t in tensors.values()), default=0),
-        )
-        where: dict = {}
-        ops_seen: list = []
-        ids: dict[str, int] = {}
+    read = read_module(module)
+    return [_graph_spec(g) for g in read.graphs], read.outputs or []
 
-        def axes_of(idx: int, port: int, ops_seen=ops_seen, spec=spec) -> list[str]:
-            """Tile axes of a value stream: its producer's `axes`, through pass-through ops."""
-            while True:
-                src_op, spec_node = ops_seen[idx], spec.nodes[idx]
-                own = _a(src_op, "axes")
-                if own is not None:
-                    return [ir.StringAttr(x).value for x in own]
-                if spec_node.kind in ("repeat", "fork", "join"):
-                    idx, port = spec_node.inputs[0]
-                elif spec_node.kind in ("intersect", "union"):
-                    n = len(spec_node.inputs) - (len(src_op.results) - 1)  # number of crd inputs
-                    idx, port = spec_node.inputs[n + port - 1]
-                else:
-                    raise VerificationError(f"sam.{spec_node.kind}: no tile axes for its value output")
 
-        for op in g.regions[0].blocks[0].operations:
-            op = op.operation
-            kind = op.name.split(".", 1)[1]
-            idx = len(spec.nodes)
-            inputs = []
-            for v in op.operands:
-                if v not in where:
-                    raise VerificationError(f"sam.{kind}: operand defined outside the graph")
-                inputs.append(where[v])
-            params: dict[str, Any] = {}
-            tensor = _a(op, "tensor")
-            label = (
-                f"{kind}{idx}"
-                + (f"_{tensor}" if tensor else "")
-                + (f"_{_a(op, 'index_var')}" if _a(op, "index_var") else "")
-            )
-            node = NodeSpec(kind, label, inputs, params, tensor or None, int(_a(op, "level", 0) or 0), len(op.results))
-            if kind == "scan":
-                params["format"] = _a(op, "format")
-                params["dim"] = int(_a(op, "dim"))
-            elif kind == "locate":
-                params["dim"] = int(_a(op, "dim"))
-            elif kind == "alu":
-                params["op"] = _a(op, "op")
-                if len(inputs) == 1 and params["op"] not in ALU_UNARY:
-                    params["scalar"] = float(_a(op, "scalar", 0.0))
-            elif kind in ("reduce", "spacc"):
-                params["kind"] = _a(op, "kind")
-                if kind == "spacc":
-                    params["order"] = int(_a(op, "order"))
-            elif kind in ("fork", "join"):
-                params["factor"] = int(_a(op, "factor"))
-                params["depth"] = int(_a(op, "depth"))
-            elif kind == "concat":
-                raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
-            if spec.block and kind in ("load", "alu", "reduce", "spacc", "write_val"):
-                params.update(_tile_params(op, kind, inputs, axes_of, ids, spec.block))
-            if kind in ("load", "alu", "reduce", "spacc") or (
-                kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes
-            ):
-                spec.value_nodes.append(idx)
-            for r in op.results:
-                where[r] = (idx, r.result_number)
-            spec.nodes.append(node)
-            ops_seen.append(op)
-        graphs.append(spec)
-    outs = []
-    if "sam.outputs" in module.operation.attributes:
-        outs = [ir.StringAttr(x).value for x in ir.ArrayAttr(module.operation.attributes["sam.outputs"])]
-    return graphs, outs
+def _graph_spec(g: SamGraph) -> GraphSpec:
+    tensors = {
+        t.name: TensorSpec(t.name, t.role, t.shape, Format(t.levels, t.mode_order), t.copy_of, t.block)
+        for t in g.tensors
+    }
+    spec = GraphSpec(g.name, [], tensors, block=max((t.block for t in tensors.values()), default=0))
+
+    def axes_of(idx: int, port: int) -> list[str]:
+        """Tile axes of a value stream: its producer's `axes`, through pass-through ops."""
+        while True:
+            src_op, spec_node = g.ops[idx], spec.nodes[idx]
+            if src_op.axes is not None:
+                return src_op.axes
+            if spec_node.kind in ("repeat", "fork", "join"):
+                idx, port = spec_node.inputs[0]
+            elif spec_node.kind in ("intersect", "union"):
+                n = len(spec_node.inputs) - (src_op.n_results - 1)  # number of crd inputs
+                idx, port = spec_node.inputs[n + port - 1]
+            else:
+                raise VerificationError(f"sam.{spec_node.kind}: no tile axes for its value output")
+
+    ids: dict[str, int] = {}
+    for idx, op in enumerate(g.ops):
+        kind, inputs = op.kind, list(op.operands)
+        params: dict[str, Any] = {}
+        label = f"{kind}{idx}" + (f"_{op.tensor}" if op.tensor else "") + (f"_{op.index_var}" if op.index_var else "")
+        node = NodeSpec(kind, label, inputs, params, op.tensor, int(op.get("level", 0)), op.n_results)
+        if kind == "scan":
+            params["format"] = op.get("format")
+            params["dim"] = int(op.get("dim"))
+        elif kind == "locate":
+            params["dim"] = int(op.get("dim"))
+        elif kind == "alu":
+            params["op"] = op.get("op")
+            if len(inputs) == 1 and params["op"] not in ALU_UNARY:
+                params["scalar"] = float(op.get("scalar", 0.0))
+        elif kind in ("reduce", "spacc"):
+            params["kind"] = op.get("kind")
+            if kind == "spacc":
+                params["order"] = int(op.get("order"))
+        elif kind in ("fork", "join"):
+            params["factor"] = int(op.get("factor"))
+            params["depth"] = int(op.get("depth"))
+        elif kind == "concat":
+            raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
+        if spec.block and kind in ("load", "alu", "reduce", "spacc", "write_val"):
+            params.update(_tile_params(op, kind, inputs, axes_of, ids, spec.block))
+        if kind in ("load", "alu", "reduce", "spacc") or (
+            kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes
+        ):
+            spec.value_nodes.append(idx)
+        spec.nodes.append(node)
+    return spec
 
 
 @dataclass

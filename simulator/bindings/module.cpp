@@ -50,7 +50,9 @@ KindTiming kind_timing(const nb::handle& h, KindTiming k) {
   return k;
 }
 
-// Timing from the architecture dictionary fuseflow.sim.arch builds (validated there too).
+// Timing from the architecture dictionary fuseflow.sim.arch builds, validated there against
+// kArchKeys (max_cycles is a run limit, passed to run() instead). An unknown key here means
+// the table and this converter disagree (tests/unit/test_primitive_table.py).
 Timing to_timing(const nb::dict& cfg) {
   Timing t;
   for (auto [key, v] : cfg) {
@@ -199,6 +201,18 @@ NB_MODULE(_simulator, m) {
       .def_prop_ro("window_capable", &Graph::window_capable,
                    "Whether the window engine supports this graph's timing (no memory model).")
       .def("__len__", &Graph::size);
+  m.def("arch_keys", [] {
+    auto table = [](const auto& keys) {
+      nb::dict d;
+      for (const ArchKey& k : keys) d[k.name] = k.type;
+      return d;
+    };
+    nb::dict d;
+    d["arch"] = table(kArchKeys);
+    d["kinds"] = table(kKindKeys);
+    d["memory"] = table(kMemoryKeys);
+    return d;
+  }, "The architecture settings ([arch], [arch.kinds.*], [arch.memory]) and their value types.");
   m.def("primitive_kinds", &primitive_kinds, "Every primitive kind (sam op mnemonic) the simulator builds.");
   m.def("alu_ops", [] {
     std::vector<std::pair<std::string, bool>> out;

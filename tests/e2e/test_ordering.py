@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import fuseflow
 import spgemm_chain
-from fuseflow.lowering.ordering import linear_extensions
+from fuseflow.analysis.ordering import linear_extensions
 
 
 @pytest.mark.parametrize("density", [0.1, 0.3])

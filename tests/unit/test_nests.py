@@ -1,12 +1,12 @@
-"""Loop-nest planning of nested reductions (lowering/nests.py), on hand-built index notation.
+"""Loop-nest planning of nested reductions (analysis/nests.py), on hand-built index notation.
 
 The expression is a second GNN layer with mean aggregation over a first one:
 Y(i,j) = sum_k A(i,k) * (sum_l C(k,l) B(l,j)) / (sum_m C(k,m)). The inner sums do not use i, but
 are consumed under A's (i, k). Expected nests are written out by hand from DESIGN §5.4.
 """
 
-from fuseflow.lowering.index_notation import Access, Call, Reduce
-from fuseflow.lowering.nests import plan
+from fuseflow.analysis.index_notation import Access, Call, Reduce
+from fuseflow.analysis.nests import plan
 
 
 def _reductions(e, out=None):

@@ -45,3 +45,24 @@ def test_every_kind_takes_per_kind_timing_fork_and_join_included():
     assert set(arch.settings["kinds"]) == set(KINDS)
     with pytest.raises(FuseflowError, match="unknown primitive kind 'forkk'"):
         Arch.resolve({"kinds": {"forkk": {"ii": 2}}})
+
+
+def _value(kind: str):
+    return {"int": 2, "uint": 0, "bool": True}[kind]
+
+
+def test_every_arch_key_of_the_table_is_accepted_by_python_and_converted_by_cpp():
+    """The [arch] keys come from the simulator's table (timing.h: kArchKeys); each is validated
+    by fuseflow.sim.arch and then understood by the C++ converter (an unknown key there throws)."""
+    keys = _simulator.arch_keys()
+    assert {"fifo_depth", "max_fifo_mib", "kinds", "memory"} <= set(keys["arch"])
+    d = {k: _value(t) for k, t in keys["arch"].items() if t != "table"}
+    d["kinds"] = {"alu": {k: _value(t) for k, t in keys["kinds"].items()}}
+    d["memory"] = {k: _value(t) for k, t in keys["memory"].items()}
+    arch = Arch.resolve(d)
+    assert arch.max_cycles == 2 and arch.settings["memory"]["startup"] == 0
+    _simulator.Graph(arch.settings)  # the C++ side takes every setting Python passes it
+    with pytest.raises(FuseflowError, match="unknown setting 'fifo_dept'"):
+        Arch.resolve({"fifo_dept": 4})
+    with pytest.raises(FuseflowError, match="memory.startup must be a non-negative integer"):
+        Arch.resolve({"memory": {"startup": -1}})

@@ -47,6 +47,25 @@ struct Timing {
   }
 };
 
+// The one table of architecture settings (`[arch]` keys): name and value type. fuseflow.sim.arch
+// validates user input against it (read through `_simulator.arch_keys()`), and the bindings'
+// `to_timing` converts exactly these keys.
+struct ArchKey {
+  const char* name;
+  const char* type;  // "int" (positive), "uint" (non-negative), "bool", or "table"
+};
+inline constexpr ArchKey kArchKeys[] = {
+    {"fifo_depth", "int"},           {"latency", "int"},           {"ii", "int"},
+    {"max_cycles", "int"},           {"max_fifo_mib", "int"},      {"tile_matmul_ii_per_b", "int"},
+    {"tile_elementwise_ii_per_b", "int"}, {"scan_emit_on_pop", "bool"}, {"reduce_split_stop", "bool"},
+    {"kinds", "table"},              {"memory", "table"},
+};
+inline constexpr ArchKey kKindKeys[] = {{"latency", "int"}, {"ii", "int"}};
+inline constexpr ArchKey kMemoryKeys[] = {
+    {"enabled", "bool"}, {"channels", "int"}, {"bytes_per_request", "int"},
+    {"latency", "int"},  {"ii", "int"},       {"startup", "uint"},
+};
+
 // Shared channel state of the memory model.
 class Memory {
  public:

@@ -8,7 +8,7 @@ hash-consing emits one subgraph and both consumers read it.
 
 from __future__ import annotations
 
-from fuseflow.lowering.index_notation import Access, Call, Expr, Reduce
+from fuseflow.analysis.index_notation import Access, Call, Expr, Reduce
 
 
 def _key(e: Expr, env: dict[str, str]) -> tuple:

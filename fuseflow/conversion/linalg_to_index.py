@@ -1,4 +1,4 @@
-"""From a fusion region of linalg ops to one index-notation expression per region output.
+"""Conversion: from a fusion region of linalg ops to one index-notation expression per region output.
 
 Index-variable unification (DESIGN §5.1) happens by substitution: walking from a region output
 backwards, each op's loop dimensions are bound to the variables its consumer uses for the result,
@@ -11,55 +11,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Callable
 
+from fuseflow.analysis.index_notation import (
+    UNIT,
+    Access,
+    Assign,
+    Call,
+    Const,
+    Expr,
+    Reduce,
+    call,
+)
 from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
-
-
-@dataclass(frozen=True)
-class Access:
-    """Tensor `tensor` read at `vars` (one per tensor mode, in mode order); `use` keeps views apart."""
-
-    tensor: str
-    vars: tuple[str, ...]
-    use: int
-
-
-@dataclass(frozen=True)
-class Const:
-    value: float
-
-
-@dataclass(frozen=True)
-class Call:
-    """An elementwise ALU op (sam.alu names: add, sub, mul, div, max, min, exp, relu, ...)."""
-
-    op: str
-    args: tuple["Expr", ...]
-
-
-@dataclass(frozen=True)
-class Reduce:
-    """Reduction (sum or max) of `body` over `vars`."""
-
-    kind: str
-    vars: tuple[str, ...]
-    body: "Expr"
-
-
-Expr = Union[Access, Const, Call, Reduce]
-
-
-@dataclass
-class Assign:
-    """``out(vars) = expr``: one region output in index notation."""
-
-    out: str
-    vars: tuple[str, ...]
-    expr: Expr
-    dims: dict[str, int]
-    loc: str | None
 
 
 UNARY = {
@@ -87,7 +52,6 @@ COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
 IGNORED_OPS = ("tensor.empty", "linalg.fill", "arith.constant", "func.return")
 
 _ACC = object()  # marker: the accumulator block argument of a reduction
-UNIT = "_"  # the variable of a size-1 dimension: never iterated (a dense level of one element)
 
 
 def is_inlined(op) -> bool:
@@ -105,37 +69,6 @@ def op_location(op) -> str | None:
 
 def unsupported(op, what: str) -> UnsupportedError:
     return UnsupportedError(what, location_str(op.location))
-
-
-def fold(op: str, args: tuple[float, ...]) -> float:
-    a = args[0]
-    b = args[1] if len(args) > 1 else 0.0
-    table: dict[str, Callable[[], float]] = {
-        "add": lambda: a + b,
-        "sub": lambda: a - b,
-        "mul": lambda: a * b,
-        "div": lambda: a / b if b else (math.nan if a == 0 else math.copysign(math.inf, a)),
-        "max": lambda: max(a, b),
-        "min": lambda: min(a, b),
-        "neg": lambda: -a,
-        "relu": lambda: max(a, 0.0),
-        "exp": lambda: math.exp(a),
-        "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
-        "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf,
-        "tanh": lambda: math.tanh(a),
-        "abs": lambda: abs(a),
-        "erf": lambda: math.erf(a),
-        "eqz": lambda: 1.0 if a == 0 else 0.0,
-        "nez": lambda: 0.0 if a == 0 else 1.0,
-        "mask": lambda: a if b != 0 else -math.inf,
-    }
-    return table[op]()
-
-
-def call(op: str, *args: Expr) -> Expr:
-    if all(isinstance(a, Const) for a in args):
-        return Const(fold(op, tuple(a.value for a in args)))
-    return Call(op, tuple(args))
 
 
 def _cast(cls, e):
@@ -478,27 +411,3 @@ def _relu_operand(select: ir.Operation) -> ir.Value | None:
     if _float_constant(zero) != 0.0 or _float_constant(f) != 0.0 or t != x:
         return None
     return x
-
-
-def accesses(e: Expr) -> list[Access]:
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, Call):
-        return [a for x in e.args for a in accesses(x)]
-    if isinstance(e, Reduce):
-        return accesses(e.body)
-    return []
-
-
-def render(e: Expr) -> str:
-    """Readable form, e.g. ``sum_j(A(i,j) * x(j))``."""
-    if isinstance(e, Access):
-        return f"{e.tensor}({','.join(e.vars)})"
-    if isinstance(e, Const):
-        return f"{e.value:g}"
-    if isinstance(e, Reduce):
-        return f"{e.kind}_{''.join(e.vars)}({render(e.body)})"
-    sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-    if e.op in sym and len(e.args) == 2:
-        return f"({render(e.args[0])} {sym[e.op]} {render(e.args[1])})"
-    return f"{e.op}({', '.join(render(a) for a in e.args)})"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from fuseflow.lowering.index_notation import Access, Const, Expr, Reduce, fold
+from fuseflow.analysis.index_notation import Access, Const, Expr, Reduce, fold
 
 INF = math.inf
 

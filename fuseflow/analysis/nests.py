@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from fuseflow.errors import DiscordantError, UnsupportedError
-from fuseflow.lowering.index_notation import UNIT, Access, Call, Const, Expr, Reduce
-from fuseflow.lowering.storage_order import default_order
+from fuseflow.analysis.index_notation import UNIT, Access, Call, Const, Expr, Reduce
+from fuseflow.analysis.storage_order import default_order
 
 
 _FREE: dict[int, tuple[Expr, frozenset]] = {}

@@ -9,16 +9,16 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
+from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
-from fuseflow.lowering.absent import absent, identity
-from fuseflow.lowering.alpha import share_equivalent
-from fuseflow.lowering.nests import NestPlan, SharedInTwoNests, plan
-from fuseflow.lowering.storage_order import storage_vars
+from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
+from fuseflow.analysis.absent import absent, identity
+from fuseflow.analysis.alpha import share_equivalent
+from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, plan
+from fuseflow.analysis.storage_order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
 COMMUTATIVE = {"add", "mul", "max", "min"}
@@ -119,78 +119,7 @@ def _retarget(e: Expr, use: int, name: str) -> Expr:
     return e
 
 
-# --- text emission -------------------------------------------------------------------------------
-def _attr(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return f"{v} : i64"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "0x7FC00000 : f32"
-        if math.isinf(v):
-            return ("0x7F800000" if v > 0 else "0xFF800000") + " : f32"
-        return f"{v:.9e} : f32"
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_attr(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {_attr(x)}" for k, x in v.items()) + "}"
-    raise TypeError(type(v))
-
-
-@dataclass
-class GraphText:
-    """Accumulates sam ops in generic form with hash-consing of pure ops (CSE)."""
-
-    lines: list[str] = field(default_factory=list)
-    types: dict[str, str] = field(default_factory=dict)
-    memo: dict = field(default_factory=dict)
-    n: int = 0
-    nodes: int = 0
-
-    def op(
-        self,
-        name: str,
-        operands: list[str],
-        attrs: dict,
-        results: list[str],
-        segments: list[int] | None = None,
-        result_segments: list[int] | None = None,
-        pure: bool = True,
-    ) -> list[str]:
-        key = (name, tuple(operands), tuple(sorted((k, repr(v)) for k, v in attrs.items())))
-        if pure and key in self.memo:
-            return self.memo[key]
-        a = dict(attrs)
-        text_attrs = ", ".join(f"{k} = {_attr(x)}" for k, x in sorted(a.items()))
-        if segments is not None:
-            text_attrs += (
-                ", " if text_attrs else ""
-            ) + f"operandSegmentSizes = array<i32: {', '.join(map(str, segments))}>"
-        if result_segments is not None:
-            text_attrs += f", resultSegmentSizes = array<i32: {', '.join(map(str, result_segments))}>"
-        names = []
-        for t in results:
-            nm = f"%{self.n}"
-            self.n += 1
-            self.types[nm] = t
-            names.append(nm)
-        lhs = (", ".join(names) + " = ") if names else ""
-        in_types = ", ".join(self.types[o] for o in operands)
-        out_types = ", ".join(results)
-        out_types = f"({out_types})" if len(results) != 1 else out_types
-        self.lines.append(
-            f'    {lhs}"sam.{name}"({", ".join(operands)}) {{{text_attrs}}} : ({in_types}) -> {out_types}'
-        )
-        self.nodes += 1
-        if pure:
-            self.memo[key] = names
-        return names
-
-
-REF, CRD, VAL, SIG = "!sam.ref", "!sam.crd", "!sam.val<f32>", "!sam.rsig"
+# --- graph building --------------------------------------------------------------------------------
 _RANGE = object()  # payload owner of a dense range generator (no tensor behind it)
 
 
@@ -209,7 +138,7 @@ class SamLowering:
         self.vaxes: dict[str, tuple[str, ...]] = {}  # value stream -> its tile's axes (blocked)
         self._scans: dict = {}
         self.tensors = tensors
-        self.g = GraphText()
+        self.g = GraphBuilder()
         self.node_budget = node_budget
         self.outputs: dict[str, TensorInfo] = {}
         self.notes: list[str] = []
@@ -241,25 +170,15 @@ class SamLowering:
     def _scan_level(self, a: Access, v: str) -> tuple[str, dict, bool]:
         st = self.state[a]
         kind, mode, level, dim = self._level(a, st)
-        ref, crd = self.g.op(
-            "scan",
-            [st.ref],
-            {"tensor": a.tensor, "mode": mode, "level": level, "format": kind, "dim": dim, "index_var": v},
-            [REF, CRD],
-        )
+        ref, crd = self.g.scan(st.ref, tensor=a.tensor, mode=mode, level=level, format=kind, dim=dim, index_var=v)
         return crd, {a: ref}, kind == "dense"
 
     def _range(self, v: str) -> tuple[str, dict, bool]:
         """A dense coordinate generator over v's full range (for ops with f(0) != 0)."""
-        parent = self.g.op("root", [], {"tensor": ""}, [REF])[0]
+        parent = self.g.root("")
         for crd in [self.crd_of[u] for u in self.prefix]:  # bring the generator to this nesting depth
-            parent = self.g.op("repeat", [parent, self._sig(crd)], {"tensor": "", "index_var": ""}, [REF])[0]
-        ref, crd = self.g.op(
-            "scan",
-            [parent],
-            {"tensor": "", "mode": 0, "level": 0, "format": "dense", "dim": self.dims[v], "index_var": v},
-            [REF, CRD],
-        )
+            parent = self.g.repeat(parent, self._sig(crd))
+        ref, crd = self.g.scan(parent, tensor="", mode=0, level=0, format="dense", dim=self.dims[v], index_var=v)
         return crd, {_RANGE: ref}, True
 
     def _joiner(self, kind: str, parts: list, v: str):
@@ -268,24 +187,16 @@ class SamLowering:
             full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
             return parts[0][0], merged, full
         triples = [(crd, r, a) for crd, rs, _ in parts for a, r in rs.items()]
-        triples.sort(key=lambda t: self.g.types[t[1]] != REF)  # ref payloads first, then values
+        triples.sort(key=lambda t: self.g.type_of(t[1]) != REF)  # ref payloads first, then values
         crds, refs, owners = [t[0] for t in triples], [t[1] for t in triples], [t[2] for t in triples]
-        n = len(crds)
-        n_ref = sum(self.g.types[r] == REF for r in refs)
-        outs = self.g.op(
-            kind,
-            crds + refs,
-            {"index_var": v},
-            [CRD] + [self.g.types[r] for r in refs],
-            segments=[n, n_ref, n - n_ref],
-            result_segments=[1, n_ref, n - n_ref],
-        )
-        for r_in, r_out in zip(refs, outs[1:]):  # value payloads keep their tile axes
+        join = self.g.intersect if kind == "intersect" else self.g.union
+        crd, outs = join(crds, refs, index_var=v)
+        for r_in, r_out in zip(refs, outs):  # value payloads keep their tile axes
             if r_in in self.vaxes:
                 self.vaxes[r_out] = self.vaxes[r_in]
-        merged = {a: r for a, r in zip(owners, outs[1:]) if a is not _RANGE}
+        merged = {a: r for a, r in zip(owners, outs) if a is not _RANGE}
         full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
-        return outs[0], merged, full
+        return crd, merged, full
 
     def _lower(self, t, v: str):
         if isinstance(t, Leaf):
@@ -295,13 +206,14 @@ class SamLowering:
             k, (_, inner) = r.vars[0], self.plan.spacc[id(r)]
             val = self._value(r.body, self.plan.body_nest[id(r)])
             axes = self._minus(self.vaxes.get(val, ()), k)
-            crd, out = self.g.op(
-                "spacc",
-                [self.crd_of[inner], self.crd_of[k], val],
-                {"order": 1, "kind": r.kind, "index_var": k, **self._axes_attr(axes)},
-                [CRD, self._vtype(axes)],
-                segments=[1, 1, 1],
-                result_segments=[1, 1],
+            (crd,), out = self.g.spacc(
+                [self.crd_of[inner]],
+                self.crd_of[k],
+                val,
+                kind=r.kind,
+                index_var=k,
+                axes=self._axes_attr(axes),
+                type=self._vtype(axes),
             )
             self.vaxes[out] = axes
             return crd, {r: out}, False
@@ -325,16 +237,11 @@ class SamLowering:
             a = leaf.access
             st = self.state[a]
             _, mode, level, dim = self._level(a, st)
-            refs[a] = self.g.op(
-                "locate",
-                [crd, st.ref],
-                {"tensor": a.tensor, "mode": mode, "level": level, "dim": dim, "index_var": v},
-                [REF],
-            )[0]
+            refs[a] = self.g.locate(crd, st.ref, tensor=a.tensor, mode=mode, level=level, dim=dim, index_var=v)
         return crd, refs, full
 
     def _sig(self, crd: str) -> str:
-        return self.g.op("repsiggen", [crd], {}, [SIG])[0]
+        return self.g.repsiggen(crd)
 
     # -- whole assignment --------------------------------------------------------------------------
     def _plan_concordant(self, expr: Expr, out_vars: tuple[str, ...], asg: Assign, order) -> NestPlan:
@@ -400,7 +307,7 @@ class SamLowering:
         for a in accs:
             if len(set(a.vars)) != len(a.vars):
                 raise UnsupportedError(f"tensor {a.tensor} is indexed on its diagonal; not supported", asg.loc)
-        self.state = {a: _State(self.g.op("root", [], {"tensor": a.tensor}, [REF])[0]) for a in accs}
+        self.state = {a: _State(self.g.root(a.tensor)) for a in accs}
         self.crd_of: dict[str, str] = {}
         full_of: dict[str, bool] = {}
         # A root reduction whose skipped entries are not its identity visits its whole range, and so
@@ -444,7 +351,7 @@ class SamLowering:
                     st.level += 1
                 else:
                     sig = sig or self._sig(crd)
-                    st.ref = self.g.op("repeat", [st.ref, sig], {"tensor": a.tensor, "index_var": v}, [REF])[0]
+                    st.ref = self.g.repeat(st.ref, sig, tensor=a.tensor, index_var=v)
             if self.g.nodes > self.node_budget:
                 raise UnsupportedError(
                     f"region {self.name}: the fused graph exceeds the node budget of "
@@ -466,19 +373,19 @@ class SamLowering:
             elif len(after) <= 2 and all(u not in red_vars for u in order[pos[v] + 1 :]):
                 inner = [out_crds[u] for u in after]
                 axes = self._minus(self.vaxes.get(val, ()), v)
-                outs = self.g.op(
-                    "spacc",
-                    inner + [self.crd_of[v], val],
-                    {"order": len(after), "kind": red_kind, "index_var": v, **self._axes_attr(axes)},
-                    [CRD] * len(after) + [self._vtype(axes)],
-                    segments=[len(after), 1, 1],
-                    result_segments=[len(after), 1],
+                crds, val = self.g.spacc(
+                    inner,
+                    self.crd_of[v],
+                    val,
+                    kind=red_kind,
+                    index_var=v,
+                    axes=self._axes_attr(axes),
+                    type=self._vtype(axes),
                 )
-                self.vaxes[outs[-1]] = axes
-                for u, c in zip(after, outs[:-1]):
+                self.vaxes[val] = axes
+                for u, c in zip(after, crds):
                     out_crds[u] = c
                     full_of[u] = False
-                val = outs[-1]
             else:
                 raise UnsupportedError(
                     f"reduction over {v} with {len(after)} inner variables needs a spacc of "
@@ -493,17 +400,9 @@ class SamLowering:
         for lvl, v in enumerate(out_order):
             kind = "dense" if full_of[v] else "compressed"
             levels.append(kind)
-            operands = [out_crds[v]] + ([prev] if prev else [])
-            self.g.op(
-                "write_crd",
-                operands,
-                {"tensor": asg.out, "mode": mode_of[v], "level": lvl, "format": kind},
-                [],
-                segments=[1, 1 if prev else 0],
-                pure=False,
-            )
+            self.g.write_crd(out_crds[v], prev, tensor=asg.out, mode=mode_of[v], level=lvl, format=kind)
             prev = out_crds[v]
-        self.g.op("write_val", [val], {"tensor": asg.out, **self._axes_attr(out_order)}, [], pure=False)
+        self.g.write_val(val, tensor=asg.out, axes=self._axes_attr(out_order))
         shape = tuple(1 if v == UNIT else self.dims[v] * max(1, self.block) for v in asg.vars)
         fmt = Format(
             tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes)
@@ -515,7 +414,7 @@ class SamLowering:
         """The value stream of `e`, aligned with the loop nest `ctx`."""
         if isinstance(e, Access):
             axes = tuple(self._orig(v) for v in storage_vars(e.vars, self._fmt(e).mode_order) if v != UNIT)
-            return self._vop("load", [self.state[e].ref], {"tensor": e.tensor}, axes)
+            return self._load(self.state[e].ref, e.tensor, axes)
         if isinstance(e, Const):
             raise UnsupportedError("a region output that is a constant is not supported")
         if isinstance(e, Reduce):
@@ -554,38 +453,34 @@ class SamLowering:
         return tuple(x for x in axes if x != self._orig(v))
 
     def _vtype(self, axes: tuple[str, ...]) -> str:
-        if not self.block:
-            return VAL
-        return f"!sam.val<tensor<{'x'.join([str(self.block)] * len(axes)) + 'x' if axes else ''}f32>>"
+        return tile_type(self.block, len(axes)) if self.block else VAL
 
-    def _axes_attr(self, axes) -> dict:
-        return {"axes": [self._orig(v) for v in axes]} if self.block else {}
+    def _axes_attr(self, axes) -> list[str] | None:
+        """A blocked value op's `axes` attribute (None: a scalar region has none)."""
+        return [self._orig(v) for v in axes] if self.block else None
 
-    def _vop(self, kind: str, operands: list[str], attrs: dict, axes: tuple[str, ...], **kw) -> str:
-        out = self.g.op(kind, operands, {**attrs, **self._axes_attr(axes)}, [self._vtype(axes)], **kw)[0]
+    def _typed(self, out: str, axes: tuple[str, ...]) -> str:
         self.vaxes[out] = axes
         return out
+
+    def _load(self, ref: str, tensor: str, axes: tuple[str, ...]) -> str:
+        out = self.g.load(ref, tensor=tensor, axes=self._axes_attr(axes), type=self._vtype(axes))
+        return self._typed(out, axes)
 
     def _alu(self, vals: list[str], op: str, scalar: float) -> str:
         seen = [x for v in vals for x in self.vaxes.get(v, ())]
         axes = tuple(sorted(set(seen), key=seen.index))
-        return self._vop("alu", vals, {"op": op, "scalar": scalar}, axes, segments=[1, len(vals) - 1])
+        out = self.g.alu(*vals, op=op, scalar=scalar, axes=self._axes_attr(axes), type=self._vtype(axes))
+        return self._typed(out, axes)
 
     def _reduce(self, val: str, parent: list[str], kind: str, v: str) -> str:
-        return self._vop(
-            "reduce",
-            [val] + parent,
-            {"kind": kind, "index_var": v},
-            self._minus(self.vaxes.get(val, ()), v),
-            segments=[1, len(parent)],
-        )
+        axes = self._minus(self.vaxes.get(val, ()), v)
+        out = self.g.reduce(val, *parent, kind=kind, index_var=v, axes=self._axes_attr(axes), type=self._vtype(axes))
+        return self._typed(out, axes)
 
     def _repeat_val(self, val: str, u: str) -> str:
-        out = self.g.op(
-            "repeat", [val, self._sig(self.crd_of[u])], {"tensor": "", "index_var": u}, [self.g.types[val]]
-        )[0]
-        self.vaxes[out] = self.vaxes.get(val, ())
-        return out
+        out = self.g.repeat(val, self._sig(self.crd_of[u]), index_var=u)
+        return self._typed(out, self.vaxes.get(val, ()))
 
     def _block_dims(self, asg: Assign) -> dict[str, int]:
         b, out = self.block, {}
@@ -599,26 +494,20 @@ class SamLowering:
             out[v] = d if d == 1 else d // b
         return out
 
-    def text(self) -> str:
-        entries = []
+    def entries(self) -> list[TensorEntry]:
+        """The graph's tensors schema: every tensor it reads or writes."""
+        out = []
         for t in list(self.tensors.values()) + list(self.outputs.values()):
-            entry = {
-                "name": t.name,
-                "role": t.role,
-                "shape": [int(s) for s in t.shape],
-                "levels": list(t.fmt.levels),
-                "mode_order": [int(m) for m in t.fmt.mode_order],
-            }
-            if t.name in self.aliases:
-                entry["copy_of"] = self.aliases[t.name]
-            if self.block:
-                if t.fmt.block and t.fmt.block != self.block:
-                    raise UnsupportedError(
-                        f"region {self.name}: tensor {t.name} is {t.fmt} but the region is "
-                        f"blocked with size {self.block}"
-                    )
-                entry["block"] = self.block
-            entries.append(entry)
-        body = "\n".join(self.g.lines)
-        attrs = f"sym_name = {_attr(self.name)}, tensors = {_attr(entries)}"
-        return f'  "sam.graph"() ({{\n{body}\n  }}) {{{attrs}}} : () -> ()'
+            if self.block and t.fmt.block and t.fmt.block != self.block:
+                raise UnsupportedError(
+                    f"region {self.name}: tensor {t.name} is {t.fmt} but the region is blocked with size {self.block}"
+                )
+            out.append(
+                TensorEntry(
+                    t.name, t.role, tuple(t.shape), t.fmt.levels, t.fmt.mode_order, self.aliases.get(t.name), self.block
+                )
+            )
+        return out
+
+    def text(self) -> str:
+        return self.g.graph(self.name, self.entries())

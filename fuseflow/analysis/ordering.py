@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Sequence
 
 from fuseflow.errors import FuseflowError, UnsupportedError
-from fuseflow.lowering.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses
-from fuseflow.lowering.nests import NestPlan, plan
-from fuseflow.lowering.storage_order import storage_vars
+from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses
+from fuseflow.analysis.nests import NestPlan, plan
+from fuseflow.analysis.storage_order import storage_vars
 
 DEFAULT_CAP = 64
 """Orders listed per region unless the caller asks for more."""
@@ -238,7 +238,7 @@ def _collect(e: Expr, p: NestPlan, out: dict) -> None:
 
 
 def _unrename(e: Expr, p: NestPlan) -> Expr:
-    from fuseflow.lowering.nests import rename
+    from fuseflow.analysis.nests import rename
 
     return rename(e, {k: v for k, v in p.renamed.items()}) if p.renamed else e
 

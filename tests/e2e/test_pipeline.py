@@ -1,0 +1,45 @@
+"""`compile()` and `fuseflow-opt` run one registered pipeline: the sam `compile` produces is what
+`fuseflow-opt --pass-pipeline=<prog.pipeline>` makes of the program's linalg module."""
+
+import pytest
+
+import fuseflow
+import gcn_layer
+from fuseflow.cli import opt
+from fuseflow.frontend.export import import_model
+
+
+@pytest.mark.parametrize(
+    "schedule, passes",
+    [
+        ("full", None),
+        ("unfused", None),
+        ("op", "block{size=2}"),
+        ("full", "sam-parallelize{level=i factor=2}"),
+    ],
+)
+def test_compile_and_fuseflow_opt_give_the_same_sam(tmp_path, capsys, schedule, passes):
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    prog = fuseflow.compile(model, args, formats, schedule=schedule, order="plain", passes=passes)
+    assert prog.pipeline.startswith(f"builtin.module(fuseflow-partition{{schedule={schedule}}}")
+    assert "lower-to-sam" in prog.pipeline and "fuseflow-order" not in prog.pipeline
+    src = tmp_path / "in.mlir"  # with locations: region names and `unfused` groups come from them
+    src.write_text(import_model(model, args, formats).module.operation.get_asm(enable_debug_info=True))
+    assert opt.main([str(src), f"--pass-pipeline={prog.pipeline}"]) == 0
+    assert capsys.readouterr().out == prog.mlir("sam")
+    prog.simulate().check()
+
+
+def test_auto_order_runs_as_the_ordering_pass_and_lowers_once(monkeypatch):
+    """order=auto is `fuseflow-order` in the pipeline; `lower-to-sam` reuses its winner's lowering."""
+    from fuseflow.passes import lower_to_sam
+
+    calls = []
+    real = lower_to_sam.lower_module
+    monkeypatch.setattr(lower_to_sam, "lower_module", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    prog = fuseflow.compile(model, args, formats, schedule="full")
+    assert "fuseflow-order{order=auto}" in prog.pipeline
+    assert calls == [], "lower-to-sam lowered again after fuseflow-order"
+    assert prog.orders and prog.order_candidates
+    prog.simulate().check()
