@@ -88,6 +88,19 @@ class DecoderBlock(torch.nn.Module):
         return x + self.ffn(self.ln2(x))
 
 
+class Decoder(torch.nn.Module):
+    """Several decoder blocks in sequence (GPT-3 stacks 12)."""
+
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(blocks)
+
+    def forward(self, x, mask):
+        for b in self.blocks:
+            x = b(x, mask)
+        return x
+
+
 def build(
     seq: int = 256,
     d_model: int = 128,
@@ -96,11 +109,13 @@ def build(
     block: int = 16,
     gpt3_small: bool = False,
     seed: int = 0,
+    layers: int = 1,
 ):
     if gpt3_small:
         seq, d_model, heads, d_ff, block = 1024, 768, 12, 3072, 64
     torch.manual_seed(seed)
-    model = DecoderBlock(d_model, heads, d_ff).eval()
+    blocks = [DecoderBlock(d_model, heads, d_ff) for _ in range(layers)]
+    model = (blocks[0] if layers == 1 else Decoder(blocks)).eval()
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 1:
@@ -109,20 +124,20 @@ def build(
     return model, (x, bigbird_mask(seq, block, seed=seed)), {"mask": "csr"}
 
 
-def schedules(op_infos) -> dict:
-    """FuseFlow's transformer configuration, from the op listing (``prog.op_infos``): Q/K/V stay
-    in memory and the regions are (LN + QKV) | (masked MHA per head) | (out-projections +
-    residual + LN + FFN + residual)."""
-    import re
+def transformer_schedule():
+    """FuseFlow's transformer configuration as rules, for any number of decoder blocks: Q/K/V stay
+    in memory and each block's regions are (LN + QKV) | (masked MHA of every head) |
+    (out-projections + residual + LN + FFN + residual)."""
+    from fuseflow import Match, Rule, Schedule
 
-    from fuseflow import Schedule
+    per_block = "module:DecoderBlock"
+    return Schedule.rules(
+        Rule(Match(path=r"(.*\.)?(ln1|attn\.heads\.\d+\.[qkv])"), name="ln_qkv", by=per_block),
+        Rule(Match(path=r"(.*\.)?attn\.heads\.\d+"), name="mha", by=per_block),
+        Rule(name="proj_ffn", by=per_block),
+    )
 
-    qkv, mha, rest = [], [], []
-    for o in op_infos:
-        if o.path == "ln1" or re.fullmatch(r"attn\.heads\.\d+\.[qkv]", o.path):
-            qkv.append(o.index)
-        elif re.fullmatch(r"attn\.heads\.\d+", o.path):
-            mha.append(o.index)
-        else:
-            rest.append(o.index)
-    return {"fuseflow": Schedule([qkv, mha, rest], names=["ln_qkv", "mha", "proj_ffn"])}
+
+def schedules(op_infos=None) -> dict:
+    """Named schedules for studies: FuseFlow's transformer split (`transformer_schedule`)."""
+    return {"fuseflow": transformer_schedule()}

@@ -8,7 +8,7 @@ from fuseflow.errors import (
     UnsupportedError,
     VerificationError,
 )
-from fuseflow.schedule.regions import Schedule
+from fuseflow.schedule.rules import Match, Rule, Schedule
 from fuseflow.program import Program, SimResult, compile
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "Program",
     "SimResult",
     "Schedule",
+    "Rule",
+    "Match",
     "FuseflowError",
     "FormatError",
     "UnsupportedError",

@@ -17,7 +17,8 @@ from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.passes import run_pipeline
 from fuseflow.passes.context import PassContext
-from fuseflow.schedule.regions import OpInfo, Schedule, main_func, op_listing
+from fuseflow.schedule.regions import OpInfo, assign_regions, main_func, op_listing
+from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
 from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
 from fuseflow.progress import progress_reporter
@@ -26,7 +27,7 @@ from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
 if TYPE_CHECKING:
     from fuseflow.estimate import ProgramEstimate
 
-SCHEDULES = ("unfused", "layer", "full", "op")
+SCHEDULES = ("unfused", "layer", "full", "op", "auto")
 
 
 @dataclass
@@ -152,7 +153,7 @@ class Program:
     example_args: tuple
     imported: ImportedModel
     schedule: str
-    linalg_text: str
+    linalg_text: str  # the imported module with its locations (region names come from them)
     sam_text: str
     summary: dict[str, list[str]]
     graphs: list[GraphSpec] = field(default_factory=list)
@@ -224,7 +225,7 @@ class Program:
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
         if stage == "linalg":
-            return self.linalg_text
+            return str(ir.Module.parse(self.linalg_text, context=self.imported.module.context))
         if stage == "sam":
             return self.sam_text
         raise FuseflowError(f"unknown stage {stage!r}; expected 'linalg' or 'sam'")
@@ -327,8 +328,10 @@ def compile(
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
     `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
-    module, descending through containers), ``full`` (one region), ``op`` (one per linalg op), or
-    a ``fuseflow.Schedule`` of module paths / op indices.
+    module, descending through containers), ``full`` (one region), ``op`` (one per linalg op),
+    ``auto`` (the planner: `fuseflow.plan`), a schedule file (``.json``/``.py``), or a
+    ``fuseflow.Schedule`` of rules (``Schedule.rules(Rule(...), ...)``) or module paths / op
+    indices. Rules may set per-region ``order``, ``par`` and ``block`` options.
     `order`: each region's dataflow order: ``auto`` (the default unless `passes` has a
     ``fuseflow-order`` pass: the order the cycle model predicts
     fastest on `example_args`, re-layouts of model inputs charged), ``plain`` (the lowering's own
@@ -337,12 +340,22 @@ def compile(
     pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
     schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
     """
-    if not isinstance(schedule, Schedule) and schedule not in SCHEDULES:
-        raise FuseflowError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
+    if schedule == "auto":
+        from fuseflow.planner import plan
+
+        return plan(model, example_args, formats, node_budget=node_budget, order=order, passes=passes).program
+    schedule = as_schedule(schedule)
     args = tuple(example_args)
     imported = import_model(model, args, formats)
     return _lower(
-        copy.deepcopy(model).eval(), args, imported, str(imported.module), schedule, node_budget, order, passes
+        copy.deepcopy(model).eval(),
+        args,
+        imported,
+        imported.module.operation.get_asm(enable_debug_info=True),
+        schedule,
+        node_budget,
+        order,
+        passes,
     )
 
 
@@ -358,9 +371,12 @@ def _lower(
 ) -> "Program":
     """Partition, run passes, lower and parse: everything of `compile` after torch.export."""
     module = imported.module
+    schedule = as_schedule(schedule)
     with module.context:
         infos, _ = op_listing(main_func(module))
-        order = _order_spec(order, passes)
+        res = assign_regions(main_func(module), schedule, imported.containers, imported.module_classes)
+        passes = _with_region_passes(passes, res.options)
+        order = _with_region_orders(_order_spec(order, passes), res)
         pipeline = _pipeline(passes, order)
         levels = {
             v
@@ -373,6 +389,7 @@ def _lower(
         ctx = PassContext(
             schedule=schedule if isinstance(schedule, Schedule) else None,
             containers=imported.containers,
+            module_classes=imported.module_classes,
             ranker=ranker,
             order=order if isinstance(order, Mapping) else None,
             node_budget=node_budget,
@@ -382,7 +399,7 @@ def _lower(
         summary, chosen = ctx.summary, ctx.chosen
         sam_text = str(sam_module)
         graphs, outs = parse_graphs(sam_module)
-    sched_name = schedule if isinstance(schedule, str) else "custom"
+    sched_name = builtin_name(schedule) or "custom"
     relayouts = _relayouts(graphs, imported)
     return Program(
         model,
@@ -431,6 +448,30 @@ def _order_spec(order: "str | Mapping[str, str] | None", passes: str | None) -> 
     return order
 
 
+def _with_region_passes(passes: str | None, options: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Rules' per-region ``block`` and ``par`` options as ``block{region=}`` / ``sam-parallelize{region=}``."""
+    extra = []
+    for region, opts in options.items():
+        if "block" in opts:
+            extra.append(f"block{{size={opts['block']} region={region}}}")
+        if "par" in opts:
+            level, factor = opts["par"].rsplit(":", 1)
+            extra.append(f"sam-parallelize{{level={level} factor={factor} region={region}}}")
+    if not extra:
+        return passes
+    return ",".join(([passes] if passes else []) + extra)
+
+
+def _with_region_orders(order: "str | Mapping[str, str] | None", res: Resolution) -> "str | Mapping[str, str] | None":
+    """Rules' per-region ``order`` options over the global order (a mapping when any is given)."""
+    given = {r: o["order"] for r, o in res.options.items() if "order" in o}
+    if not given:
+        return order
+    base = dict(order) if isinstance(order, Mapping) else {r: order or "plain" for r in set(res.names)}
+    base.update(given)
+    return {r: o for r, o in base.items() if o.strip() != "plain"} or None
+
+
 def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> list[str]:
     from fuseflow.passes import split_pipeline
 
@@ -438,7 +479,7 @@ def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> li
     if order is not None:
         if any(p.startswith("fuseflow-order") for p in out):
             raise FuseflowError("give the order either as order= or as a fuseflow-order pass, not both")
-        shown = order if isinstance(order, str) else " ".join(f"{r}={o}" for r, o in order.items())
+        shown = order if isinstance(order, str) else ";".join(f"{r}:{o}" for r, o in order.items())
         out.append(f"fuseflow-order{{order={shown}}}")
     return out
 
@@ -458,7 +499,7 @@ def full_pipeline(schedule: "str | Schedule", pipeline: list[str], node_budget: 
                 f"lowering itself, around these: {', '.join(allowed)}"
             )
         stages[PASSES[name].stage].append(el)
-    name = schedule if isinstance(schedule, str) else "custom"
+    name = schedule if isinstance(schedule, str) else builtin_name(schedule) or "custom"
     return (
         [f"fuseflow-partition{{schedule={name}}}"]
         + stages["linalg"]

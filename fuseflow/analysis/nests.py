@@ -72,10 +72,10 @@ class NestPlan:
         sparse-accumulated reduction come before the node that consumes its output."""
         import networkx as nx
 
-        seen: set[tuple[str, ...]] = set()
+        seen: dict[tuple[str, ...], None] = {}  # insertion-ordered: the text must not depend on hashing
         for n in [self.root_nest, *self.body_nest.values(), *self.access_nest.values()]:
             for k in range(1, len(n) + 1):
-                seen.add(n[:k])
+                seen.setdefault(n[:k], None)
         g = nx.DiGraph()
         g.add_nodes_from(seen)
         for n in seen:

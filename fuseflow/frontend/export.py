@@ -35,6 +35,7 @@ class ImportedModel:
     output_names: list[str]
     single_output: bool
     containers: set[str] = field(default_factory=set)
+    module_classes: dict[str, str] = field(default_factory=dict)  # module path ("" = the model) -> class name
     notes: list[str] = field(default_factory=list)
 
 
@@ -198,6 +199,7 @@ def import_model(
         out_names,
         single,
         containers=containers,
+        module_classes={name: type(m).__name__ for name, m in model.named_modules()},
         notes=notes,
     )
 

@@ -150,7 +150,7 @@ def lower_module(
             """A lowering of this region with its input tensors registered, nothing lowered yet."""
             lw = SamLowering(region, {}, node_budget, region_block)
             for asg in asgs:
-                used = {a.tensor for a in _accs(asg.expr)}
+                used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
             return lw
 

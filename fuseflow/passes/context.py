@@ -17,6 +17,7 @@ class PassContext:
     # given by the caller
     schedule: Any = None  # a Schedule object for fuseflow-partition{schedule=custom}
     containers: set[str] | None = None  # module paths that are containers (the layer schedule)
+    module_classes: dict[str, str] | None = None  # module path -> class name (rules by module class)
     ranker: Any = None  # an OrderRanker bound to example inputs (fuseflow-order{order=auto})
     order: Any = None  # a per-region order mapping, which pass options cannot spell (fuseflow-order)
     node_budget: int = 100_000  # the budget fuseflow-order lowers with (lower-to-sam reuses that lowering)

@@ -19,9 +19,17 @@ class Options:
     cap: int = DEFAULT_CAP
 
 
+def parse_order(text: str) -> "str | dict[str, str]":
+    """``auto`` / ``3`` / ``i,k,j`` for every region, or ``region:order;region2:order`` per region."""
+    if ":" not in text:
+        return text
+    return dict(item.split(":", 1) for item in text.split(";") if item)
+
+
 def run(module, options: Options, ctx: PassContext | None = None):
     """Pick a dataflow order per region: order=auto (cycle model), order=K (K-th enumerated), order=i,k,j.
 
+    ``order=r0:auto;r1:i,k,j`` gives one per region (regions not named keep the lowering's own).
     Orders concordant with the tensors' storage orders are enumerated first, then discordant ones
     (the tensor is re-laid out, its cost counted); at most `cap`. The choice is written as
     ``fuseflow.orders = {region = "i,k,j"}`` on the function; ``lower-to-sam`` follows it.
@@ -35,7 +43,7 @@ def run(module, options: Options, ctx: PassContext | None = None):
         ensure_regions(func)
         if ORDERS_ATTR in func.attributes:
             del func.attributes[ORDERS_ATTR]
-        spec = ctx.order if ctx.order is not None else options.order
+        spec = ctx.order if ctx.order is not None else parse_order(options.order)
         text, summary, chosen = lower_module(
             module, ctx.node_budget, order_spec=spec, cap=options.cap, ranker=ctx.ranker or OrderRanker()
         )

@@ -15,11 +15,12 @@ class Options:
 
 
 def run(module, options: Options, ctx: PassContext | None = None):
-    """Assign fusion regions: schedule=unfused (one per PyTorch op), layer, op (one per linalg op) or full.
+    """Assign fusion regions: schedule=unfused (one per PyTorch op), layer, op (one per linalg op), full, or FILE.json.
 
     Views and initialisers get no region; they fold into their consumer. Before:
     ``%0 = linalg.matmul ...``; after: ``%0 = linalg.matmul {fuseflow.region = "r0_mm"} ...``.
-    ``schedule=custom`` takes the Schedule object the caller put in the pass context.
+    A schedule file holds rules (``Schedule.save``); ``schedule=custom`` takes the Schedule object
+    the caller put in the pass context.
     """
     ctx = ctx or PassContext()
     schedule = options.schedule
@@ -28,5 +29,5 @@ def run(module, options: Options, ctx: PassContext | None = None):
             raise FuseflowError("fuseflow-partition: schedule=custom needs a Schedule from the API (fuseflow.compile)")
         schedule = ctx.schedule
     with module.context:
-        assign_regions(main_func(module), schedule, ctx.containers)
+        assign_regions(main_func(module), schedule, ctx.containers, ctx.module_classes)
     return module

@@ -10,31 +10,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import networkx as nx
 
 from fuseflow.errors import UnsupportedError
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined
 from fuseflow.mlir import ir, location_str
+from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
 
 REGION_ATTR = "fuseflow.region"
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """An explicit fusion schedule: each group (module paths and/or op indices) is one region.
-
-    A module path covers every op imported from that module or its children; an op index is
-    the position in ``prog.ops()``. Ops no group covers stay one region per PyTorch op.
-    """
-
-    groups: Sequence[Sequence[str | int]]
-    names: Sequence[str] | None = None
-
-    def __post_init__(self):
-        if not self.groups:
-            raise UnsupportedError("a Schedule needs at least one group")
 
 
 def main_func(module: ir.Module):
@@ -166,70 +150,33 @@ def _layer_of(path: str, containers: set[str]) -> str:
     return prefix
 
 
-def assign_regions(func, schedule: "str | Schedule", containers: set[str] | None = None) -> list[str]:
-    """Annotate compute ops with region names for a schedule; returns them in program order."""
+def assign_regions(
+    func, schedule: "str | Schedule", containers: set[str] | None = None, classes: dict[str, str] | None = None
+) -> Resolution:
+    """Annotate compute ops with the region names of a schedule (a built-in name, a schedule file
+    or a `Schedule` of rules); returns the resolution (names in program order, per-region
+    options, rules that matched nothing)."""
+    sched = as_schedule(schedule)
     ops = check_supported(func)
     infos, index_of = op_listing(func)
     compute = set(ops)
-    names: list[str] = []
-    if isinstance(schedule, Schedule):
-        names = _explicit(schedule, ops, infos, index_of)
-    elif schedule == "full":
-        names = ["full"] * len(ops)
-    elif schedule == "unfused":
-        names = [f"r{index_of[i]}_{infos[index_of[i]].node}" for i in range(len(ops))]
-    elif schedule == "op":
-        names = [f"r{i}_{fx_node_name(op) or op.name.split('.')[-1]}" for i, op in enumerate(ops)]
-    elif schedule == "layer":
-        region_of: dict = {}
-        for i, op in enumerate(ops):
-            path = infos[index_of[i]].path
-            if path:
-                region_of[op] = _layer_of(path, containers or set())
-            else:  # an op in the parent's forward joins its producer's region
-                prods = [region_of[p] for p in _producers(op, compute) if p in region_of]
-                region_of[op] = prods[0] if prods else "main"
-            names.append(region_of[op])
-    else:
-        raise UnsupportedError(f"unknown schedule {schedule!r}; expected unfused, layer, full, op or a Schedule")
-    for op, name in zip(ops, names):
+    pos = {op: i for i, op in enumerate(ops)}
+    views = [OpView(o.index, o.node, o.path, classes or {}) for o in infos]
+    res = resolve(
+        sched,
+        ops,
+        index_of,
+        views,
+        [f"r{i}_{fx_node_name(op) or op.name.split('.')[-1]}" for i, op in enumerate(ops)],
+        [[pos[p] for p in _producers(op, compute)] for op in ops],
+        lambda path: _layer_of(path, containers or set()),
+        strict_groups=sched.groups is not None,
+    )
+    for op, name in zip(ops, res.names):
         with op.context:
             op.attributes[REGION_ATTR] = ir.StringAttr.get(name)
     region_order(func)  # reject schedules whose regions depend on each other cyclically
-    return names
-
-
-def _explicit(s: Schedule, ops, infos: list[OpInfo], index_of: list[int]) -> list[str]:
-    group_names = list(s.names) if s.names else []
-    for gi, g in enumerate(s.groups):
-        if len(group_names) <= gi:
-            group_names.append("+".join(str(x) for x in g) or f"g{gi}")
-    used = set()
-    for g in s.groups:
-        for item in g:
-            if isinstance(item, int):
-                if not 0 <= item < len(infos):
-                    raise UnsupportedError(f"Schedule names op index {item}, but prog.ops() lists {len(infos)} ops")
-            elif not any(info.path == item or info.path.startswith(item + ".") for info in infos):
-                known = sorted({info.path for info in infos if info.path})
-                raise UnsupportedError(
-                    f"Schedule names module path {item!r}, which no op comes from; known: {', '.join(known) or 'none'}"
-                )
-    names = []
-    for i, _ in enumerate(ops):
-        info = infos[index_of[i]]
-        name = None
-        for gi, g in enumerate(s.groups):
-            if any(
-                (isinstance(x, int) and x == info.index)
-                or (isinstance(x, str) and (info.path == x or info.path.startswith(x + ".")))
-                for x in g
-            ):
-                name = group_names[gi]
-                break
-        used.add(name)
-        names.append(name or f"r{info.index}_{info.node}")
-    return names
+    return res
 
 
 def region_order(func) -> list[str]:

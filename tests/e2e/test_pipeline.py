@@ -43,3 +43,13 @@ def test_auto_order_runs_as_the_ordering_pass_and_lowers_once(monkeypatch):
     assert calls == [], "lower-to-sam lowered again after fuseflow-order"
     assert prog.orders and prog.order_candidates
     prog.simulate().check()
+
+
+def test_reorder_keeps_the_schedules_regions():
+    """reorder() re-lowers the imported module with its locations: `unfused` still groups the
+    linalg ops by PyTorch op (it once regrouped them by linalg op, 7 regions instead of 5)."""
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    prog = fuseflow.compile(model, args, formats, schedule="unfused", order="plain")
+    again = prog.reorder("plain")
+    assert list(again.summary) == list(prog.summary) and again.mlir("sam") == prog.mlir("sam")
+    assert "loc(" not in prog.mlir("linalg")

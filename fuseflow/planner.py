@@ -1,0 +1,362 @@
+"""``schedule="auto"``: find the fusion schedule, by the cycle model, and confirm it by simulation.
+
+The space is the contiguous segmentations of a topological order of *units*: PyTorch-level ops
+for small models (<= `OP_UNITS` ops), otherwise the ops of one module instance, where instances
+that differ only in a list index and are independent of each other (the heads of an attention
+layer) are one unit, so a region holds every head. A region is a run of consecutive units, so
+every candidate is acyclic by construction, and FuseFlow's transformer split (LN + Q/K/V |
+attention | the rest) is one of them.
+
+Search (DESIGN §12):
+1. *Cover*: compile a few segmentations whose regions together are every possible segment
+   (greedy set cover), with the lowering's own order, and take each region's predicted cycles,
+   bytes and ALU ops from the cycle model. A region's cost barely depends on its neighbours, so
+   a segmentation's cost is the sum of its segments'.
+2. *Choose*: the k best segmentations by that sum (dynamic programming); a candidate whose
+   cycles, bytes and ALU ops are all dominated by another's is dropped.
+3. *Confirm*: the best `top_k` by estimate are compiled again with each region's order chosen
+   (``order="auto"``, Planning I), estimated whole and simulated; the fastest simulated wins.
+
+`Plan.explain()` says what was considered, pruned and why.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+import networkx as nx
+
+from fuseflow.errors import FuseflowError
+from fuseflow.schedule.rules import Match, Rule, Schedule
+
+OP_UNITS = 10
+"""Models with at most this many PyTorch-level ops are planned op by op."""
+MAX_UNITS = 24
+"""More units than this are coarsened to top-level layers (the cover grows as units^2)."""
+DEFAULT_TOP_K = 3
+
+
+@dataclass
+class Unit:
+    """A run of PyTorch-level ops the planner never splits."""
+
+    ops: list[int]
+    label: str
+
+
+@dataclass
+class Candidate:
+    """One segmentation: its regions (unit ranges), estimate and, if confirmed, simulation."""
+
+    segments: tuple[tuple[int, int], ...]
+    estimate_cycles: float
+    bytes: float = 0.0
+    alu_ops: float = 0.0
+    simulated_cycles: int | None = None
+    status: str = ""
+    schedule: Schedule | None = None
+
+    def describe(self, units: list[Unit]) -> str:
+        return " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
+
+
+@dataclass
+class Plan:
+    """What `plan` found: the chosen program and schedule, and every candidate it weighed."""
+
+    program: Any
+    schedule: Schedule
+    units: list[Unit]
+    candidates: list[Candidate]
+    compiles: int
+    simulated_cycles: int  # the cost of confirming: cycles simulated in total
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.status == "chosen")
+
+    def explain(self) -> str:
+        """The units, each candidate's estimate and fate, and the chosen schedule as rules."""
+        lines = [f"units ({len(self.units)}): " + ", ".join(u.label for u in self.units)]
+        lines += [f"note: {n}" for n in self.notes]
+        lines.append(f"{'estimated':>12} {'bytes':>12} {'alu ops':>12} {'simulated':>12}  status  schedule")
+        for c in sorted(self.candidates, key=lambda c: c.estimate_cycles):
+            sim = f"{c.simulated_cycles:,}" if c.simulated_cycles is not None else "-"
+            lines.append(
+                f"{c.estimate_cycles:>12,.0f} {c.bytes:>12,.0f} {c.alu_ops:>12,.0f} {sim:>12}  "
+                f"{c.status}  {c.describe(self.units)}"
+            )
+        lines.append(
+            f"{self.compiles} compiles, {len(self.candidates)} candidates, "
+            f"{self.simulated_cycles:,} cycles simulated, {self.wall_s:.1f} s"
+        )
+        lines.append(f"chosen: {self.schedule!r}")
+        return "\n".join(lines)
+
+
+# --- units ---------------------------------------------------------------------------------------
+def _general(path: str) -> str:
+    return re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", path)
+
+
+def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[list[Unit], list[str]]:
+    """The planner's units in a topological order (see the module docstring), and notes."""
+    notes: list[str] = []
+    n = len(op_infos)
+    if n <= OP_UNITS:
+        groups = [[o.index] for o in op_infos]
+    else:
+        by_path: dict[str, list[int]] = {}
+        groups = []
+        for o in op_infos:
+            if not o.path:
+                groups.append([o.index])
+            elif o.path in by_path:
+                by_path[o.path].append(o.index)
+            else:
+                by_path[o.path] = [o.index]
+                groups.append(by_path[o.path])
+        groups = _merge_independent(groups, op_infos, op_deps)
+        if len(groups) > MAX_UNITS and layer_of is not None:
+            notes.append(f"{len(groups)} module units > {MAX_UNITS}: planning over top-level layers")
+            by_layer: dict[str, list[int]] = {}
+            groups = []
+            for o in op_infos:
+                key = layer_of(o.path) if o.path else f"#{o.index}"
+                if key not in by_layer:
+                    by_layer[key] = []
+                    groups.append(by_layer[key])
+                by_layer[key].append(o.index)
+    g = nx.DiGraph()
+    unit_of = {op: u for u, ops in enumerate(groups) for op in ops}
+    g.add_nodes_from(range(len(groups)))
+    for op, deps in op_deps.items():
+        for d in deps:
+            if unit_of[d] != unit_of[op]:
+                g.add_edge(unit_of[d], unit_of[op])
+    order = list(nx.lexicographical_topological_sort(g, key=lambda u: min(groups[u])))
+    units = []
+    for u in order:
+        ops = sorted(groups[u])
+        paths = {_general(op_infos[i].path) for i in ops}
+        label = paths.pop() if len(paths) == 1 and "" not in paths else op_infos[ops[0]].node
+        units.append(Unit(ops, label or op_infos[ops[0]].node))
+    return units, notes
+
+
+def _merge_independent(groups: list[list[int]], op_infos, op_deps) -> list[list[int]]:
+    """Merge module units whose paths differ only in list indices when neither depends on the
+    other (heads of one layer; not successive layers, which would make a cycle)."""
+    closure = _closure(op_deps, len(op_infos))
+
+    def reaches(a: list[int], b: list[int]) -> bool:
+        return any(closure[y] & set(a) for y in b)
+
+    merged: list[list[int]] = []
+    key_of: dict[str, list[list[int]]] = {}
+    for grp in groups:
+        key = _general(op_infos[grp[0]].path) if op_infos[grp[0]].path else None
+        home = None
+        if key is not None:
+            for cand in key_of.get(key, []):
+                if not reaches(cand, grp) and not reaches(grp, cand) and not _via(cand, grp, closure, merged):
+                    home = cand
+                    break
+        if home is None:
+            merged.append(list(grp))
+            if key is not None:
+                key_of.setdefault(key, []).append(merged[-1])
+        else:
+            home.extend(grp)
+    return merged
+
+
+def _closure(op_deps: Mapping[int, set[int]], n: int) -> list[set[int]]:
+    out: list[set[int]] = [set() for _ in range(n)]
+    for i in range(n):
+        for d in op_deps.get(i, ()):
+            out[i] |= out[d] | {d}
+    return out
+
+
+def _via(a: list[int], b: list[int], closure: list[set[int]], groups: list[list[int]]) -> bool:
+    """Would merging a and b make a cycle through a third group?"""
+    sa, sb = set(a), set(b)
+    for g in groups:
+        if g is a:
+            continue
+        sg = set(g)
+        g_reads_a = any(closure[x] & sa for x in g)
+        g_reads_b = any(closure[x] & sb for x in g)
+        a_reads_g = any(closure[x] & sg for x in a)
+        b_reads_g = any(closure[x] & sg for x in b)
+        if (g_reads_a and b_reads_g) or (g_reads_b and a_reads_g):
+            return True
+    return False
+
+
+# --- the search ----------------------------------------------------------------------------------
+def _schedule(units: list[Unit], segments: Sequence[tuple[int, int]]) -> Schedule:
+    rules = [
+        Rule(Match(index=tuple(sorted(i for u in units[a:b] for i in u.ops))), name=f"p{k}")
+        for k, (a, b) in enumerate(segments)
+    ]
+    return Schedule.rules(*rules)
+
+
+def _cover(n: int) -> list[tuple[tuple[int, int], ...]]:
+    """Segmentations of 0..n that together contain every segment (a, b), greedily."""
+    todo = {(a, b) for a in range(n) for b in range(a + 1, n + 1)}
+    out = []
+    while todo:
+        best: list[tuple[int, list]] = [(0, [])] + [(-1, [])] * n
+        for b in range(1, n + 1):
+            for a in range(b):
+                if best[a][0] < 0:
+                    continue
+                score = best[a][0] + (1 if (a, b) in todo else 0)
+                if score > best[b][0]:
+                    best[b] = (score, best[a][1] + [(a, b)])
+        segs = best[n][1]
+        out.append(tuple(segs))
+        todo -= set(segs)
+    return out
+
+
+def _k_best(n: int, cost: Mapping[tuple[int, int], float], k: int) -> list[tuple[float, tuple]]:
+    """The k cheapest segmentations of 0..n by the sum of segment costs."""
+    best: list[list[tuple[float, tuple]]] = [[(0.0, ())]] + [[] for _ in range(n)]
+    for b in range(1, n + 1):
+        options = []
+        for a in range(b):
+            if (a, b) not in cost:
+                continue
+            options += [(c + cost[(a, b)], segs + ((a, b),)) for c, segs in best[a]]
+        best[b] = sorted(options)[:k]
+    return best[n]
+
+
+def _dominated(c: Candidate, others: list[Candidate]) -> Candidate | None:
+    for o in others:
+        if o is c:
+            continue
+        le = o.estimate_cycles <= c.estimate_cycles and o.bytes <= c.bytes and o.alu_ops <= c.alu_ops
+        lt = o.estimate_cycles < c.estimate_cycles or o.bytes < c.bytes or o.alu_ops < c.alu_ops
+        if le and lt:
+            return o
+    return None
+
+
+def plan(
+    model,
+    example_args: Sequence[Any],
+    formats: Mapping[str, Any] | None = None,
+    *,
+    arch: Any = None,
+    node_budget: int = 100_000,
+    order: Any = None,
+    passes: str | None = None,
+    top_k: int = DEFAULT_TOP_K,
+    candidates: int = 6,
+    progress=None,
+) -> Plan:
+    """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
+    ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``)."""
+    from fuseflow.frontend.export import import_model
+    from fuseflow.mlir import ir
+    from fuseflow.program import _lower
+    from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
+
+    t0 = time.perf_counter()
+    args = tuple(example_args)
+    imported = import_model(model, args, formats)
+    asm = imported.module.operation.get_asm(enable_debug_info=True)
+    model = copy.deepcopy(model).eval()
+    with imported.module.context:
+        func = main_func(imported.module)
+        infos, index_of = op_listing(func)
+        op_deps = _op_dependences(func, check_supported(func), index_of)
+    units, notes = units_of(infos, op_deps, lambda p: _layer_of(p, imported.containers))
+    n = len(units)
+    compiles = 0
+
+    def compile_with(segments, order_spec):
+        nonlocal compiles
+        compiles += 1
+        fresh = replace(imported, module=ir.Module.parse(asm, context=imported.module.context))
+        return _lower(model, args, fresh, asm, _schedule(units, segments), node_budget, order_spec, passes)
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(msg)
+
+    # 1. cover: every segment's predicted cost
+    seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
+    cover = _cover(n)
+    for j, segs in enumerate(cover):
+        say(f"estimating segments: compile {j + 1}/{len(cover)}")
+        prog = compile_with(segs, "plain")
+        est = prog.estimate(arch=arch)
+        by_name = {r.name: r for r in est.regions}
+        for k, seg in enumerate(segs):
+            r = by_name.get(f"p{k}")
+            if r is not None:
+                seg_cost.setdefault(seg, (r.cycles, float(r.mem_bytes), float(r.alu_ops)))
+    # 2. choose: the k best segmentations by the sum; dominated ones are dropped
+    best = _k_best(n, {s: c[0] for s, c in seg_cost.items()}, candidates)
+    cands = [
+        Candidate(
+            segs,
+            cycles,
+            sum(seg_cost[x][1] for x in segs),
+            sum(seg_cost[x][2] for x in segs),
+            schedule=_schedule(units, segs),
+        )
+        for cycles, segs in best
+    ]
+    for c in cands:
+        dom = _dominated(c, cands)
+        if dom is not None:
+            c.status = f"pruned: dominated by [{dom.describe(units)}]"
+    alive = sorted((c for c in cands if not c.status), key=lambda c: c.estimate_cycles)
+    for c in alive[top_k:]:
+        c.status = f"pruned: not in the top {top_k} by estimate"
+    # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
+    simulated = 0
+    programs: dict[tuple, Any] = {}
+    for j, c in enumerate(alive[:top_k]):
+        say(f"confirming candidate {j + 1}/{min(top_k, len(alive))}")
+        prog = programs[c.segments] = compile_with(c.segments, order)
+        est = prog.estimate(arch=arch)
+        c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
+        res = prog.simulate(arch=arch)
+        c.simulated_cycles = res.cycles
+        simulated += res.cycles
+        c.status = "simulated"
+    if not alive:
+        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
+    win = min(alive[:top_k], key=lambda c: (c.simulated_cycles, c.estimate_cycles))
+    win.status = "chosen"
+    program = programs[win.segments]
+    program.schedule = "auto"
+    return Plan(program, win.schedule, units, cands, compiles, simulated, time.perf_counter() - t0, notes)
+
+
+def _op_dependences(func, ops, index_of) -> dict[int, set[int]]:
+    """PyTorch-level op -> the PyTorch-level ops it reads (through views)."""
+    from fuseflow.schedule.regions import _producers
+
+    compute = set(ops)
+    deps: dict[int, set[int]] = {k: set() for k in set(index_of)}
+    for i, op in enumerate(ops):
+        for p in _producers(op, compute):
+            a, b = index_of[ops.index(p)], index_of[i]
+            if a != b:
+                deps[b].add(a)
+    return deps
