@@ -31,13 +31,19 @@ from typing import Any, Mapping, Sequence
 import networkx as nx
 
 from fuseflow.errors import FuseflowError
-from fuseflow.schedule.rules import Match, Rule, Schedule
+from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, matches
 
 OP_UNITS = 10
 """Models with at most this many PyTorch-level ops are planned op by op."""
 MAX_UNITS = 24
 """More units than this are coarsened to top-level layers (the cover grows as units^2)."""
 DEFAULT_TOP_K = 3
+QUICK_TOP = 3
+"""Orders per region ranked while estimating segments (the finalists rank the full shortlist)."""
+QUICK_CAP = 8
+"""Orders per region enumerated while estimating segments of models planned by module (order
+enumeration dominates their compile time: 7.1 s -> 1.9 s per GPT compile). Small models keep the
+full search: on GCN a capped search misses the order that makes A @ (relu(A @ X W)) W' fast."""
 
 
 @dataclass
@@ -210,15 +216,15 @@ def _schedule(units: list[Unit], segments: Sequence[tuple[int, int]]) -> Schedul
     return Schedule.rules(*rules)
 
 
-def _cover(n: int) -> list[tuple[tuple[int, int], ...]]:
-    """Segmentations of 0..n that together contain every segment (a, b), greedily."""
-    todo = {(a, b) for a in range(n) for b in range(a + 1, n + 1)}
+def _cover(n: int, allowed=lambda a, b: True) -> list[tuple[tuple[int, int], ...]]:
+    """Segmentations of 0..n that together contain every allowed segment (a, b), greedily."""
+    todo = {(a, b) for a in range(n) for b in range(a + 1, n + 1) if allowed(a, b)}
     out = []
     while todo:
         best: list[tuple[int, list]] = [(0, [])] + [(-1, [])] * n
         for b in range(1, n + 1):
             for a in range(b):
-                if best[a][0] < 0:
+                if best[a][0] < 0 or not allowed(a, b):
                     continue
                 score = best[a][0] + (1 if (a, b) in todo else 0)
                 if score > best[b][0]:
@@ -253,6 +259,64 @@ def _dominated(c: Candidate, others: list[Candidate]) -> Candidate | None:
     return None
 
 
+class Space:
+    """The planner's search space for one model: its units, the segments the user's rules allow,
+    and compiling a segmentation (the model is exported once; each compile re-lowers)."""
+
+    def __init__(self, model, example_args, formats=None, *, node_budget=100_000, passes=None, constraints=None):
+        from fuseflow.frontend.export import import_model
+        from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
+
+        self.args = tuple(example_args)
+        self.imported = import_model(model, self.args, formats)
+        self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
+        self.model = copy.deepcopy(model).eval()
+        self.node_budget, self.passes = node_budget, passes
+        with self.imported.module.context:
+            func = main_func(self.imported.module)
+            infos, index_of = op_listing(func)
+            op_deps = _op_dependences(func, check_supported(func), index_of)
+        self.infos = infos
+        self.units, self.notes = units_of(infos, op_deps, lambda p: _layer_of(p, self.imported.containers))
+        views = [OpView(o.index, o.node, o.path, self.imported.module_classes) for o in infos]
+        self.allowed = _constraints(constraints, self.units, views, self.notes)
+        self.compiles = 0
+        self.memo: dict[str, str] = {}
+        self.quick_memo: dict[str, str] = {}
+
+    def compile(self, segments: Sequence[tuple[int, int]], order: Any = None, quick: bool = False):
+        """The program of one segmentation. `quick` (the cover): orders ranked on a shortlist of
+        `QUICK_TOP`, and a region ranked in an earlier compile keeps its order (`OrderRanker.memo`)."""
+        from fuseflow.mlir import ir
+        from fuseflow.program import _lower
+
+        self.compiles += 1
+        fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
+        sched = _schedule(self.units, segments)
+        opts = {"top": QUICK_TOP, "memo": self.quick_memo} if quick else {"memo": self.memo}
+        passes = self.passes
+        if quick and order in (None, "auto") and not (passes and "fuseflow-order" in passes):
+            passes = ",".join(([passes] if passes else []) + [f"fuseflow-order{{order=auto cap={QUICK_CAP}}}"])
+            order = None
+        return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts)
+
+    def segmentations(self) -> list[tuple[tuple[int, int], ...]]:
+        """Every allowed segmentation (2^(units-1) at most: for exhaustive sweeps of small models)."""
+        n = len(self.units)
+        out: list[tuple] = []
+
+        def go(a: int, acc: tuple) -> None:
+            if a == n:
+                out.append(acc)
+                return
+            for b in range(a + 1, n + 1):
+                if self.allowed(a, b):
+                    go(b, acc + ((a, b),))
+
+        go(0, ())
+        return out
+
+
 def plan(
     model,
     example_args: Sequence[Any],
@@ -264,33 +328,14 @@ def plan(
     passes: str | None = None,
     top_k: int = DEFAULT_TOP_K,
     candidates: int = 6,
+    constraints: Schedule | None = None,
     progress=None,
 ) -> Plan:
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``)."""
-    from fuseflow.frontend.export import import_model
-    from fuseflow.mlir import ir
-    from fuseflow.program import _lower
-    from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
-
     t0 = time.perf_counter()
-    args = tuple(example_args)
-    imported = import_model(model, args, formats)
-    asm = imported.module.operation.get_asm(enable_debug_info=True)
-    model = copy.deepcopy(model).eval()
-    with imported.module.context:
-        func = main_func(imported.module)
-        infos, index_of = op_listing(func)
-        op_deps = _op_dependences(func, check_supported(func), index_of)
-    units, notes = units_of(infos, op_deps, lambda p: _layer_of(p, imported.containers))
-    n = len(units)
-    compiles = 0
-
-    def compile_with(segments, order_spec):
-        nonlocal compiles
-        compiles += 1
-        fresh = replace(imported, module=ir.Module.parse(asm, context=imported.module.context))
-        return _lower(model, args, fresh, asm, _schedule(units, segments), node_budget, order_spec, passes)
+    space = Space(model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints)
+    units, notes, n, allowed, compile_with = space.units, space.notes, len(space.units), space.allowed, space.compile
 
     def say(msg: str) -> None:
         if progress is not None:
@@ -298,10 +343,10 @@ def plan(
 
     # 1. cover: every segment's predicted cost
     seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
-    cover = _cover(n)
+    cover = _cover(n, allowed)
     for j, segs in enumerate(cover):
         say(f"estimating segments: compile {j + 1}/{len(cover)}")
-        prog = compile_with(segs, "plain")
+        prog = space.compile(segs, order, quick=n > OP_UNITS)  # small models: the full order search
         est = prog.estimate(arch=arch)
         by_name = {r.name: r for r in est.regions}
         for k, seg in enumerate(segs):
@@ -309,7 +354,7 @@ def plan(
             if r is not None:
                 seg_cost.setdefault(seg, (r.cycles, float(r.mem_bytes), float(r.alu_ops)))
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
-    best = _k_best(n, {s: c[0] for s, c in seg_cost.items()}, candidates)
+    best = _k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
     cands = [
         Candidate(
             segs,
@@ -345,7 +390,43 @@ def plan(
     win.status = "chosen"
     program = programs[win.segments]
     program.schedule = "auto"
-    return Plan(program, win.schedule, units, cands, compiles, simulated, time.perf_counter() - t0, notes)
+    return Plan(program, win.schedule, units, cands, space.compiles, simulated, time.perf_counter() - t0, notes)
+
+
+def _constraints(constraints: Schedule | None, units: list[Unit], views: list[OpView], notes: list[str]):
+    """Which segments (a, b) of units the user's rules allow: a ``materialize`` op ends its unit's
+    segment, a ``no-fuse`` op's unit is a segment of its own, a ``fuse`` rule's ops stay together."""
+    if constraints is None or not constraints.ruleset:
+        return lambda a, b: True
+    unit_of = {op: u for u, unit in enumerate(units) for op in unit.ops}
+    cut: set[int] = set()  # a boundary before unit c
+    keep: set[int] = set()  # no boundary before unit c
+    for r in constraints.ruleset:
+        hit, _ = matches(r, views)
+        if not hit:
+            notes.append(f"rule {r!r} matches no op")
+            continue
+        us = sorted({unit_of[i] for i in hit})
+        if r.tag == "materialize":
+            cut.update(u + 1 for u in us)
+        elif r.tag == "no-fuse":
+            cut.update(u for u in us)
+            cut.update(u + 1 for u in us)
+        elif r.by == "all":
+            keep.update(range(us[0] + 1, us[-1] + 1))
+        else:
+            notes.append(f"rule {r!r}: only materialize, no-fuse and fuse(by='all') constrain the planner")
+    clash = cut & keep
+    if clash:
+        c = min(clash)
+        raise FuseflowError(
+            f"schedule=auto: the rules both fuse and separate {units[c - 1].label} and {units[c].label}"
+        )
+
+    def allowed(a: int, b: int) -> bool:
+        return not any(c in cut for c in range(a + 1, b)) and a not in keep and b not in keep
+
+    return allowed
 
 
 def _op_dependences(func, ops, index_of) -> dict[int, set[int]]:

@@ -165,6 +165,7 @@ class Program:
     lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
     pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
+    plan: Any = None  # schedule="auto": the planner's `Plan` (plan.explain(), plan.schedule)
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
@@ -340,10 +341,20 @@ def compile(
     pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
     schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
     """
-    if schedule == "auto":
+    if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         from fuseflow.planner import plan
 
-        return plan(model, example_args, formats, node_budget=node_budget, order=order, passes=passes).program
+        found = plan(
+            model,
+            example_args,
+            formats,
+            node_budget=node_budget,
+            order=order,
+            passes=passes,
+            constraints=schedule if isinstance(schedule, Schedule) else None,
+        )
+        found.program.plan = found
+        return found.program
     schedule = as_schedule(schedule)
     args = tuple(example_args)
     imported = import_model(model, args, formats)
@@ -368,8 +379,10 @@ def _lower(
     node_budget: int,
     order,
     passes: str | None,
+    ranker_options: Mapping[str, Any] | None = None,
 ) -> "Program":
-    """Partition, run passes, lower and parse: everything of `compile` after torch.export."""
+    """Partition, run passes, lower and parse: everything of `compile` after torch.export.
+    `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
     module = imported.module
     schedule = as_schedule(schedule)
     with module.context:
@@ -385,7 +398,12 @@ def _lower(
             for m in re.finditer(r"level=([\w,]+)", el)
             for v in m.group(1).split(",")
         }
-        ranker = OrderRanker(bind_args(imported, args), model_inputs=set(imported.input_names), keep_vars=levels)
+        ranker = OrderRanker(
+            bind_args(imported, args),
+            model_inputs=set(imported.input_names),
+            keep_vars=levels,
+            **dict(ranker_options or {}),
+        )
         ctx = PassContext(
             schedule=schedule if isinstance(schedule, Schedule) else None,
             containers=imported.containers,

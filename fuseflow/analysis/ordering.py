@@ -113,6 +113,31 @@ def _reduced(e: Expr) -> list[str]:
     return []
 
 
+def _reduced_set(e: Expr, memo: dict | None = None) -> frozenset[str]:
+    """Every variable reduced somewhere in `e` (a DAG: each shared node is visited once)."""
+    memo = {} if memo is None else memo
+    key = id(e)
+    if key not in memo:
+        if isinstance(e, Reduce):
+            memo[key] = frozenset(e.vars) | _reduced_set(e.body, memo)
+        elif isinstance(e, Call):
+            memo[key] = frozenset().union(*(_reduced_set(x, memo) for x in e.args))
+        else:
+            memo[key] = frozenset()
+    return memo[key]
+
+
+_REDUCED: dict[int, tuple[Expr, frozenset[str]]] = {}
+
+
+def _reduced_of(a: Assign) -> frozenset[str]:
+    """`_reduced_set` of an assignment's expression, computed once per expression object."""
+    hit = _REDUCED.get(id(a.expr))
+    if hit is None or hit[0] is not a.expr:
+        hit = _REDUCED[id(a.expr)] = (a.expr, _reduced_set(a.expr))
+    return hit[1]
+
+
 def linear_extensions(items: Sequence[str], edges: Sequence[tuple[str, str]]) -> Iterator[tuple[str, ...]]:
     """Every total order of `items` respecting `edges`, lexicographic in the order of `items`."""
     preds = {v: {a for a, b in edges if b == v and a in items} for v in items}
@@ -136,7 +161,8 @@ def _plans(rv: RegionVars, order: Sequence[str]) -> list[NestPlan]:
     counted separately); raises UnsupportedError when the order cannot be built."""
     out = []
     for a in rv.assigns:
-        sub = [v for v in order if v in a.dims or v in _reduced(a.expr)]
+        red = _reduced_of(a)
+        sub = [v for v in order if v in a.dims or v in red]
         out.append(plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, sub))
     return out
 

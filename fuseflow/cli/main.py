@@ -119,7 +119,61 @@ def cmd_estimate(a) -> int:
 
     model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    _explain(prog, a)
     return _print_estimate(prog, a)
+
+
+def _explain(prog, a) -> None:
+    """The planner's account (schedule auto) on stderr: --explain in full, else the chosen schedule."""
+    if prog.plan is None:
+        return
+    print(prog.plan.explain() if a.explain else f"schedule auto chose: {prog.plan.schedule!r}", file=sys.stderr)
+
+
+def cmd_plan(a) -> int:
+    """Find a fusion schedule with the planner, print what it weighed, save the schedule."""
+    from fuseflow.planner import plan
+
+    model, args, formats = _load_example(a.model, a)
+    found = plan(
+        model,
+        args,
+        formats,
+        arch=a.arch,
+        order=a.order,
+        top_k=a.top_k,
+        progress=(lambda m: print(m, file=sys.stderr)) if sys.stderr.isatty() else None,
+    )
+    if a.json:
+        print(json.dumps(_plan_json(found, a), indent=2))
+    else:
+        print(found.explain())
+    if a.output:
+        found.schedule.save(a.output)
+        print(f"schedule written to {a.output} (use: --schedule {a.output})", file=sys.stderr)
+    return 0
+
+
+def _plan_json(found, a) -> dict:
+    return {
+        "model": a.model,
+        "schedule": found.schedule.to_json(),
+        "units": [u.label for u in found.units],
+        "candidates": [
+            {
+                "regions": c.describe(found.units),
+                "estimate_cycles": c.estimate_cycles,
+                "mem_bytes": c.bytes,
+                "alu_ops": c.alu_ops,
+                "simulated_cycles": c.simulated_cycles,
+                "status": c.status,
+            }
+            for c in found.candidates
+        ],
+        "compiles": found.compiles,
+        "simulated_cycles": found.simulated_cycles,
+        "wall_s": found.wall_s,
+    }
 
 
 def cmd_run(a) -> int:
@@ -127,6 +181,7 @@ def cmd_run(a) -> int:
 
     model, args, formats = _load_example(a.model, a)
     prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    _explain(prog, a)
     if a.estimate:
         return _print_estimate(prog, a)
     res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None, engine=a.engine)
@@ -462,9 +517,10 @@ def _pass_args(p: argparse.ArgumentParser) -> None:
 def _model_args(p: argparse.ArgumentParser) -> None:
     """What every command that compiles one model file takes."""
     p.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
-    p.add_argument("--schedule", default="unfused", help="unfused | layer | full | op")
+    p.add_argument("--schedule", default="unfused", help="unfused | layer | full | op | auto | FILE.json/.py (rules)")
     p.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")
     p.add_argument("--graph", help="graph file for GNN examples")
     p.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
     _pass_args(p)
@@ -479,6 +535,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
     _engine_arg(r)
     r.set_defaults(fn=cmd_run)
+    pl = sub.add_parser("plan", help="find a fusion schedule (schedule=auto): candidates, estimates, the choice")
+    pl.add_argument("model")
+    pl.add_argument("--graph", help="graph file for GNN examples")
+    pl.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    pl.add_argument("--arch", default="comal")
+    pl.add_argument("--order", help="orders of the finalists' regions: auto (default) | plain")
+    pl.add_argument("--top-k", type=int, default=3, help="finalists simulated to confirm (default 3)")
+    pl.add_argument("--json", action="store_true")
+    pl.add_argument("-o", "--output", help="save the chosen schedule (.json or .py) for --schedule FILE")
+    pl.set_defaults(fn=cmd_plan)
     e = sub.add_parser("estimate", help="predict cycles, tokens, ALU ops and bytes per region without simulating")
     _model_args(e)
     e.add_argument("--nodes", action="store_true", help="also predicted tokens and busy cycles per node")
@@ -537,6 +603,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TMPDIR", os.path.join(os.getcwd(), "build", "tmp"))
     os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     a = parser().parse_args(argv)
+    import warnings
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        print(f"fuseflow: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = one_line
     try:
         return a.fn(a)
     except FuseflowError as e:

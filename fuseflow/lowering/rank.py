@@ -12,6 +12,8 @@ between regions are the prediction from the chosen producer.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
@@ -26,6 +28,15 @@ DEFAULT_TOP = 6
 MAX_RANKED_NODES = 4000
 """A region whose default graph is larger than this is ranked on its shortlist's first order
 only (lowering each of a huge region's orders costs seconds)."""
+
+
+def _canonical(text: str) -> str:
+    """A region's graph up to its name and the names of intermediates (``t3``), which differ
+    between schedules that cut the same region out of a model: equal keys, equal regions."""
+    names: dict[str, str] = {}
+    text = re.sub(r'sym_name = "[^"]*"', "", text)
+    text = re.sub(r'"(t\d+|out\d+)"', lambda m: names.setdefault(m.group(1), f'"#{len(names)}"'), text)
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 class OrderRanker:
@@ -43,11 +54,13 @@ class OrderRanker:
         model_inputs: "set[str] | None" = None,
         top: int = DEFAULT_TOP,
         keep_vars: "set[str] | None" = None,
+        memo: "dict[str, str] | None" = None,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
         self.model_inputs = model_inputs
         self.top = top
+        self.memo = memo  # canonical default-order graph -> chosen order name (shared across compiles)
         self.keep_vars = set(keep_vars or ())  # index variables a later pass names (sam-parallelize levels)
         self.known: dict[str, TensorStats] = {}
         self.density: Mapping[str, float] = {}
@@ -99,11 +112,18 @@ class OrderRanker:
         shortlist.insert(0, cands[0])  # the lowering's own default order is always a contender, built first
         scored: dict[int, float] = {}
         required: set[str] | None = None
+        key = None
         for c in shortlist:
             try:
                 text = build(list(c.order)).text()
             except FuseflowError:
                 continue
+            if key is None and self.memo is not None:
+                key = _canonical(text)
+                hit = self.memo.get(key)
+                chosen = next((x for x in cands if x.name == hit), None)
+                if chosen is not None:  # this region was ranked in another compile of the same model
+                    return replace(chosen, alternatives=tuple(cands))
             if text.count("\n") > MAX_RANKED_NODES and scored:
                 break
             present = {v for v in self.keep_vars if f'index_var = "{v}"' in text}
@@ -116,6 +136,8 @@ class OrderRanker:
             return pick
         best = min(scored, key=lambda i: (scored[i], i))
         alts = tuple(replace(c, cycles=scored.get(c.index)) for c in cands)
+        if key is not None:
+            self.memo[key] = alts[best].name
         return replace(alts[best], alternatives=alts)
 
     def commit(self, text: str) -> None:

@@ -168,6 +168,16 @@ class Schedule:
         """A schedule from ordered rules (the first fusing rule matching an op decides its region)."""
         return cls(rules=rules, label=label)
 
+    @classmethod
+    def auto(cls, *rules: Rule) -> Schedule:
+        """``schedule="auto"`` under constraints: the planner keeps ``materialize`` and ``no-fuse``
+        boundaries and never separates what a ``fuse`` rule (``by="all"``) groups."""
+        return cls(rules=rules, label="auto")
+
+    @property
+    def is_auto(self) -> bool:
+        return self.label == "auto"
+
     @property
     def name(self) -> str:
         """What reports call it: a built-in's name, else ``custom``."""
@@ -325,6 +335,26 @@ class Resolution:
     unmatched: list[Rule] = field(default_factory=list)
 
 
+def matches(rule: Rule, views: list[OpView]) -> tuple[set[int], dict[int, int]]:
+    """The PyTorch-level ops `rule` matches, and for sequences each op's occurrence number."""
+    hit: set[int] = set()
+    occ: dict[int, int] = {}
+    for m in rule.match:
+        if m.seq:
+            k, n = 0, 0
+            while k + len(m.seq) <= len(views):
+                if all(s.selects(views[k + j]) for j, s in enumerate(m.seq)) and m.selects(views[k]):
+                    for j in range(len(m.seq)):
+                        hit.add(k + j)
+                        occ.setdefault(k + j, n)
+                    k, n = k + len(m.seq), n + 1
+                else:
+                    k += 1
+        else:
+            hit.update(v.index for v in views if m.selects(v))
+    return hit, occ
+
+
 def resolve(
     schedule: Schedule,
     ops: list,
@@ -342,26 +372,9 @@ def resolve(
     compute ops it reads; `layer_of(path)`: the ``layer`` schedule's region of a module path.
     """
     rules = list(schedule.ruleset)
-    matched: list[set[int]] = []  # per rule: PyTorch-level ops it matches
-    occurrence: list[dict[int, int]] = []  # per rule: op -> sequence occurrence number
-    for r in rules:
-        hit: set[int] = set()
-        occ: dict[int, int] = {}
-        for m in r.match:
-            if m.seq:
-                k, n = 0, 0
-                while k + len(m.seq) <= len(views):
-                    if all(s.selects(views[k + j]) for j, s in enumerate(m.seq)) and m.selects(views[k]):
-                        for j in range(len(m.seq)):
-                            hit.add(k + j)
-                            occ.setdefault(k + j, n)
-                        k, n = k + len(m.seq), n + 1
-                    else:
-                        k += 1
-            else:
-                hit.update(v.index for v in views if m.selects(v))
-        matched.append(hit)
-        occurrence.append(occ)
+    found = [matches(r, views) for r in rules]
+    matched = [hit for hit, _ in found]
+    occurrence = [occ for _, occ in found]
     if strict_groups:
         _check_groups(schedule, views)
     unmatched = [r for r, hit in zip(rules, matched) if not hit]

@@ -1,0 +1,78 @@
+"""schedule="auto": the planner's choice against the exhaustive sweep of the same space
+(every segmentation simulated) on GCN, and against the built-ins and FuseFlow's split on the
+GPT-BigBird test size. Outputs are checked against eager PyTorch by `check()` (tolerance
+rtol = atol = 1e-5 x the longest dimension)."""
+
+from pathlib import Path
+
+import pytest
+
+import fuseflow
+import gcn
+import gpt_bigbird
+from fuseflow import Match, Rule, Schedule
+from fuseflow.errors import FuseflowError
+from fuseflow.planner import Space, plan
+
+CORA = Path(__file__).resolve().parents[3] / "shared" / "data" / "planetoid" / "cora.npz"
+SMALL_GPT = dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)
+
+
+def _exhaustive(model, args, formats):
+    """Simulated cycles of every segmentation of the planner's units (each with orders=auto)."""
+    space = Space(model, args, formats)
+    return {segs: space.compile(segs).simulate().cycles for segs in space.segmentations()}
+
+
+@pytest.mark.parametrize("graph", ["karate", "cora"])
+def test_gcn_auto_is_within_5_percent_of_the_exhaustive_sweep(graph):
+    if graph == "cora" and not CORA.exists():
+        pytest.skip("../shared/data is not present")
+    model, args, formats = gcn.build(**({"graph": str(CORA)} if graph == "cora" else {}))
+    sweep = _exhaustive(model, args, formats)
+    assert len(sweep) == 16  # five ops: 2^4 segmentations
+    found = plan(model, args, formats)
+    best = min(sweep.values())
+    assert found.chosen.simulated_cycles <= 1.05 * best, (found.explain(), best)
+    assert found.chosen.simulated_cycles == sweep[found.chosen.segments]  # the plan's program is that point
+    assert found.simulated_cycles < sum(sweep.values()) / 4  # confirming costs a fraction of the sweep
+    found.program.simulate().check()
+
+
+def test_gpt_auto_materializes_qkv_and_beats_every_fixed_schedule():
+    model, args, formats = gpt_bigbird.build(**SMALL_GPT)
+    prog = fuseflow.compile(model, args, formats, schedule="auto")
+    found = prog.plan
+    res = prog.simulate()
+    res.check(rtol=1e-5 * 64, atol=1e-5 * 64)
+    fixed = {
+        s if isinstance(s, str) else "fuseflow": fuseflow.compile(model, args, formats, schedule=s).simulate().cycles
+        for s in ["unfused", "layer", "full", gpt_bigbird.transformer_schedule()]
+    }
+    assert res.cycles <= 1.05 * min(fixed.values()), (found.explain(), fixed)
+    # Q, K and V are written to memory: no region holds both a projection and the attention it feeds
+    labels = [found.units[a:b] for a, b in found.chosen.segments]
+    for region in labels:
+        names = {u.label for u in region}
+        assert not ({"attn.heads.*.q", "attn.heads.*.k", "attn.heads.*.v"} & names and "attn.heads.*" in names)
+    assert "chosen" in found.explain() and "pruned" in found.explain()
+
+
+def test_auto_respects_the_users_rules():
+    model, args, formats = gcn.build()
+    rules = Schedule.auto(Rule(Match(kind="relu"), tag="no-fuse"))
+    prog = fuseflow.compile(model, args, formats, schedule=rules)
+    relu = [u for u, unit in enumerate(prog.plan.units) if unit.label == "relu"][0]
+    assert (relu, relu + 1) in prog.plan.chosen.segments  # the relu is a region of its own
+    prog.simulate().check()
+    clash = Schedule.auto(Rule(Match(kind="relu"), tag="no-fuse"), Rule(Match(path="conv1.*|"), name="x"))
+    with pytest.raises(FuseflowError, match="both fuse and separate"):
+        fuseflow.compile(model, args, formats, schedule=clash)
+
+
+def test_the_chosen_schedule_saves_and_reproduces(tmp_path):
+    model, args, formats = gcn.build()
+    prog = fuseflow.compile(model, args, formats, schedule="auto")
+    prog.plan.schedule.save(tmp_path / "plan.json")
+    again = fuseflow.compile(model, args, formats, schedule=str(tmp_path / "plan.json"))
+    assert again.mlir("sam") == prog.mlir("sam")
