@@ -176,6 +176,98 @@ def _plan_json(found, a) -> dict:
     }
 
 
+def _csv(text: str | None, kind=str) -> list:
+    if text is None:
+        return []
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            out.append(kind(item) if item or kind is str else kind(0))
+        except ValueError:
+            raise FuseflowError(f"expected a comma-separated list of {kind.__name__}s, got {text!r}") from None
+    return out
+
+
+def cmd_dse(a) -> int:
+    """Sweep schedules x orders x lanes x blocks x arch parameters; rows, a table and a plot."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from fuseflow.dse import flat_rows, load_space, make_executor, pareto_plot, sweep, write_parquet
+
+    overrides: dict = {
+        "schedule": _csv(a.schedule),
+        "order": _csv(a.order),
+        "par": _csv(a.par),
+        "block": _csv(a.block, int),
+        "arch": _csv(a.arch),
+    }
+    for item in a.param or []:
+        if "=" not in item:
+            raise FuseflowError(f"--param {item!r} must be KEY=V1,V2")
+        k, v = item.split("=", 1)
+        overrides[k] = _csv(v, int)
+    space = load_space(a.space, overrides, prune=True if a.prune else None)
+    options = _options(a.option)
+    if a.graph:
+        options["graph"] = a.graph
+    if not Path(a.model).exists():
+        raise FuseflowError(f"{a.model}: no such file")
+    executor = make_executor(a.executor, a.address, a.jobs)
+    cache = None if a.no_cache else (a.cache or os.path.join(os.path.expanduser("~"), ".cache", "fuseflow", "dse"))
+    try:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            disable=not sys.stderr.isatty(),
+        ) as bar:
+            task = bar.add_task(f"dse {Path(a.model).name} ({space.size} points, {executor.name})", total=None)
+            result = sweep(
+                a.model, options, space, executor, cache, progress=lambda d, t: bar.update(task, completed=d, total=t)
+            )
+    finally:
+        executor.close()
+    rows = result.rows
+    if a.output:
+        Path(a.output).write_text(json.dumps(result.to_json(), indent=2))
+    if a.parquet:
+        write_parquet(rows, a.parquet)
+    if a.plot:
+        pareto_plot(rows, a.plot, title=f"{Path(a.model).name}: {space.size} points")
+    if a.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        table = []
+        for r in flat_rows(rows):
+            params = " ".join(f"{k[5:]}={v}" for k, v in r.items() if k.startswith("arch."))
+            table.append(
+                [
+                    r["point"],
+                    r["schedule"],
+                    r["order"],
+                    r["par"] or "-",
+                    r["block"] or "-",
+                    (r["arch"] + (" " + params if params else "")),
+                    r.get("est_cycles", "-"),
+                    r.get("cycles", "-"),
+                    r.get("est_mem_bytes", "-"),
+                    r.get("alu_ops", r.get("est_alu_ops", "-")),
+                    f"{r['wall_s']:.2f}" + (" (cached)" if r.get("cached") else ""),
+                    r["status"][:50],
+                ]
+            )
+        headers = ["#", "schedule", "order", "par", "block", "arch", "estimate", "cycles"]
+        headers += ["bytes", "alu ops", "wall s", "status"]
+        _table(f"dse {Path(a.model).name}: {space.size} points, {result.cached} from cache", table, headers)
+    failed = sum(r["status"].startswith("failed") for r in rows)
+    if failed:
+        print(f"fuseflow: {failed} of {len(rows)} points failed (see status)", file=sys.stderr)
+    return 0
+
+
 def cmd_run(a) -> int:
     import fuseflow
 
@@ -535,6 +627,28 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
     _engine_arg(r)
     r.set_defaults(fn=cmd_run)
+    d = sub.add_parser("dse", help="sweep schedules x orders x lanes x blocks x arch: rows, Parquet, Pareto plot")
+    d.add_argument("model")
+    d.add_argument("--space", help="TOML space description ([dse] schedule/order/par/block/arch, arch_params)")
+    d.add_argument("--schedule", help="comma-separated schedules (unfused,layer,full,auto,FILE.json)")
+    d.add_argument("--order", help="comma-separated orders (auto,plain,...)")
+    d.add_argument("--par", help="comma-separated level:factor lane settings ('' = none), e.g. ',i:2,i:4'")
+    d.add_argument("--block", help="comma-separated block sizes (0 = none)")
+    d.add_argument("--arch", help="comma-separated presets or TOML files")
+    d.add_argument("--param", action="append", metavar="KEY=V1,V2", help="sweep an [arch] key, e.g. fifo_depth=16,1024")
+    d.add_argument("--prune", action="store_true", help="estimate every point, simulate only the non-dominated")
+    d.add_argument("--executor", default="local", choices=("local", "ray"))
+    d.add_argument("--address", help="Ray cluster address (with --executor ray)")
+    d.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
+    d.add_argument("--cache", help="finished-point cache directory (default ~/.cache/fuseflow/dse)")
+    d.add_argument("--no-cache", action="store_true")
+    d.add_argument("--graph", help="graph file for GNN examples")
+    d.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+    d.add_argument("-o", "--output", help="write the rows as JSON")
+    d.add_argument("--parquet", help="write the rows as Parquet (pip install 'fuseflow[parquet]')")
+    d.add_argument("--plot", help="write the Pareto plot (.svg or .png)")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=cmd_dse)
     pl = sub.add_parser("plan", help="find a fusion schedule (schedule=auto): candidates, estimates, the choice")
     pl.add_argument("model")
     pl.add_argument("--graph", help="graph file for GNN examples")

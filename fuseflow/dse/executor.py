@@ -37,6 +37,8 @@ class LocalExecutor(Executor):
     def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
         from fuseflow.dse.evaluate import evaluate
 
+        if not tasks:
+            return
         if self.jobs == 1 or len(tasks) == 1:  # no pool: the same function in this process
             for i, t in enumerate(tasks):
                 yield i, evaluate(*t)
@@ -62,6 +64,8 @@ class RayExecutor(Executor):
             raise FuseflowError("--executor ray needs Ray: pip install 'fuseflow[ray]'") from None
         self.ray = ray
         self.started = False
+        if address and address != "auto":
+            _reachable(address)
         if not ray.is_initialized():
             try:
                 ray.init(
@@ -89,6 +93,18 @@ class RayExecutor(Executor):
     def close(self) -> None:
         if self.started:
             self.ray.shutdown()
+
+
+def _reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail fast (Ray itself retries for minutes) when nothing listens at a cluster address."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as e:
+        raise FuseflowError(f"cannot reach Ray at {address}: {e}") from None
 
 
 def make_executor(kind: str, address: str | None = None, jobs: int | None = None) -> Executor:
