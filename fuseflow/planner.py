@@ -14,8 +14,9 @@ Search (DESIGN §12):
    a segmentation's cost is the sum of its segments'.
 2. *Choose*: the k best segmentations by that sum (dynamic programming); a candidate whose
    cycles, bytes and ALU ops are all dominated by another's is dropped.
-3. *Confirm*: the best `top_k` by estimate are compiled again with each region's order chosen
-   (``order="auto"``, Planning I), estimated whole and simulated; the fastest simulated wins.
+3. *Confirm*: the best `top_k` by estimate (1 per 20 segmentations of the space, at most 3) are
+   compiled again with each region's order chosen (``order="auto"``, Planning I), estimated
+   whole and simulated; the fastest simulated wins.
 
 `Plan.explain()` says what was considered, pruned and why.
 """
@@ -37,7 +38,17 @@ OP_UNITS = 10
 """Models with at most this many PyTorch-level ops are planned op by op."""
 MAX_UNITS = 24
 """More units than this are coarsened to top-level layers (the cover grows as units^2)."""
-DEFAULT_TOP_K = 3
+MAX_TOP_K = 3
+"""At most this many finalists are simulated; fewer in small spaces (`top_k_for`)."""
+
+
+def top_k_for(space_size: int) -> int:
+    """Finalists to simulate: one per 20 points of the space, 1 to `MAX_TOP_K`, so confirming
+    costs about a twentieth of sweeping the space (the cycle model ranks these models exactly:
+    docs/results.md, "Cycle model accuracy")."""
+    return max(1, min(MAX_TOP_K, space_size // 20))
+
+
 QUICK_TOP = 3
 """Orders per region ranked while estimating segments (the finalists rank the full shortlist)."""
 QUICK_CAP = 8
@@ -128,6 +139,16 @@ def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[
             else:
                 by_path[o.path] = [o.index]
                 groups.append(by_path[o.path])
+        if not nx.is_directed_acyclic_graph(_unit_graph(groups, op_deps)):
+            # a module's ops interleave with its children's (GraphSAGE: aggregate, lin, combine):
+            # units are runs of consecutive ops of one module instead
+            groups = []
+            for o in op_infos:
+                if groups and o.path and op_infos[groups[-1][-1]].path == o.path:
+                    groups[-1].append(o.index)
+                else:
+                    groups.append([o.index])
+            notes.append("a module's ops interleave with its children's: units are runs of one module's ops")
         groups = _merge_independent(groups, op_infos, op_deps)
         if len(groups) > MAX_UNITS and layer_of is not None:
             notes.append(f"{len(groups)} module units > {MAX_UNITS}: planning over top-level layers")
@@ -139,13 +160,7 @@ def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[
                     by_layer[key] = []
                     groups.append(by_layer[key])
                 by_layer[key].append(o.index)
-    g = nx.DiGraph()
-    unit_of = {op: u for u, ops in enumerate(groups) for op in ops}
-    g.add_nodes_from(range(len(groups)))
-    for op, deps in op_deps.items():
-        for d in deps:
-            if unit_of[d] != unit_of[op]:
-                g.add_edge(unit_of[d], unit_of[op])
+    g = _unit_graph(groups, op_deps)
     order = list(nx.lexicographical_topological_sort(g, key=lambda u: min(groups[u])))
     units = []
     for u in order:
@@ -154,6 +169,17 @@ def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[
         label = paths.pop() if len(paths) == 1 and "" not in paths else op_infos[ops[0]].node
         units.append(Unit(ops, label or op_infos[ops[0]].node))
     return units, notes
+
+
+def _unit_graph(groups: list[list[int]], op_deps: Mapping[int, set[int]]) -> nx.DiGraph:
+    g = nx.DiGraph()
+    unit_of = {op: u for u, ops in enumerate(groups) for op in ops}
+    g.add_nodes_from(range(len(groups)))
+    for op, deps in op_deps.items():
+        for d in deps:
+            if unit_of[d] != unit_of[op]:
+                g.add_edge(unit_of[d], unit_of[op])
+    return g
 
 
 def _merge_independent(groups: list[list[int]], op_infos, op_deps) -> list[list[int]]:
@@ -326,7 +352,7 @@ def plan(
     node_budget: int = 100_000,
     order: Any = None,
     passes: str | None = None,
-    top_k: int = DEFAULT_TOP_K,
+    top_k: int | None = None,
     candidates: int = 6,
     constraints: Schedule | None = None,
     progress=None,
@@ -335,7 +361,9 @@ def plan(
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``)."""
     t0 = time.perf_counter()
     space = Space(model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints)
-    units, notes, n, allowed, compile_with = space.units, space.notes, len(space.units), space.allowed, space.compile
+    units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
+    if top_k is None:
+        top_k = top_k_for(_count_segmentations(n, allowed))
 
     def say(msg: str) -> None:
         if progress is not None:
@@ -377,7 +405,7 @@ def plan(
     programs: dict[tuple, Any] = {}
     for j, c in enumerate(alive[:top_k]):
         say(f"confirming candidate {j + 1}/{min(top_k, len(alive))}")
-        prog = programs[c.segments] = compile_with(c.segments, order)
+        prog = programs[c.segments] = space.compile(c.segments, order)
         est = prog.estimate(arch=arch)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
         res = prog.simulate(arch=arch)
@@ -427,6 +455,13 @@ def _constraints(constraints: Schedule | None, units: list[Unit], views: list[Op
         return not any(c in cut for c in range(a + 1, b)) and a not in keep and b not in keep
 
     return allowed
+
+
+def _count_segmentations(n: int, allowed) -> int:
+    ways = [1] + [0] * n
+    for b in range(1, n + 1):
+        ways[b] = sum(ways[a] for a in range(b) if allowed(a, b))
+    return ways[n]
 
 
 def _op_dependences(func, ops, index_of) -> dict[int, set[int]]:

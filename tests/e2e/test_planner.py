@@ -35,7 +35,7 @@ def test_gcn_auto_is_within_5_percent_of_the_exhaustive_sweep(graph):
     best = min(sweep.values())
     assert found.chosen.simulated_cycles <= 1.05 * best, (found.explain(), best)
     assert found.chosen.simulated_cycles == sweep[found.chosen.segments]  # the plan's program is that point
-    assert found.simulated_cycles < sum(sweep.values()) / 4  # confirming costs a fraction of the sweep
+    assert found.simulated_cycles <= sum(sweep.values()) / 20  # confirming costs a twentieth of the sweep
     found.program.simulate().check()
 
 
