@@ -280,11 +280,20 @@ class Program:
                 run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
                 env.update(run.outputs)
                 runs.append(run)
-        outs = tuple(torch.from_numpy(np.ascontiguousarray(env[n])) for n in self.output_names)
+        outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
         regions = self.relayout_runs(env) + [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
         res = SimResult(self, args, outs, regions, arch_)
         res.traces = [r.traces for r in runs] if record else None
         return res
+
+    def _as_returned(self, i: int, value: np.ndarray) -> torch.Tensor:
+        """An output in the shape eager PyTorch returns: a full reduction is 0-d there, while sam
+        writes it as one element of a size-1 dense level."""
+        out = torch.from_numpy(np.ascontiguousarray(value))
+        shapes = self.imported.output_shapes
+        if i < len(shapes) and tuple(out.shape) != shapes[i] and out.numel() == int(np.prod(shapes[i])):
+            out = out.reshape(shapes[i])
+        return out
 
 
 _SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo)

@@ -181,10 +181,11 @@ def plan(
     if given is not None and isinstance(expr, Reduce):
         for v in expr.vars:
             rest = order[order.index(v) + 1 :]
-            if rest and (len(rest) > 2 or any(u in expr.vars for u in rest)):
+            after = [u for u in rest if u not in expr.vars]  # only reduced variables inside: reduce twice
+            if after and (len(after) > 2 or any(u in expr.vars for u in rest)):
                 raise UnrealisableOrder(
                     f"order {','.join(given)}: the reduction over {v} would need a sparse "
-                    f"accumulator over {len(rest)} inner variables (spacc has order 1 or 2)",
+                    f"accumulator over {len(after)} inner variables (spacc has order 1 or 2)",
                     loc,
                 )
     p = NestPlan(tuple(order))

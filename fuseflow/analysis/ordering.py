@@ -230,7 +230,7 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
                 bound = frozenset(p.renamed.get(v, v) for v in pre) | frozenset(pre)
                 pts = math.prod(dens.dim(v) for v in pre) * dens.of(_unrename(body, p), bound)
                 seen[pre] = max(seen.get(pre, 0.0), pts)
-            full = seen[nest]
+            full = seen.get(nest, 1.0)  # an empty nest (a scalar) is one point
             flops += full * max(1, _ops(body))
         visits += sum(seen.values())
         for _, nest in p.access_nest.items():

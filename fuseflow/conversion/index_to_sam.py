@@ -143,6 +143,7 @@ class SamLowering:
         self.outputs: dict[str, TensorInfo] = {}
         self.notes: list[str] = []
         self.aliases: dict[str, str] = {}  # re-laid copy -> the tensor whose data it holds
+        self.scanned: set[str] = set()  # tensors an earlier assignment of this region already reads
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -264,7 +265,7 @@ class SamLowering:
                 if e.tensor not in self.tensors or len(relaid) > 16:
                     raise
                 t = self.tensors[e.tensor]
-                if e.tensor not in relaid:
+                if e.tensor not in relaid and e.tensor not in self.scanned:
                     relaid.add(e.tensor)
                     self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
                     self.notes.append(
@@ -305,7 +306,8 @@ class SamLowering:
         cx = IterCtx(self.virtual, p.bound)
         accs = list(p.access_nest)
         for a in accs:
-            if len(set(a.vars)) != len(a.vars):
+            real = [v for v in a.vars if v != UNIT]  # size-1 dimensions all share the unit variable
+            if len(set(real)) != len(real):
                 raise UnsupportedError(f"tensor {a.tensor} is indexed on its diagonal; not supported", asg.loc)
         self.state = {a: _State(self.g.root(a.tensor)) for a in accs}
         self.crd_of: dict[str, str] = {}
@@ -358,6 +360,7 @@ class SamLowering:
                     f"{self.node_budget} nodes (at index variable {v}); split the region",
                     asg.loc,
                 )
+        self.scanned.update(a.tensor for a in accs)  # a later assignment must not re-lay these out
         order = list(p.root_nest)
         red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else (None, (), expr)
         val = self._value(body, p.root_nest)

@@ -36,6 +36,7 @@ class ImportedModel:
     single_output: bool
     containers: set[str] = field(default_factory=set)
     module_classes: dict[str, str] = field(default_factory=dict)  # module path ("" = the model) -> class name
+    output_shapes: list[tuple[int, ...]] = field(default_factory=list)  # as eager PyTorch returns them (0-d too)
     notes: list[str] = field(default_factory=list)
 
 
@@ -200,6 +201,7 @@ def import_model(
         single,
         containers=containers,
         module_classes={name: type(m).__name__ for name, m in model.named_modules()},
+        output_shapes=[tuple(t.shape) for t in (example if not single else [example]) if isinstance(t, torch.Tensor)],
         notes=notes,
     )
 
