@@ -73,8 +73,15 @@ def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
     if not isinstance(arg, torch.Tensor):
         raise UnsupportedError(f"input {name!r} is a {type(arg).__name__}; only tensors are supported")
     implied = {torch.sparse_csr: "csr", torch.sparse_csc: "csc", torch.sparse_coo: "coo"}.get(arg.layout)
-    if arg.layout == torch.sparse_bsr or arg.layout == torch.sparse_bsc:
-        raise UnsupportedError(f"input {name!r}: block-sparse layouts are not supported yet")
+    if arg.layout in (torch.sparse_bsr, torch.sparse_bsc):
+        b = tuple(arg.values().shape[-2:])
+        if arg.layout == torch.sparse_bsc or b[0] != b[1]:
+            kind = "BSC" if arg.layout == torch.sparse_bsc else f"BSR with {b[0]}x{b[1]} blocks"
+            raise UnsupportedError(
+                f"input {name!r}: {kind} is not supported; square-block BSR maps to bcsr<b> "
+                "(to_sparse_bsr(blocksize=(b, b)))"
+            )
+        implied = f"bcsr<{b[0]}>"
     dense = arg.to_dense() if implied else arg
     return dense.detach(), implied
 
