@@ -41,8 +41,10 @@ def check_supported(func) -> list[ir.Operation]:
         if op.name in COMPUTE_OPS:
             compute.append(op)
         elif op.name not in VIEW_OPS and op.name not in IGNORED_OPS:
+            origin = _name_loc(op)[2]
+            written = f" (from PyTorch op '{re.sub(r'_[0-9]+$', '', origin)}')" if origin else ""
             raise UnsupportedError(
-                f"unsupported op '{op.name}': fuseflow cannot lower it to sam", location_str(op.location)
+                f"unsupported op '{op.name}'{written}: fuseflow cannot lower it to sam", location_str(op.location)
             )
     return compute
 

@@ -32,6 +32,19 @@ def test_unsupported_op_names_the_op_and_its_source_line():
     assert "error:" in msg or "could not lower" in msg
 
 
+class TopK(torch.nn.Module):
+    def forward(self, x):
+        return torch.topk(x * 2, 2).values  # the line the error must name
+
+
+def test_unsupported_op_error_names_the_pytorch_op_and_its_line():
+    with pytest.raises(fuseflow.UnsupportedError) as e:
+        fuseflow.compile(TopK(), (torch.rand(4, 5),))
+    line = TopK.forward.__code__.co_firstlineno + 1
+    msg = str(e.value)
+    assert f"test_errors.py:{line}:" in msg and "from PyTorch op 'topk'" in msg, msg
+
+
 def test_unknown_format_name_lists_the_known_ones():
     with pytest.raises(fuseflow.FormatError, match=r"unknown format 'bsr'.*csr"):
         fuseflow.compile(MatMul(), (torch.rand(4, 4), torch.rand(4, 2)), formats={"A": "bsr"})
