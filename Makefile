@@ -5,7 +5,7 @@ export TMPDIR := $(CURDIR)/build/tmp
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find simulator -type f)
 
-.PHONY: demo test lint lit pytest bench clean
+.PHONY: demo test lint lit pytest bench clean test-sanitize
 
 $(STAMP): $(SOURCES)
 	@mkdir -p $(TMPDIR)
@@ -31,6 +31,20 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 test: lint lit pytest
+
+# The simulator built with ASan + UBSan (CMake option FUSEFLOW_SANITIZE) under the simulator,
+# engine and kernel tests; the sanitizer runtimes are preloaded because Python is not instrumented.
+SAN_DIR := build/sanitize
+SAN_ENV := LD_PRELOAD=$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so) \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+test-sanitize: $(STAMP)
+	@mkdir -p $(TMPDIR)
+	cmake -S . -B $(SAN_DIR) -DFUSEFLOW_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DPython_EXECUTABLE=$(CURDIR)/$(BIN)/python > $(SAN_DIR).log
+	cmake --build $(SAN_DIR) -j2 >> $(SAN_DIR).log
+	$(SAN_ENV) $(BIN)/python tests/sanitize.py tests/unit/test_simulator.py tests/unit/test_presets.py \
+		tests/unit/test_sam_ir.py tests/e2e/test_engines.py tests/e2e/test_kernels.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
