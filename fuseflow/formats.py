@@ -26,6 +26,18 @@ NAMED_2D = {
     "coo": (("compressed", "compressed"), (0, 1)),
 }
 FORMAT_NAMES = ("dense", "compressed", *NAMED_2D, "bcsr<b>")
+FORMAT_DOCS = (
+    ("dense", "every level dense, row-major (any rank)"),
+    ("compressed", "a 1-D sparse vector"),
+    ("csr", "dense rows, compressed columns"),
+    ("csc", "dense columns, compressed rows (the lowering re-lays it out when an order needs rows)"),
+    ("dcsr", "compressed rows, compressed columns"),
+    ("dcsc", "compressed columns, compressed rows"),
+    ("coo", "accepted and stored as DCSR (the simulator has no singleton scanner); torch COO inputs imply it"),
+    ("bcsr<b>", "CSR over b x b blocks with dense tiles as values; torch BSR inputs with square blocks imply it"),
+    ("[dense, compressed, ...]", "a per-level list, one entry per dimension, in dimension order"),
+)
+"""What `fuseflow ops` and docs/ops.md say about each format name."""
 _BCSR = re.compile(r"bcsr\s*<?\s*(\d+)\s*>?")
 
 

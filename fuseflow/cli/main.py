@@ -625,7 +625,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuseflow", description=__doc__)
+    p.add_argument("--verbose", action="store_true", help="show torch-mlir's own diagnostics on stderr")
     sub = p.add_subparsers(dest="cmd", required=True)
+    ops = sub.add_parser("ops", help="list the supported PyTorch ops and sparse formats")
+    ops.add_argument("--markdown", action="store_true", help="print docs/ops.md")
+    ops.set_defaults(fn=cmd_ops)
     r = sub.add_parser("run", help="compile a model file, simulate it and check it against PyTorch")
     _model_args(r)
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
@@ -708,10 +712,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def cmd_ops(a) -> int:
+    """The supported-op table and the formats (docs/ops.md is `--markdown`)."""
+    from fuseflow.formats import FORMAT_DOCS
+    from fuseflow.frontend.ops import SUPPORTED, markdown
+
+    if a.markdown:
+        print(markdown(), end="")
+        return 0
+    _table(
+        "supported ops (as exported, after decomposition)",
+        [[s.name, s.kind, s.example] for s in SUPPORTED],
+        ["op", "kind", "example"],
+    )
+    _table("formats", [list(f) for f in FORMAT_DOCS], ["format", "meaning"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TMPDIR", os.path.join(os.getcwd(), "build", "tmp"))
     os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     a = parser().parse_args(argv)
+    if a.verbose:
+        os.environ["FUSEFLOW_VERBOSE"] = "1"  # torch-mlir's own diagnostics go to stderr
     import warnings
 
     def one_line(message, category, filename, lineno, file=None, line=None):

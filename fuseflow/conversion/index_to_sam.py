@@ -10,6 +10,7 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
@@ -74,6 +75,7 @@ class IterCtx:
     virtual: dict[int, str]
     bound: dict[int, frozenset]
     memo: dict = field(default_factory=dict)
+    compressed_at: Callable[[Access, str], bool] = lambda a, v: True  # is a's level for v compressed?
 
     def absent(self, e: Expr, v: str) -> float | None:
         return absent(e, v, self.virtual, self.memo)
@@ -101,11 +103,27 @@ def iteration(e: Expr, v: str, cx: IterCtx):
     subs = [iteration(a, v, cx) for a in e.args]
     if all(t is None for t in subs):
         return None  # constant along v: its value is repeated, not iterated
+    if e.op == "mask" and subs[0] is not None and _may_skip(subs[0], cx, v):
+        # mask(s, m) is s (0 where s is absent) wherever m is present: intersecting with a
+        # compressed s would drop m's coordinates where s is 0. A union visits them; where only
+        # s is present the mask gives -inf, the absent value, so the extra visits are harmless.
+        return _join(Union_, subs)
     if e.op in ("mul", "mask"):
         return _join(Inter, subs)
     if cx.absent(e, v) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
+
+
+def _may_skip(t, cx: IterCtx, v: str) -> bool:
+    """Can iteration tree `t` skip a coordinate of v's range (a compressed level or a spacc in it)?"""
+    if isinstance(t, Leaf):
+        return cx.compressed_at(t.access, v)
+    if isinstance(t, Full):
+        return False
+    if isinstance(t, (Inter, Union_)):
+        return any(_may_skip(p, cx, v) for p in t.parts)
+    return True
 
 
 def _retarget(e: Expr, use: int, name: str) -> Expr:
@@ -158,6 +176,10 @@ class SamLowering:
         mode = fmt.mode_order[st.level]
         dim = self.tensors[a.tensor].shape[mode]
         return fmt.levels[st.level], mode, st.level, (dim // self.block if self.block and dim != 1 else dim)
+
+    def _compressed_at(self, a: Access, v: str) -> bool:
+        fmt = self._fmt(a)
+        return fmt.levels[fmt.mode_order.index(a.vars.index(v))] == "compressed"
 
     def _scan(self, a: Access, v: str) -> tuple[str, dict, bool]:
         # A shared (alpha-equivalent) subexpression can put one access twice in an iteration
@@ -303,7 +325,7 @@ class SamLowering:
         for inner, orig in p.renamed.items():
             self.dims[inner] = self.dims[orig]
         self.vval: dict[Reduce, str] = {}
-        cx = IterCtx(self.virtual, p.bound)
+        cx = IterCtx(self.virtual, p.bound, compressed_at=self._compressed_at)
         accs = list(p.access_nest)
         for a in accs:
             real = [v for v in a.vars if v != UNIT]  # size-1 dimensions all share the unit variable

@@ -19,6 +19,8 @@ import torch
 
 from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.formats import Format, encoding_attr, parse_format
+from fuseflow.frontend.ops import check_graph
+from fuseflow.frontend.torch_lowering import lower_to_linalg
 from fuseflow.dialects.sam import new_context
 from fuseflow.mlir import ir
 
@@ -129,14 +131,39 @@ def _named_location_cache(importer):
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
 
-def import_model(
-    model: torch.nn.Module, args: Sequence[Any], formats: Mapping[str, Any] | None = None
-) -> ImportedModel:
-    """Export `model` on `args`, import it to linalg and attach the declared formats."""
-    from torch_mlir import fx
+def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> ir.Module:
+    """Decompose, check every op against the table, import to the torch dialect in process, and
+    lower to linalg in a child process (`torch_lowering`): a crash there cannot kill the caller."""
     from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
     from torch_mlir.extras.fx_importer import FxImporter
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            ep = ep.run_decompositions(get_decomposition_table())
+        except Exception as e:
+            raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
+        check_graph(ep.graph.nodes, origin)
+        ctx = new_context()
+        torch_d.register_dialect(ctx)
+        importer = FxImporter(context=ctx)
+        importer._cc = _named_location_cache(importer)
+        try:
+            importer.import_frozen_program(ep, func_name="main")
+        except Exception as e:
+            raise UnsupportedError(f"torch-mlir's FX importer failed: {str(e).splitlines()[0]}") from None
+    text = lower_to_linalg(importer.module.operation.get_asm(enable_debug_info=True), verbose)
+    try:
+        return ir.Module.parse(text, context=ctx)
+    except ir.MLIRError as e:
+        raise UnsupportedError(f"torch-mlir's linalg output did not parse: {str(e).splitlines()[0]}") from None
+
+
+def import_model(
+    model: torch.nn.Module, args: Sequence[Any], formats: Mapping[str, Any] | None = None, verbose: bool = False
+) -> ImportedModel:
+    """Export `model` on `args`, import it to linalg and attach the declared formats."""
     formats = dict(formats or {})
     names = arg_names(model, len(args))
     dense_args, implied = [], {}
@@ -167,19 +194,7 @@ def import_model(
         except Exception as e:  # torch.export reports many kinds of errors
             raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
     _normalise_sparse_mm(ep)
-
-    ctx = new_context()
-    torch_d.register_dialect(ctx)
-    importer = FxImporter(context=ctx)
-    importer._cc = _named_location_cache(importer)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        try:
-            module = fx.export_and_import(ep, output_type="linalg-on-tensors", func_name="main", fx_importer=importer)
-        except Exception as e:
-            msg = str(e)
-            first = next((ln.strip() for ln in msg.splitlines() if "error" in ln), msg.splitlines()[0])
-            raise UnsupportedError(f"torch-mlir could not lower the model: {first}") from None
+    module = _to_linalg(ep, verbose)
 
     fmts: dict[str, Format] = {}
     for name, t in zip(all_names, inputs):

@@ -116,6 +116,9 @@ def lower_module(
         if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
             name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
         out_names.append(name)
+        src = _through_reshapes(v)
+        if src is not v and src not in names:  # a returned reshape (squeeze) of a result: write the result
+            names[src] = name
         if v in names:  # returns an input (or a value already named) unchanged
             raise UnsupportedError(f"output {name} is an input passed through unchanged; nothing to compute")
         names[v] = name
@@ -187,6 +190,20 @@ def lower_module(
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
     return module_text(graphs, out_names), summary, chosen
+
+
+def _through_reshapes(v: ir.Value) -> ir.Value:
+    """The value a chain of reshapes / casts (which keep the row-major layout) was made from."""
+    while True:
+        owner = v.owner
+        op = owner.operation if isinstance(owner, ir.OpView) else owner
+        if not isinstance(op, ir.Operation) or op.name not in (
+            "tensor.expand_shape",
+            "tensor.collapse_shape",
+            "tensor.cast",
+        ):
+            return v
+        v = op.operands[0]
 
 
 def _produced_in(v: ir.Value, region_ops: set) -> bool:

@@ -1,0 +1,83 @@
+"""torch dialect → linalg-on-tensors, run by torch-mlir's own ``torch-mlir-opt`` in a child process.
+
+torch-mlir's lowering can die natively on input it does not expect (PyTorch Geometric's
+``GCNConv`` with an ``edge_index`` segfaulted in-process), and it prints diagnostics and a
+"reproduce with" hint to stderr. Out of process, a crash becomes a `FuseflowError` naming the
+step and the signal, stderr is captured (shown with ``verbose``), and the Python process lives.
+The pipelines are the ones ``torch_mlir.fx.export_and_import`` runs for ``linalg-on-tensors``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError, UnsupportedError
+
+STEPS = (
+    (
+        "torch-mlir: TorchFX IR -> torch backend",
+        "builtin.module(func.func(torch-match-quantized-custom-ops), torchdynamo-export-to-torch-backend-pipeline)",
+    ),
+    (
+        "torch-mlir: torch backend -> linalg-on-tensors",
+        "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline{allow-non-finites=true})",
+    ),
+)
+
+
+def opt_binary() -> Path:
+    """The native ``torch-mlir-opt`` shipped inside the pinned wheel (same MLIR as the bindings)."""
+    from torch_mlir import _mlir_libs  # torch_mlir itself is a namespace package (no __file__)
+
+    path = Path(_mlir_libs.__file__).parent / "torch-mlir-opt"
+    if not path.exists():
+        raise FuseflowError(f"torch-mlir-opt not found at {path}; reinstall torch-mlir")
+    return path
+
+
+def run_step(text: str, step: str, pipeline: str, verbose: bool = False) -> str:
+    """Run one pipeline on module text in a child process; returns the lowered text."""
+    proc = subprocess.run(
+        [str(opt_binary()), f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo", "-"],
+        input=text.encode(),
+        capture_output=True,
+        env={**os.environ, "LLVM_DISABLE_CRASH_REPORT": "1", "LLVM_DISABLE_SYMBOLIZATION": "1"},
+    )
+    err = proc.stderr.decode(errors="replace")
+    if (verbose or os.environ.get("FUSEFLOW_VERBOSE")) and err:
+        sys.stderr.write(err)
+    if proc.returncode < 0:
+        sig = signal.Signals(-proc.returncode).name
+        raise FuseflowError(f"{step} crashed ({sig}); the model was not lowered. Rerun with --verbose for its output")
+    if proc.returncode != 0:
+        raise UnsupportedError(f"{step} failed: {first_error(err)}", first_location(err))
+    return proc.stdout.decode()
+
+
+def first_error(stderr: str) -> str:
+    for ln in stderr.splitlines():
+        if "error:" in ln:
+            return ln.split("error:", 1)[1].strip()
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else "no diagnostic"
+
+
+def first_location(stderr: str) -> str | None:
+    import re
+
+    for ln in stderr.splitlines():
+        m = re.match(r"(.+?):(\d+):(\d+): error:", ln)
+        if m and not m.group(1).startswith("<"):
+            return f"{m.group(1)}:{m.group(2)}:{m.group(3)}"
+    return None
+
+
+def lower_to_linalg(text: str, verbose: bool = False) -> str:
+    """Both steps, one child process each (a crash names the step it happened in)."""
+    for step, pipeline in STEPS:
+        text = run_step(text, step, pipeline, verbose)
+    return text
