@@ -11,7 +11,7 @@ $(STAMP): $(SOURCES)
 	@mkdir -p $(TMPDIR)
 	test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0 "scikit-build-core>=0.10" "nanobind>=2.0"
-	$(BIN)/pip install -q --no-build-isolation -e '.[test,plot,ray,parquet]'
+	$(BIN)/pip install -q --no-build-isolation -e '.[test,plot,ray,parquet,pyg]'
 	touch $@
 
 demo: $(STAMP)

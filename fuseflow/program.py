@@ -301,8 +301,11 @@ _SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo)
 
 def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
     """Model inputs by name (2-D sparse ones as scipy matrices, never densified) plus parameters."""
-    if len(args) != imported.n_user_args:
-        raise FuseflowError(f"simulate() takes {imported.n_user_args} arguments, got {len(args)}")
+    expected = imported.n_call_args if imported.n_call_args is not None else imported.n_user_args
+    if len(args) != expected:
+        raise FuseflowError(f"simulate() takes {expected} arguments, got {len(args)}")
+    if imported.adapt is not None:  # edge lists -> pattern matrices (frontend/message_passing.py)
+        args = imported.adapt(args)
     data: dict[str, Any] = {}
     for name, a in zip(imported.input_names, args):
         if isinstance(a, torch.Tensor) and a.dim() == 2 and a.layout in _SPARSE_2D:

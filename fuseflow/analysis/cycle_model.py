@@ -99,8 +99,9 @@ class Stream(NamedTuple):
 
     @property
     def tokens(self) -> float:
-        """Data tokens, one stop per innermost fiber (outer stops merge into it), and D."""
-        return self.data + (self.counts[-2] if self.depth >= 1 else 0.0) + 1.0
+        """Data tokens, one stop per innermost fiber (outer stops merge into it), and D. With no
+        innermost fiber at all (an empty tensor) the outer stop still arrives, raised: one stop."""
+        return self.data + (max(self.counts[-2], 1.0) if self.depth >= 1 else 0.0) + 1.0
 
     def with_last(self, n: float, present: float = 1.0) -> "Stream":
         return Stream(self.counts[:-1] + (n,), self.dims, present)

@@ -307,7 +307,22 @@ class SamLowering:
                     )
 
     def lower(self, asg: Assign, order: list[str] | None = None) -> list[str]:
-        """Add the graph of one assignment; returns the root loop order."""
+        """Add the graph of one assignment; returns the root loop order.
+
+        An internal failure (a known one: a degree sum whose variable a Gustavson spacc renamed,
+        scanned past its last level, on some orders of a fused two-layer PyG GCN) becomes an
+        `UnsupportedError` naming the order, so the order ranker skips that order and a user who
+        forced it gets one line instead of a traceback."""
+        try:
+            return self._lower_assign(asg, order)
+        except (IndexError, KeyError) as e:
+            raise UnsupportedError(
+                f"region {self.name}: the lowering failed on order {','.join(order) if order else 'plain'} "
+                f"(internal {type(e).__name__}: {e}); another order or schedule avoids it",
+                asg.loc,
+            ) from e
+
+    def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:
         self.dims = asg.dims
         if self.block:
             self.dims = self._block_dims(asg)

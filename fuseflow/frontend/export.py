@@ -12,13 +12,14 @@ from __future__ import annotations
 import inspect
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.formats import Format, encoding_attr, parse_format
+from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.torch_lowering import lower_to_linalg
 from fuseflow.dialects.sam import new_context
@@ -40,6 +41,8 @@ class ImportedModel:
     module_classes: dict[str, str] = field(default_factory=dict)  # module path ("" = the model) -> class name
     output_shapes: list[tuple[int, ...]] = field(default_factory=list)  # as eager PyTorch returns them (0-d too)
     notes: list[str] = field(default_factory=list)
+    adapt: Callable[[Sequence[Any]], tuple] | None = None  # user's arguments -> the imported function's
+    n_call_args: int | None = None  # how many arguments the user's model takes (when `adapt` changes it)
 
 
 class _Lifted(torch.nn.Module):
@@ -166,6 +169,14 @@ def import_model(
     """Export `model` on `args`, import it to linalg and attach the declared formats."""
     formats = dict(formats or {})
     names = arg_names(model, len(args))
+    source, n_call, adapt, user_args = model, len(args), None, tuple(args)
+    edge_args = edge_positions(model, args)
+    if edge_args:  # message passing over an edge list: rewritten to pattern matrices
+        tr = translate(model, args, names)
+        for p in edge_args:
+            fmt = formats.pop(names[p], "csr")
+            formats.update({s.name: fmt for s in tr.adapter.sets if s.arg == names[p]})
+        model, args, names, adapt = tr.module, tr.adapter(args), tr.input_names, tr.adapter
     dense_args, implied = [], {}
     for name, a in zip(names, args):
         d, fmt = densify(a, name)
@@ -206,11 +217,12 @@ def import_model(
         if "compressed" in fmts[name].levels
     }
     out_names = _attach(module, all_names, fmts, density)
-    example = lifted(*inputs)
+    with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely: run the user's
+        example = lifted(*inputs) if adapt is None else source(*user_args)
     single = not isinstance(example, (tuple, list))
     containers = {
         name
-        for name, m in model.named_modules()
+        for name, m in source.named_modules()
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))
     }
     return ImportedModel(
@@ -222,9 +234,11 @@ def import_model(
         out_names,
         single,
         containers=containers,
-        module_classes={name: type(m).__name__ for name, m in model.named_modules()},
+        module_classes={name: type(m).__name__ for name, m in source.named_modules()},
         output_shapes=[tuple(t.shape) for t in (example if not single else [example]) if isinstance(t, torch.Tensor)],
         notes=notes,
+        adapt=adapt,
+        n_call_args=n_call,
     )
 
 

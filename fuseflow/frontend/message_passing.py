@@ -1,0 +1,627 @@
+"""Edge-list message passing (PyTorch Geometric as written) → sparse algebra over adjacency patterns.
+
+A GNN written over an ``edge_index`` (2 x E integers) gathers node rows per edge
+(``x.index_select(0, edge_index[0])``), computes per-edge values and scatters them back to nodes
+(``scatter_add`` / ``scatter_reduce``). Index arithmetic is not sparse algebra, and torch-mlir
+crashes on it. This module rewrites the exported graph so that an edge tensor of shape (E, F...)
+becomes an (N, N, F...) tensor indexed (target i, source j) that is zero off the edge pattern,
+and the edge list becomes a 0/1 *pattern matrix* P (CSR) that the model takes instead:
+
+- gather by source / target: ``P[:, :, None] * x[None, :, :]`` / ``P[:, :, None] * x[:, None, :]``;
+- ``scatter_add`` / ``scatter_reduce(sum|mean|amax)`` over targets: a sum (max) over j;
+  over sources: over i; ``mean`` divides by the pattern's row sums;
+- elementwise ops on edge values stay elementwise; an op with f(0) != 0 is multiplied by P;
+- ``add_remaining_self_loops`` (drop self loops, append one per node) is a second pattern built
+  with the first; the GCN normalisation's ``deg ** -0.5`` is ``rsqrt``.
+
+Fused, ``sum_j P(i,j) d(i) d(j) x(j,f)`` lowers to an SpMM over P. The pattern matrices are built
+on the host from the edge list each run (`EdgeAdapter`), with the checks PyG does not do
+(node ids in range, no duplicate edges). The rewritten graph is re-exported through
+``fx.Interpreter`` under ``preserve_node_meta``, so every op keeps its module path and source
+line (schedules and error messages see the user's model, not this rewrite).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+import torch.fx as fx
+
+from fuseflow.errors import FuseflowError, UnsupportedError
+from fuseflow.frontend.ops import graph_name, node_location
+
+aten = torch.ops.aten
+_META = ("stack_trace", "nn_module_stack", "from_node", "source_fn_stack")
+
+
+# --- what a value of the original graph is, abstractly ------------------------------------------
+@dataclass(frozen=True)
+class EdgeSet:
+    """An edge list derived from one edge_index argument: ``base``, ``offdiag`` (self loops
+    dropped) or ``loops`` (self loops dropped, then one per node appended)."""
+
+    arg: str
+    kind: str = "base"
+
+    @property
+    def name(self) -> str:
+        return self.arg if self.kind == "base" else f"{self.arg}_{self.kind}"
+
+
+@dataclass(frozen=True)
+class Index:  # the (2, E) index tensor of an edge set
+    s: EdgeSet
+
+
+@dataclass(frozen=True)
+class Side:  # row 0 (sources, j) or row 1 (targets, i) of an edge set, possibly viewed / expanded
+    s: EdgeSet
+    side: int
+
+
+@dataclass(frozen=True)
+class SelfLoopMask:  # edge_index[0] != edge_index[1]
+    s: EdgeSet
+
+
+@dataclass(frozen=True)
+class Count:  # the number of edges of a set (a SymInt in the export)
+    s: EdgeSet
+
+
+@dataclass(frozen=True)
+class NodeRange:  # arange(N), viewed (1, N) or repeated (2, N): the self loops' index tensor
+    n: int
+
+
+@dataclass(frozen=True)
+class Zeros:  # a zero tensor a scatter writes into
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Alloc:  # an uninitialised tensor (empty_strided), filled by a full_like
+    shape: tuple
+
+
+@dataclass
+class Edge:
+    """An edge tensor: `node` (in the new graph) has shape (N, N, *trailing), zero off the pattern."""
+
+    s: EdgeSet
+    node: fx.Node
+    trailing: tuple[int, ...]
+    ones: bool = False  # the pattern itself (torch.ones(E))
+
+
+@dataclass
+class Real:
+    """A node-space value: `node` in the new graph. `positive`: provably > 0 (a degree with self loops)."""
+
+    node: Any
+    positive: bool = False
+    rsqrt_of_positive: bool = False
+
+
+@dataclass(frozen=True)
+class InfTest:  # y == inf, for GCN's masked_fill(deg_inv_sqrt, deg_inv_sqrt == inf, 0)
+    y: Real
+
+
+_SYMBOLIC = (Index, Side, SelfLoopMask, Count, NodeRange, Zeros, Alloc)
+
+
+@dataclass
+class Translation:
+    """The rewritten module, the arguments it takes instead of the user's, and how to build them."""
+
+    module: torch.nn.Module
+    input_names: list[str]
+    adapter: "EdgeAdapter"
+
+
+@dataclass
+class EdgeAdapter:
+    """Builds the rewritten model's arguments from the user's: each edge_index becomes the CSR
+    pattern matrices of the edge sets the model uses (checked: ids in range, no duplicates)."""
+
+    n_nodes: int
+    edge_args: dict[int, str]  # position of an edge_index argument -> its name
+    sets: list[EdgeSet]  # in the order the rewritten module takes them
+    max_over: list[tuple[EdgeSet, int]] = field(default_factory=list)  # (set, side) reduced with amax
+
+    def __call__(self, args: Sequence[Any]) -> tuple:
+        out: list[Any] = []
+        for pos, a in enumerate(args):
+            if pos not in self.edge_args:
+                out.append(a)
+                continue
+            name = self.edge_args[pos]
+            ei = edge_index_of(a, name, self.n_nodes)
+            for s in self.sets:
+                if s.arg == name:
+                    out.append(self.pattern(ei, s))
+        return tuple(out)
+
+    def pattern(self, ei: torch.Tensor, s: EdgeSet) -> torch.Tensor:
+        src, dst = ei[0], ei[1]
+        if s.kind in ("offdiag", "loops"):
+            keep = src != dst
+            src, dst = src[keep], dst[keep]
+        if s.kind == "loops":
+            loop = torch.arange(self.n_nodes)
+            src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
+        n = self.n_nodes
+        for t, side in self.max_over:
+            if t == s:
+                have = torch.zeros(n, dtype=torch.bool)
+                have[dst if side == 1 else src] = True
+                if not bool(have.all()):
+                    missing = int((~have).nonzero()[0])
+                    raise FuseflowError(
+                        f"{s.arg}: node {missing} has no {'incoming' if side == 1 else 'outgoing'} edge; a max "
+                        "aggregation there is 0 in PyTorch Geometric but -inf as sparse algebra (not supported)"
+                    )
+        key = dst * n + src  # row i = target, column j = source
+        order = torch.argsort(key)
+        crow = torch.zeros(n + 1, dtype=torch.int64)
+        crow[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, src[order], torch.ones(len(src)), (n, n))
+
+
+def edge_index_of(a: Any, name: str, n: int) -> torch.Tensor:
+    """The (2, E) edge list of an argument: an integer edge_index, or a torch.sparse adjacency
+    (PyG's ``adj_t``: entry (i, j) is the edge j -> i), checked against the node count."""
+    if isinstance(a, torch.Tensor) and a.layout != torch.strided:
+        adj = a.to_sparse_coo().coalesce()
+        if not bool((adj.values() == 1).all()):
+            raise UnsupportedError(f"{name}: adjacency values other than 1 (edge weights) are not supported yet")
+        ei = torch.stack([adj.indices()[1], adj.indices()[0]])
+    elif isinstance(a, torch.Tensor) and not a.is_floating_point() and a.dim() == 2 and a.shape[0] == 2:
+        ei = a.long()
+    else:
+        raise FuseflowError(f"{name}: expected an edge_index (2 x E integers) like the example, got {_describe(a)}")
+    if ei.numel():
+        lo, hi = int(ei.min()), int(ei.max())
+        if lo < 0 or hi >= n:
+            bad = lo if lo < 0 else hi
+            col = int(((ei == bad).any(0)).nonzero()[0])
+            raise FuseflowError(f"{name}: edge {col} names node {bad}, but the graph has {n} nodes (0..{n - 1})")
+    key = ei[1] * n + ei[0]
+    if torch.unique(key).numel() != key.numel():
+        raise UnsupportedError(f"{name}: duplicate edges; fuseflow builds a 0/1 adjacency (coalesce the edge list)")
+    return ei
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, torch.Tensor):
+        return f"a {a.dtype} tensor of shape {tuple(a.shape)}"
+    return type(a).__name__
+
+
+def is_edge_list(a: Any) -> bool:
+    return (
+        isinstance(a, torch.Tensor)
+        and a.layout == torch.strided
+        and not a.is_floating_point()
+        and a.dim() == 2
+        and a.shape[0] == 2
+        and a.dtype != torch.bool
+    )
+
+
+def is_message_passing(model: torch.nn.Module) -> bool:
+    """A PyTorch Geometric MessagePassing layer anywhere in the model (found by class name: the
+    extra is optional, so torch_geometric is not imported for this)."""
+    return any(
+        any(c.__name__ == "MessagePassing" and c.__module__.startswith("torch_geometric") for c in type(m).__mro__)
+        for m in model.modules()
+    )
+
+
+def edge_positions(model: torch.nn.Module, args: Sequence[Any]) -> list[int]:
+    """Arguments that are edge lists: integer (2, E) tensors, and torch.sparse adjacencies given
+    to a PyTorch Geometric model (its ``adj_t``)."""
+    pyg = is_message_passing(model)
+    return [
+        i
+        for i, a in enumerate(args)
+        if is_edge_list(a) or (pyg and isinstance(a, torch.Tensor) and a.layout != torch.strided and a.dim() == 2)
+    ]
+
+
+# --- the rewrite ---------------------------------------------------------------------------------
+class _Rewriter:
+    def __init__(self, graph: fx.Graph, n_nodes: int):
+        self.g = graph
+        self.n = n_nodes
+        self.patterns: dict[EdgeSet, fx.Node] = {}
+        self.max_over: list[tuple[EdgeSet, int]] = []
+        self.src: fx.Node | None = None  # the original node being translated (for meta and errors)
+
+    def call(self, target, *args) -> fx.Node:
+        node = self.g.call_function(target, args)
+        if self.src is not None:
+            node.meta.update({k: self.src.meta[k] for k in _META if k in self.src.meta})
+        return node
+
+    def fail(self, what: str) -> UnsupportedError:
+        return UnsupportedError(f"{what} (message passing: {graph_name(self.src.target)})", node_location(self.src))
+
+    def pattern(self, s: EdgeSet, trailing: int = 0) -> fx.Node:
+        p = self.patterns[s]
+        for _ in range(trailing):
+            p = self.call(aten.unsqueeze.default, p, -1)
+        return p
+
+    def gather(self, x: Real, side: Side, n_dims: int) -> Edge:
+        """x[edge_index[side]]: P * x broadcast along the other end of each edge."""
+        trailing = n_dims - 1
+        xv = self.call(aten.unsqueeze.default, x.node, 0 if side.side == 0 else 1)
+        return Edge(side.s, self.call(aten.mul.Tensor, self.pattern(side.s, trailing), xv), self._trail(x.node))
+
+    @staticmethod
+    def _trail(node: fx.Node) -> tuple[int, ...]:
+        return tuple(node.meta["val"].shape[1:]) if "val" in node.meta else ()
+
+    def scatter(self, base: Any, side: Side, e: Edge, reduce: str) -> Real:
+        """scatter(reduce) of edge values into nodes indexed by `side`: reduce over the other end."""
+        if side.s != e.s:
+            raise self.fail("a scatter whose index and values come from different edge lists")
+        dim = 1 if side.side == 1 else 0
+        if reduce == "sum":
+            out = self.call(aten.sum.dim_IntList, e.node, [dim])
+        elif reduce == "mean":
+            total = self.call(aten.sum.dim_IntList, e.node, [dim])
+            count = self.call(aten.sum.dim_IntList, self.patterns[e.s], [dim])
+            count = self.call(aten.clamp.default, count, 1.0)
+            for _ in e.trailing:
+                count = self.call(aten.unsqueeze.default, count, -1)
+            out = self.call(aten.div.Tensor, total, count)
+        elif reduce == "amax":
+            mask = self.pattern(e.s, len(e.trailing))
+            keep = self.call(aten.ne.Scalar, mask, 0)
+            masked = self.call(aten.where.self, keep, e.node, self.call(aten.scalar_tensor.default, -math.inf))
+            out = self.call(aten.amax.default, masked, [dim])
+            self.max_over.append((e.s, side.side))
+        else:
+            raise self.fail(f"scatter_reduce '{reduce}' (supported: sum, mean, amax)")
+        if isinstance(base, Zeros):  # a count over a set holding every self loop is >= 1
+            return Real(out, positive=reduce == "sum" and e.ones and e.s.kind == "loops")
+        if isinstance(base, Real) and reduce == "sum":
+            return Real(self.call(aten.add.Tensor, base.node, out))
+        raise self.fail("a scatter into a non-zero tensor other than a sum")
+
+
+ZERO_PRESERVING = {"aten.mul.Tensor", "aten.neg", "aten.relu", "aten.tanh", "aten.abs", "aten.sqrt"}
+
+
+def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str]) -> Translation:
+    """Rewrite `model` (whose arguments at `edge_positions` are edge lists) into one over pattern matrices."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    from fuseflow.frontend.export import _Lifted
+
+    positions = edge_positions(model, args)
+    state = dict(model.named_parameters())
+    state.update(dict(model.named_buffers()))
+    n_nodes = _node_count(model, args, positions)
+    example_ei = {p: edge_index_of(args[p], names[p], n_nodes) for p in positions}
+    call_args = [example_ei[i] if i in example_ei else _plain(a) for i, a in enumerate(args)]
+    lifted = _Lifted(model, len(args), list(state)).eval()
+    try:
+        ep = torch.export.export(lifted, tuple(call_args) + tuple(v.detach() for v in state.values()))
+        ep = ep.run_decompositions(get_decomposition_table())
+    except Exception as e:
+        raise UnsupportedError(f"torch.export failed on the message-passing model: {str(e).splitlines()[0]}") from None
+    g = fx.Graph()
+    rw = _Rewriter(g, n_nodes)
+    env: dict[fx.Node, Any] = {}
+    user = set(ep.graph_signature.user_inputs)  # the model's own parameters come first, unused (functional_call)
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in user]
+    sets_of: dict[int, list[EdgeSet]] = {p: [] for p in positions}
+    user_inputs: list[tuple[str, fx.Node]] = []  # the rewritten model's arguments, in order
+    # Pattern placeholders are created up front for every set an edge list can give; unused ones are dropped.
+    for pos, ph in enumerate(placeholders):
+        if pos in example_ei:
+            env[ph] = Index(EdgeSet(names[pos]))
+            for kind in ("base", "offdiag", "loops"):
+                s = EdgeSet(names[pos], kind)
+                node = g.placeholder(s.name)
+                rw.patterns[s] = node
+                sets_of[pos].append(s)
+                user_inputs.append((s.name, node))
+        else:
+            node = g.placeholder(names[pos] if pos < len(args) else f"state_{pos}")
+            node.meta.update({k: ph.meta[k] for k in ("val",) if k in ph.meta})
+            env[ph] = Real(node)
+            if pos < len(args):
+                user_inputs.append((names[pos], node))
+    counts = {EdgeSet(names[p]): int(example_ei[p].shape[1]) for p in positions}
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        rw.src = node
+        env[node] = _translate_node(rw, node, env, counts)
+    out = next(n for n in ep.graph.nodes if n.op == "output")
+    results = []
+    for v in out.args[0]:
+        r = env.get(v)
+        if not isinstance(r, Real):
+            raise UnsupportedError("a model output that is an edge tensor or an edge list is not supported")
+        results.append(r.node)
+    g.output(tuple(results))
+    used = {s for s, p in rw.patterns.items() if p.users}
+    for s, p in list(rw.patterns.items()):
+        if s not in used:
+            g.erase_node(p)
+    sets = [s for p in positions for s in sets_of[p] if s in used]
+    if not sets:
+        raise UnsupportedError(f"{names[positions[0]]}: the model never gathers or scatters along its edges")
+    g.lint()
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    input_names = [n for n, node in user_inputs if n not in {s.name for s in rw.patterns if s not in used}]
+    module = _Rewritten(model, gm, list(state), len(input_names))
+    adapter = EdgeAdapter(n_nodes, {p: names[p] for p in positions}, sets, rw.max_over)
+    return Translation(module, input_names, adapter)
+
+
+def _plain(a: Any) -> Any:
+    return a.to_dense() if isinstance(a, torch.Tensor) and a.layout != torch.strided else a
+
+
+def _node_count(model: torch.nn.Module, args: Sequence[Any], positions: list[int]) -> int:
+    """N: the first dimension of the node features (the first floating-point argument), which
+    is what PyTorch Geometric takes too; else one more than the largest node id."""
+    for i, a in enumerate(args):
+        if i not in positions and isinstance(a, torch.Tensor) and a.is_floating_point() and a.dim() >= 1:
+            return int(a.shape[0])
+    for p in positions:
+        a = args[p]
+        if a.layout != torch.strided:
+            return int(a.shape[0])
+    return int(max(int(args[p].max()) for p in positions)) + 1
+
+
+class _Rewritten(torch.nn.Module):
+    """The user's model with its forward replaced by the rewritten graph. It holds the user's
+    children under their own names, so parameters keep their paths (``conv1.lin.weight``)."""
+
+    def __init__(self, model: torch.nn.Module, gm: fx.GraphModule, state_names: list[str], n_args: int):
+        super().__init__()
+        for name, child in model.named_children():
+            self.add_module(name, child)
+        for name, p in model.named_parameters(recurse=False):
+            self.register_parameter(name, p)
+        for name, b in model.named_buffers(recurse=False):
+            self.register_buffer(name, b)
+        self.__dict__["_gm"] = gm  # not a child: its module path would replace the user's
+        self.__dict__["_user_class"] = type(model).__name__
+        self.state_names = state_names
+        self.n_args = n_args
+
+    def forward(self, *args):
+        state = [_lookup(self, n) for n in self.state_names]
+        with fx.traceback.preserve_node_meta():
+            out = fx.Interpreter(self._gm).run(*args, *state)
+        return out[0] if len(out) == 1 else out
+
+
+def _lookup(module: torch.nn.Module, path: str):
+    obj = module
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> Any:
+    name = graph_name(node.target)
+    a = [_val(env, x) for x in node.args]
+    kw = {k: _val(env, v) for k, v in node.kwargs.items()}
+    if isinstance(node.target, type(operator.add)) and node.target in (operator.add, operator.ge, operator.le):
+        if node.target is operator.add and any(isinstance(x, Count) for x in a):
+            c = next(x for x in a if isinstance(x, Count))
+            if c.s.kind == "offdiag":
+                return Count(EdgeSet(c.s.arg, "loops"))
+        return None
+    if name in ("sym_size.int", "aten.sym_size.int"):
+        if isinstance(a[0], Index) and a[1] == 1:
+            return Count(a[0].s)
+        return None
+    if name.endswith("_assert_scalar") or name.endswith("_assert_tensor_metadata"):
+        return None
+    if name == "aten.select.int" and isinstance(a[0], Index) and a[1] == 0:
+        return Side(a[0].s, int(a[2]))
+    if name in ("aten.ne.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
+        return SelfLoopMask(a[0].s)
+    if name == "aten.index.Tensor":
+        src, idx = a[0], a[1]
+        if isinstance(src, Index) and len(idx) == 2 and idx[0] is None and isinstance(idx[1], SelfLoopMask):
+            return Index(EdgeSet(src.s.arg, "offdiag"))
+        if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
+            return rw.gather(src, idx[0], node.meta["val"].dim())
+    if name == "aten.index_select" and isinstance(a[0], Real) and isinstance(a[2], Side):
+        if a[1] not in (0, -a[0].node.meta["val"].dim() if "val" in a[0].node.meta else -2):
+            raise rw.fail("a gather along a dimension other than the node dimension")
+        return rw.gather(a[0], a[2], node.meta["val"].dim())
+    if name in ("aten.arange.start", "aten.arange.start_step") and a[0] == 0 and (len(a) < 3 or a[2] == 1):
+        return NodeRange(int(a[1]))
+    if name in ("aten.view", "aten.repeat") and isinstance(a[0], NodeRange):
+        return a[0]
+    if name == "aten.cat" and len(a[0]) == 2 and isinstance(a[0][0], Index) and isinstance(a[0][1], NodeRange):
+        if a[0][0].s.kind == "offdiag" and a[1] in (1, -1):
+            return Index(EdgeSet(a[0][0].s.arg, "loops"))
+    if name in ("aten.view", "aten.expand", "aten.expand_as", "aten.clone", "aten._unsafe_view") and isinstance(
+        a[0], Side
+    ):
+        return a[0]
+    if name in (
+        "aten.ones",
+        "aten.full",
+        "aten.zeros",
+        "aten.new_zeros",
+        "aten.empty_strided",
+        "aten.empty.memory_format",
+    ):
+        shape = tuple(a[1] if name == "aten.new_zeros" else a[0])
+        fill = {"aten.ones": 1.0, "aten.full": a[1], "aten.zeros": 0.0, "aten.new_zeros": 0.0}.get(name)
+        return _alloc(rw, node, shape, fill, counts)
+    if name in ("aten.full_like", "aten.zeros_like") and isinstance(a[0], (Alloc, Zeros)):
+        return _alloc(rw, node, a[0].shape, float(a[1]) if name == "aten.full_like" else 0.0, counts)
+    if name in ("aten.scatter_add", "aten.scatter_add_") and isinstance(a[2], Side) and isinstance(a[3], Edge):
+        if a[1] != 0:
+            raise rw.fail("a scatter along a dimension other than the node dimension")
+        return rw.scatter(a[0], a[2], a[3], "sum")
+    if name == "aten.scatter_reduce.two" and isinstance(a[2], Side) and isinstance(a[3], Edge):
+        include_self = kw.get("include_self", a[5] if len(a) > 5 else True)
+        if include_self and not isinstance(a[0], Zeros):
+            raise rw.fail("scatter_reduce with include_self into a non-zero tensor")
+        if include_self and a[4] != "sum":
+            raise rw.fail(f"scatter_reduce '{a[4]}' with include_self=True")
+        return rw.scatter(a[0], a[2], a[3], {"mean": "mean", "amax": "amax", "sum": "sum"}.get(a[4], a[4]))
+    edges = [x for x in a if isinstance(x, Edge)]
+    if edges:
+        return _edge_op(rw, node, name, a, kw, edges)
+    if any(isinstance(x, _SYMBOLIC) for x in _flat(a) + _flat(list(kw.values()))):
+        raise rw.fail(f"{name} on an edge list is not supported")
+    return _real_op(rw, node, name, a, kw)
+
+
+def _alloc(rw: _Rewriter, node: fx.Node, shape: tuple, fill: float | None, counts: dict) -> Any:
+    """A constant tensor: over the edges of a set (its pattern times the fill), zeros over nodes
+    (what a scatter writes into), or an ordinary constant."""
+    edge_set = None
+    if len(shape) == 1 and isinstance(shape[0], Count):
+        edge_set = shape[0].s
+    elif len(shape) == 1 and isinstance(shape[0], int) and shape[0] != rw.n:
+        matching = [s for s, c in counts.items() if c == shape[0]]
+        edge_set = matching[0] if len(matching) == 1 else None
+    if edge_set is not None:
+        return Alloc(shape) if fill is None else _pattern_value(rw, edge_set, float(fill))
+    if any(not isinstance(d, int) for d in shape):
+        raise rw.fail("a tensor sized by an edge count that fuseflow cannot tie to an edge list")
+    if fill is None:
+        return Alloc(shape)
+    if fill == 0.0 and shape and shape[0] == rw.n:
+        return Zeros(tuple(shape))
+    out = rw.call(aten.full.default, list(shape), float(fill))
+    out.meta["val"] = node.meta.get("val")
+    return Real(out)
+
+
+def _pattern_value(rw: _Rewriter, s: EdgeSet, fill: float) -> Edge:
+    p = rw.pattern(s)
+    node = p if fill == 1.0 else rw.call(aten.mul.Tensor, p, fill)
+    return Edge(s, node, (), ones=fill == 1.0)
+
+
+def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: list[Edge]) -> Edge:
+    s = edges[0].s
+    if any(e.s != s for e in edges):
+        raise rw.fail("an op mixing values of two different edge lists")
+    if name in ("aten.view", "aten._unsafe_view", "aten.reshape"):
+        e = a[0]
+        shape = list(a[1])
+        trailing = tuple(int(d) for d in shape[1:])
+        if any(d < 0 for d in trailing):
+            raise rw.fail("a view of an edge tensor with an inferred trailing dimension")
+        return Edge(s, rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing]), trailing)
+    if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
+        e = a[0]
+        return Edge(s, rw.call(aten.unsqueeze.default, e.node, -1), e.trailing + (1,))
+    if name in ("aten.clone", "aten.alias", "aten.detach"):
+        return a[0]
+    if any(isinstance(x, Real) and x.node.meta.get("val") is not None and x.node.meta["val"].dim() > 0 for x in a):
+        raise rw.fail(f"{name} mixing an edge tensor with a node tensor (gather it by edge_index first)")
+    if name not in _ELEMENTWISE:
+        raise rw.fail(f"{name} on edge values is not supported")
+    if name == "aten.mul.Tensor" and len(edges) == 2 and any(e.ones for e in edges):
+        other = edges[0] if edges[1].ones else edges[1]  # P * e = e: e is already zero off the pattern
+        return Edge(s, other.node, other.trailing)
+    mapped = [x.node if isinstance(x, (Edge, Real)) else x for x in a]
+    out = rw.call(node.target, *mapped)
+    trailing = max((e.trailing for e in edges), key=len)
+    zero_kept = name in ZERO_PRESERVING or (name == "aten.div.Tensor" and isinstance(a[0], Edge))
+    if name in ("aten.add.Tensor", "aten.sub.Tensor") and all(isinstance(x, Edge) for x in a[:2]):
+        zero_kept = True
+    if not zero_kept:
+        out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
+    return Edge(s, out, trailing)
+
+
+_ELEMENTWISE = {
+    "aten.add.Tensor",
+    "aten.sub.Tensor",
+    "aten.mul.Tensor",
+    "aten.div.Tensor",
+    "aten.neg",
+    "aten.exp",
+    "aten.relu",
+    "aten.tanh",
+    "aten.abs",
+    "aten.sqrt",
+    "aten.rsqrt",
+    "aten.pow.Tensor_Scalar",
+}
+
+
+def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real:
+    if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
+        return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive)
+    if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
+        return InfTest(a[0])
+    masked = None
+    if name in ("aten.masked_fill_.Scalar", "aten.masked_fill.Scalar") and isinstance(a[1], InfTest):
+        masked = (a[0], a[1])
+    if name == "aten.where.self" and isinstance(a[0], InfTest):
+        masked = (a[2], a[0])
+    if masked is not None:
+        y, test = masked
+        if test.y is y and y.rsqrt_of_positive:
+            return y  # rsqrt of a degree counted with self loops: never inf, the fill is a no-op
+        raise rw.fail(
+            "masked_fill(x, x == inf, 0) after deg ** -0.5 needs every degree > 0 (add_self_loops=True); "
+            "without self loops it is not supported yet"
+        )
+    new_args = _map_real(a)
+    new_kw = _map_real(kw)
+    out = rw.g.call_function(node.target, tuple(new_args), dict(new_kw))
+    out.meta.update({k: node.meta[k] for k in _META + ("val",) if k in node.meta})
+    return Real(out)
+
+
+def _map_real(x):
+    if isinstance(x, InfTest):
+        raise UnsupportedError("a test for inf is supported only as masked_fill(deg ** -0.5, ... == inf, 0)")
+    if isinstance(x, Real):
+        return x.node
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_real(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _map_real(v) for k, v in x.items()}
+    return x
+
+
+def _flat(xs: list) -> list:
+    out = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flat(list(x)))
+        else:
+            out.append(x)
+    return out
+
+
+def _val(env: dict, x: Any) -> Any:
+    if isinstance(x, fx.Node):
+        return env.get(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_val(env, v) for v in x)
+    return x
