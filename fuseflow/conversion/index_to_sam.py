@@ -162,6 +162,7 @@ class SamLowering:
         self.notes: list[str] = []
         self.aliases: dict[str, str] = {}  # re-laid copy -> the tensor whose data it holds
         self.scanned: set[str] = set()  # tensors an earlier assignment of this region already reads
+        self.declared: dict[str, Format] = {}  # outputs declared sparse: written in that format, zeros dropped
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -435,10 +436,14 @@ class SamLowering:
         # Writers.
         mode_of = {v: i for i, v in enumerate(asg.vars) if v != UNIT}
         unit_modes = [i for i, v in enumerate(asg.vars) if v == UNIT]
+        kinds = ["dense" if full_of[v] else "compressed" for v in out_order]
+        decl = self.declared.get(asg.out)
+        if decl is not None:
+            kinds, val = self._drop_zeros(asg, decl, out_order, out_crds, val)
         levels = []
         prev = None
         for lvl, v in enumerate(out_order):
-            kind = "dense" if full_of[v] else "compressed"
+            kind = kinds[lvl]
             levels.append(kind)
             self.g.write_crd(out_crds[v], prev, tensor=asg.out, mode=mode_of[v], level=lvl, format=kind)
             prev = out_crds[v]
@@ -449,6 +454,29 @@ class SamLowering:
         )
         self.outputs[asg.out] = TensorInfo(asg.out, shape, fmt, "output")
         return order
+
+    def _drop_zeros(self, asg: Assign, decl: Format, out_order: list[str], out_crds: dict, val: str):
+        """A result declared sparse: its levels take the declared kinds (in the loop order they
+        are written in), zeros are dropped from the innermost level (`val_drop`) and coordinates
+        whose fiber became empty from every compressed level above it (`crd_drop`)."""
+        if self.block:
+            raise UnsupportedError(f"{asg.out}: a declared-sparse result inside a blocked region", asg.loc)
+        if len(decl.levels) != len(asg.vars):
+            raise UnsupportedError(f"{asg.out}: declared format {decl} does not fit its {len(asg.vars)} dimensions")
+        kinds = [decl.levels[decl.mode_order.index(mode)] for mode in (asg.vars.index(v) for v in out_order)]
+        want = tuple(v for v in (asg.vars[m] for m in decl.mode_order) if v != UNIT)
+        if tuple(out_order) != want:
+            self.notes.append(f"{asg.out}: declared {decl} but written in loop order {','.join(out_order)}")
+        if not out_order:
+            return kinds, val
+        if kinds[-1] == "compressed":
+            last = out_order[-1]
+            out_crds[last], val = self.g.val_drop(out_crds[last], val)
+        for lvl in reversed(range(len(out_order) - 1)):
+            if kinds[lvl] == "compressed":
+                u, w = out_order[lvl], out_order[lvl + 1]
+                out_crds[u], out_crds[w] = self.g.crd_drop(out_crds[u], out_crds[w])
+        return kinds, val
 
     def _value(self, e: Expr, ctx: tuple[str, ...]) -> str:
         """The value stream of `e`, aligned with the loop nest `ctx`."""

@@ -274,6 +274,17 @@ class GraphBuilder:
         )
         return outs[:-1], outs[-1]
 
+    # -- droppers (a declared-sparse result keeps only its nonzeros) --
+    def val_drop(self, crd: str, val: str) -> tuple[str, str]:
+        """Drop (coordinate, value) pairs whose value is exactly zero."""
+        c, v = self._emit("val_drop", [crd, val], {}, [CRD, self._types[val]])
+        return c, v
+
+    def crd_drop(self, outer: str, inner: str) -> tuple[str, str]:
+        """Drop outer coordinates whose inner fiber is empty (and those fibers' stops)."""
+        o, i = self._emit("crd_drop", [outer, inner], {}, [CRD, CRD])
+        return o, i
+
     # -- writers (never CSE'd: they are the graph's effects) --
     def write_crd(
         self, crd: str, parent: str | None = None, *, tensor: str, mode: int, level: int, format: str

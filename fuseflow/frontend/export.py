@@ -21,6 +21,7 @@ from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
+from fuseflow.frontend.sparse_results import mark, strip_to_sparse
 from fuseflow.frontend.torch_lowering import lower_to_linalg
 from fuseflow.dialects.sam import new_context
 from fuseflow.mlir import ir
@@ -134,9 +135,10 @@ def _named_location_cache(importer):
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
 
-def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> ir.Module:
+def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str]]:
     """Decompose, check every op against the table, import to the torch dialect in process, and
-    lower to linalg in a child process (`torch_lowering`): a crash there cannot kill the caller."""
+    lower to linalg in a child process (`torch_lowering`): a crash there cannot kill the caller.
+    Also returns the results that ``to_sparse*()`` declared sparse ({FX node: format})."""
     from torch_mlir.dialects import torch as torch_d
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
     from torch_mlir.extras.fx_importer import FxImporter
@@ -147,6 +149,7 @@ def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> ir.Mo
             ep = ep.run_decompositions(get_decomposition_table())
         except Exception as e:
             raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
+        sparse_results = strip_to_sparse(ep)
         check_graph(ep.graph.nodes, origin)
         ctx = new_context()
         torch_d.register_dialect(ctx)
@@ -158,7 +161,7 @@ def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> ir.Mo
             raise UnsupportedError(f"torch-mlir's FX importer failed: {str(e).splitlines()[0]}") from None
     text = lower_to_linalg(importer.module.operation.get_asm(enable_debug_info=True), verbose)
     try:
-        return ir.Module.parse(text, context=ctx)
+        return ir.Module.parse(text, context=ctx), sparse_results
     except ir.MLIRError as e:
         raise UnsupportedError(f"torch-mlir's linalg output did not parse: {str(e).splitlines()[0]}") from None
 
@@ -187,11 +190,7 @@ def import_model(
     state.update(dict(model.named_buffers()))
     state_names = list(state)
     all_names = names + state_names
-    unknown = [k for k in formats if k not in all_names]
-    if unknown:
-        raise FormatError(
-            f"formats names {unknown[0]!r}, which is neither an argument nor a parameter; known: {', '.join(all_names)}"
-        )
+    intermediate = {k: formats.pop(k) for k in list(formats) if k not in all_names}  # op results
     notes = []
     inputs = dense_args + [state[n].detach().float() for n in state_names]
     for name, t in zip(all_names, inputs):
@@ -205,7 +204,10 @@ def import_model(
         except Exception as e:  # torch.export reports many kinds of errors
             raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
     _normalise_sparse_mm(ep)
-    module = _to_linalg(ep, verbose)
+    module, sparse_results = _to_linalg(ep, verbose)
+    if sparse_results or intermediate:
+        with module.context:
+            mark(module.body.operations[0].operation, sparse_results, intermediate, all_names)
 
     fmts: dict[str, Format] = {}
     for name, t in zip(all_names, inputs):

@@ -81,6 +81,19 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
         ("aten.scalar_tensor", "a.masked_fill(m == 0, float('-inf')).amax(dim=1)"),
     )
     + _ops(
+        "constant",
+        "a constant operand (splat constants only; other tensors are arguments or parameters)",
+        ("aten.full_like", "a @ torch.ones(6, 5)"),
+        ("aten.empty_strided", "a @ torch.full((6, 5), 0.5)"),
+    )
+    + _ops(
+        "sparse result",
+        "the producing region writes the value in that format, dropping zeros (`val_drop`, `crd_drop`); "
+        "its consumers iterate only the nonzeros",
+        ("aten._to_sparse_csr", "torch.relu(a - c).to_sparse_csr() @ b"),
+        ("aten._to_sparse", "torch.relu(a - c).to_sparse() @ b"),
+    )
+    + _ops(
         "view",
         "no node: index variables are permuted, added or dropped",
         ("aten.permute", "a.permute(1, 0) @ c"),

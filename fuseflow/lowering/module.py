@@ -13,12 +13,12 @@ from typing import Mapping
 
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.errors import UnsupportedError
-from fuseflow.formats import Format
+from fuseflow.formats import Format, parse_format
 from fuseflow.analysis.index_notation import render
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined
 from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.schedule.regions import REGION_ATTR, Partition, body_ops, main_func, region_order
+from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.mlir import ir
 
@@ -138,6 +138,16 @@ def lower_module(
                     names[res] = f"t{k}"
                     k += 1
                 outputs_of[region_of[op]].append(res)
+    sparse_results: dict[str, Format] = {}  # results declared sparse (fuseflow.format): written in that format
+    for op in ops:
+        if FORMAT_ATTR in op.attributes:
+            for res in op.results:
+                if res in names:
+                    rank = len(ir.RankedTensorType(res.type).shape)
+                    spec = ir.StringAttr(op.attributes[FORMAT_ATTR]).value
+                    sparse_results[names[res]] = parse_format(
+                        spec, rank, what=f"the result of {op.name} ({names[res]})"
+                    )
     graphs, summary, chosen = [], {}, {}
     if ranker is not None:
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
@@ -152,6 +162,7 @@ def lower_module(
         def fresh(region=region, asgs=asgs, region_block=region_block) -> SamLowering:
             """A lowering of this region with its input tensors registered, nothing lowered yet."""
             lw = SamLowering(region, {}, node_budget, region_block)
+            lw.declared = sparse_results
             for asg in asgs:
                 used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})

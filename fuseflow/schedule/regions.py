@@ -19,6 +19,7 @@ from fuseflow.mlir import ir, location_str
 from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
 
 REGION_ATTR = "fuseflow.region"
+FORMAT_ATTR = "fuseflow.format"  # a result declared sparse (frontend/sparse_results.py)
 
 
 def main_func(module: ir.Module):
@@ -173,6 +174,7 @@ def assign_regions(
         [[pos[p] for p in _producers(op, compute)] for op in ops],
         lambda path: _layer_of(path, containers or set()),
         strict_groups=sched.groups is not None,
+        materialized=frozenset(index_of[i] for i, op in enumerate(ops) if FORMAT_ATTR in op.attributes),
     )
     for op, name in zip(ops, res.names):
         with op.context:

@@ -364,12 +364,15 @@ def resolve(
     producers: list[list[int]],
     layer_of,
     strict_groups: bool = False,
+    materialized: frozenset[int] = frozenset(),
 ) -> Resolution:
     """Apply `schedule` to the compute ops (`ops`, in program order).
 
     `info_of[i]`: the PyTorch-level op of compute op i; `views`: the PyTorch-level ops;
     `linalg_name[i]`: the ``op`` schedule's name for compute op i; `producers[i]`: earlier
-    compute ops it reads; `layer_of(path)`: the ``layer`` schedule's region of a module path.
+    compute ops it reads; `layer_of(path)`: the ``layer`` schedule's region of a module path;
+    `materialized`: PyTorch-level ops whose result must go to memory whatever the rules say
+    (a result declared sparse is written in its format).
     """
     rules = list(schedule.ruleset)
     found = [matches(r, views) for r in rules]
@@ -382,7 +385,7 @@ def resolve(
         warnings.warn(ScheduleWarning(f"schedule rule {r!r} matches no op"), stacklevel=3)
     fusing = [j for j, r in enumerate(rules) if r.tag == "fuse"]
     no_fuse = [j for j, r in enumerate(rules) if r.tag == "no-fuse"]
-    materialize = set().union(*(matched[j] for j, r in enumerate(rules) if r.tag == "materialize"))
+    materialize = set(materialized).union(*(matched[j] for j, r in enumerate(rules) if r.tag == "materialize"))
     names: list[str] = []
     for i in range(len(ops)):
         k = info_of[i]
