@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from fuseflow.errors import FormatError, UnsupportedError
+from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph

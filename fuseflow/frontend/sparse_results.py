@@ -33,7 +33,8 @@ def strip_to_sparse(ep) -> dict[str, str]:
             continue
         if target not in TO_SPARSE:
             raise UnsupportedError(
-                f"{target.rsplit('.', 1)[0]} is not supported (sparse results: to_sparse, to_sparse_csr, to_sparse_csc)",
+                f"{target.rsplit('.', 1)[0]} is not supported "
+                "(sparse results: to_sparse, to_sparse_csr, to_sparse_csc)",
                 node_location(node),
             )
         src = node.args[0]
