@@ -269,6 +269,37 @@ def unpack_blocked(segs, crds, vals: np.ndarray, shape: Sequence[int], mode_orde
     return out.transpose([x for i in range(r) for x in (i, r + i)]).reshape(tuple(shape))
 
 
+def pack_bsr(matrix, fmt: Format, b: int) -> Packed:
+    """Encode a scipy BSR matrix whose blocks are `fmt`'s (b x b, row-major storage) without
+    densifying: block CSR (or DCSR) straight from its arrays, tiles row-major as `pack_blocked`
+    lays them out; all-zero stored blocks are dropped, as `pack_blocked` would."""
+    m = matrix.copy()
+    m.sort_indices()
+    keep = np.abs(m.data).reshape(len(m.data), -1).max(axis=1) > 0 if len(m.data) else np.zeros(0, bool)
+    row_of = np.repeat(np.arange(len(m.indptr) - 1), np.diff(m.indptr))[keep]
+    indices = m.indices[keep].astype(np.int64)
+    tiles = np.ascontiguousarray(m.data[keep].reshape(-1), dtype=np.float32)
+    n_rows = m.shape[0] // b
+    counts = np.bincount(row_of, minlength=n_rows)
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if fmt.levels == ("dense", "compressed"):
+        return Packed(fmt, tuple(m.shape), [None, indptr], [None, indices], tiles)
+    rows = np.flatnonzero(counts).astype(np.int64)
+    seg1 = np.concatenate([[0], np.cumsum(counts[rows])]).astype(np.int64)
+    return Packed(fmt, tuple(m.shape), [np.array([0, len(rows)], np.int64), seg1], [rows, indices], tiles)
+
+
+def packs_as_bsr(matrix, fmt: Format, b: int) -> bool:
+    """Can `pack_bsr` encode `matrix` in `fmt` over b x b blocks (same blocks, row-major, 2 levels)?"""
+    return (
+        getattr(matrix, "format", None) == "bsr"
+        and b > 0
+        and tuple(matrix.blocksize) == (b, b)
+        and fmt.mode_order == (0, 1)
+        and fmt.levels in (("dense", "compressed"), ("compressed", "compressed"))
+    )
+
+
 def pack_sparse(matrix, fmt: Format) -> Packed:
     """Encode a 2-D scipy sparse matrix without densifying it (large graphs): CSR/CSC/DCSR/DCSC
     straight from scipy's compressed arrays; explicit zeros are dropped, as `pack` would."""

@@ -296,7 +296,7 @@ class Program:
         return out
 
 
-_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo)
+_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo, torch.sparse_bsr)
 
 
 def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
@@ -321,6 +321,11 @@ def _to_scipy(t: torch.Tensor):
     import scipy.sparse as sp
 
     t = t.detach().float()
+    if t.layout == torch.sparse_bsr:
+        v = t.values().numpy()
+        return sp.bsr_matrix(
+            (v, t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape, blocksize=v.shape[1:]
+        )
     if t.layout == torch.sparse_csr:
         return sp.csr_matrix((t.values().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape)
     if t.layout == torch.sparse_csc:

@@ -15,7 +15,7 @@ import scipy.sparse
 from fuseflow import _simulator
 from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
-from fuseflow.formats import Format, pack, pack_blocked, pack_sparse, unpack, unpack_blocked
+from fuseflow.formats import Format, pack, pack_blocked, pack_bsr, pack_sparse, packs_as_bsr, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.primitives import ALU_UNARY
 from fuseflow.sim.arch import Arch
@@ -177,6 +177,8 @@ def _pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
             )
         if sparse and not t.block:
             packed[name] = pack_sparse(arr, t.fmt)
+        elif sparse and packs_as_bsr(arr, t.fmt, t.block):  # torch BSR read as bcsr<b>: its arrays as they are
+            packed[name] = pack_bsr(arr, t.fmt, t.block)
         else:
             arr = arr.toarray().astype(np.float32) if sparse else arr
             packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)

@@ -2,6 +2,8 @@
 the result equals the dense-input run exactly (same packed streams) and PyTorch."""
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 import torch
 
@@ -47,3 +49,59 @@ def test_torch_bsr_input_maps_to_bcsr(passes):
     prog.simulate().check()
     with pytest.raises(fuseflow.UnsupportedError, match="BSC is not supported"):
         fuseflow.compile(MatMul(), (w.to_sparse_bsc(blocksize=(2, 2)), torch.rand(6, 4)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    cols=st.integers(1, 5),
+    b=st.sampled_from([1, 2, 3]),
+    density=st.sampled_from([0.0, 0.3, 1.0]),
+    levels=st.sampled_from(["csr", "dcsr"]),
+    seed=st.integers(0, 1000),
+)
+def test_bsr_packs_like_the_dense_blocked_packer(rows, cols, b, density, levels, seed):
+    """pack_bsr reads torch/scipy BSR arrays directly; it must equal pack_blocked on the dense copy."""
+    import scipy.sparse as sp
+
+    from fuseflow.formats import Format, pack_blocked, pack_bsr, parse_format
+
+    g = torch.Generator().manual_seed(seed)
+    dense = torch.rand(rows * b, cols * b, generator=g) * (torch.rand(rows * b, cols * b, generator=g) < density)
+    bsr = sp.bsr_matrix(dense.numpy(), blocksize=(b, b))
+    base = parse_format(levels, 2)
+    fmt = Format(base.levels, base.mode_order)
+    got, want = pack_bsr(bsr, fmt, b), pack_blocked(dense.numpy(), fmt, b)
+    for x, y in zip(got.segs + got.crds, want.segs + want.crds):
+        assert (x is None and y is None) or np.array_equal(x, y)
+    np.testing.assert_array_equal(got.vals, want.vals)
+
+
+def test_torch_bsr_input_is_packed_without_densifying(monkeypatch):
+    import fuseflow
+    import fuseflow.sim.graph as simgraph
+
+    g = torch.Generator().manual_seed(5)
+    w = torch.rand(8, 6, generator=g) * (torch.rand(4, 3, generator=g) > 0.5).repeat_interleave(2, 0).repeat_interleave(
+        2, 1
+    )
+
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    x = torch.rand(6, 4, generator=g)
+    prog = fuseflow.compile(MatMul(), (w.to_sparse_bsr(blocksize=(2, 2)), x), passes="block{size=2}")
+    dense_run = prog.simulate(w, x)
+
+    real = simgraph.pack_blocked
+
+    def no_dense(arr, *a, **k):
+        assert tuple(arr.shape) != tuple(w.shape), "the BSR input was densified"
+        return real(arr, *a, **k)
+
+    monkeypatch.setattr(simgraph, "pack_blocked", no_dense)
+    res = prog.simulate(w.to_sparse_bsr(blocksize=(2, 2)), x)
+    res.check()
+    assert res.cycles == dense_run.cycles
+    np.testing.assert_array_equal(res.outputs[0].numpy(), dense_run.outputs[0].numpy())
