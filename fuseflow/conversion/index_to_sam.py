@@ -75,7 +75,7 @@ class IterCtx:
     virtual: dict[int, str]
     bound: dict[int, frozenset]
     memo: dict = field(default_factory=dict)
-    compressed_at: Callable[[Access, str], bool] = lambda a, v: True  # is a's level for v compressed?
+    compressed_at: Callable[[Access, str], bool] = lambda a, v: True  # can a skip coordinates of v?
 
     def absent(self, e: Expr, v: str) -> float | None:
         return absent(e, v, self.virtual, self.memo)
@@ -126,6 +126,13 @@ def _may_skip(t, cx: IterCtx, v: str) -> bool:
     return True
 
 
+def _relaid(t: TensorInfo, wanted: tuple[int, ...]) -> Format:
+    """`t`'s format in another level order; a level over a size-1 dimension is dense, as the
+    frontend stores declared formats (the lowering never iterates a unit loop)."""
+    levels = tuple("dense" if t.shape[m] == 1 else k for k, m in zip(t.fmt.levels, wanted))
+    return Format(levels, wanted, t.fmt.block)
+
+
 def _retarget(e: Expr, use: int, name: str) -> Expr:
     """`e` with the access of the given use reading tensor `name`."""
     if isinstance(e, Access):
@@ -155,6 +162,10 @@ class SamLowering:
         self.block = block  # > 0: iterate b x b blocks, values are dense tiles (the block pass)
         self.vaxes: dict[str, tuple[str, ...]] = {}  # value stream -> its tile's axes (blocked)
         self._scans: dict = {}
+        # References that may be absent (N): a union's payload for an operand that does not
+        # cover the union, and everything read below one. A dense level under such a reference
+        # is not the full range (an absent fiber has no coordinates).
+        self._maybe_absent: set[str] = set()
         self.tensors = tensors
         self.g = GraphBuilder()
         self.node_budget = node_budget
@@ -179,7 +190,11 @@ class SamLowering:
         return fmt.levels[st.level], mode, st.level, (dim // self.block if self.block and dim != 1 else dim)
 
     def _compressed_at(self, a: Access, v: str) -> bool:
+        """Can `a` skip coordinates of v: a compressed level, or any level under a maybe-absent ref."""
         fmt = self._fmt(a)
+        st = self.state.get(a) if hasattr(self, "state") else None
+        if st is not None and st.ref in self._maybe_absent:
+            return True
         return fmt.levels[fmt.mode_order.index(a.vars.index(v))] == "compressed"
 
     def _scan(self, a: Access, v: str) -> tuple[str, dict, bool]:
@@ -195,6 +210,9 @@ class SamLowering:
         st = self.state[a]
         kind, mode, level, dim = self._level(a, st)
         ref, crd = self.g.scan(st.ref, tensor=a.tensor, mode=mode, level=level, format=kind, dim=dim, index_var=v)
+        if st.ref in self._maybe_absent:
+            self._maybe_absent.add(ref)
+            return crd, {a: ref}, False
         return crd, {a: ref}, kind == "dense"
 
     def _range(self, v: str) -> tuple[str, dict, bool]:
@@ -220,6 +238,11 @@ class SamLowering:
                 self.vaxes[r_out] = self.vaxes[r_in]
         merged = {a: r for a, r in zip(owners, outs) if a is not _RANGE}
         full = all(p[2] for p in parts) if kind == "intersect" else any(p[2] for p in parts)
+        if kind == "union":
+            covering = {a for _, rs, f in parts if f for a in rs}
+            self._maybe_absent.update(
+                r_out for a, r_in, r_out in zip(owners, refs, outs) if a not in covering or r_in in self._maybe_absent
+            )
         return crd, merged, full
 
     def _lower(self, t, v: str):
@@ -262,6 +285,8 @@ class SamLowering:
             st = self.state[a]
             _, mode, level, dim = self._level(a, st)
             refs[a] = self.g.locate(crd, st.ref, tensor=a.tensor, mode=mode, level=level, dim=dim, index_var=v)
+            if st.ref in self._maybe_absent:
+                self._maybe_absent.add(refs[a])
         return crd, refs, full
 
     def _sig(self, crd: str) -> str:
@@ -290,7 +315,7 @@ class SamLowering:
                 t = self.tensors[e.tensor]
                 if e.tensor not in relaid and e.tensor not in self.scanned:
                     relaid.add(e.tensor)
-                    self.tensors[e.tensor] = replace(t, fmt=Format(t.fmt.levels, e.wanted))
+                    self.tensors[e.tensor] = replace(t, fmt=_relaid(t, e.wanted))
                     self.notes.append(
                         f"{self.name}: {e.tensor} stored as {self.tensors[e.tensor].fmt} "
                         f"(was {t.fmt}) to keep the loop nest concordant"
@@ -301,7 +326,7 @@ class SamLowering:
                         raise
                     relaid.add(alias)
                     self.aliases[alias] = self.aliases.get(e.tensor, e.tensor)
-                    self.tensors[alias] = replace(t, name=alias, fmt=Format(t.fmt.levels, e.wanted))
+                    self.tensors[alias] = replace(t, name=alias, fmt=_relaid(t, e.wanted))
                     expr = _retarget(expr, e.use, alias)
                     self.notes.append(
                         f"{self.name}: one use of {e.tensor} reads a copy stored as {self.tensors[alias].fmt}"
@@ -391,7 +416,10 @@ class SamLowering:
                     st.level += 1
                 else:
                     sig = sig or self._sig(crd)
+                    absent_before = st.ref in self._maybe_absent
                     st.ref = self.g.repeat(st.ref, sig, tensor=a.tensor, index_var=v)
+                    if absent_before:
+                        self._maybe_absent.add(st.ref)
             if self.g.nodes > self.node_budget:
                 raise UnsupportedError(
                     f"region {self.name}: the fused graph exceeds the node budget of "

@@ -68,6 +68,7 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
         "a reduce (innermost) or spacc (outer) node; hoisted or recomputed inside a fused consumer",
         ("aten.sum.dim_IntList", "a.sum(dim=1)"),
         ("aten.mean.dim", "a.mean(dim=1)"),
+        ("aten.mean", "(a * c).mean()"),
         ("aten.amax", "torch.amax(a, dim=1)"),
         ("aten._softmax", "torch.softmax(a, dim=1)"),
         ("aten.var_mean.correction", "torch.nn.functional.layer_norm(a, (6,))"),

@@ -116,10 +116,7 @@ def lower_module(
         if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
             name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
         out_names.append(name)
-        src = _through_reshapes(v)
-        if src is not v and src not in names:  # a returned reshape (squeeze) of a result: write the result
-            names[src] = name
-        if v in names:  # returns an input (or a value already named) unchanged
+        if v in names or _view_of_argument(v):  # returns an input (or a view of one) unchanged
             raise UnsupportedError(f"output {name} is an input passed through unchanged; nothing to compute")
         names[v] = name
 
@@ -132,7 +129,8 @@ def lower_module(
     for op in ops:
         for res in op.results:
             cons = _consumers(res)
-            crossing = [c for c in cons if c.name == "func.return" or region_of.get(c) != region_of[op]]
+            returned = res in list(ret.operands)  # through views it is returned as the view (below)
+            crossing = [c for c in cons if (returned if c.name == "func.return" else region_of.get(c) != region_of[op])]
             if crossing:
                 if res not in names:
                     names[res] = f"t{k}"
@@ -148,14 +146,23 @@ def lower_module(
                     sparse_results[names[res]] = parse_format(
                         spec, rank, what=f"the result of {op.name} ({names[res]})"
                     )
+    # A returned view of a result (a transpose, a squeeze) is written by the region computing the
+    # result, as the view: the expression reads through it.
+    for v in ret.operands:
+        src = _view_source(v)
+        if src is not None:
+            outputs_of[region_of[_op_of(src)]].append(v)
     graphs, summary, chosen = [], {}, {}
     if ranker is not None:
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
         in_region = {op for op in ops if region_of[op] == region}
-        parser = RegionParser(
-            in_region, lambda v, in_region=in_region: None if _produced_in(v, in_region) else names.get(v)
-        )
+        own = set(outputs_of[region])  # a returned view is computed here, not read by name
+
+        def external(v, in_region=in_region, own=own):
+            return None if _produced_in(v, in_region) or v in own else names.get(v)
+
+        parser = RegionParser(in_region, external)
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         region_block = blocks.get(region, blocks.get("*", 0))
 
@@ -203,18 +210,31 @@ def lower_module(
     return module_text(graphs, out_names), summary, chosen
 
 
-def _through_reshapes(v: ir.Value) -> ir.Value:
-    """The value a chain of reshapes / casts (which keep the row-major layout) was made from."""
+def _view_of_argument(v: ir.Value) -> bool:
+    """Is `v` a function argument seen through views only (a transpose of an input, say)?"""
     while True:
         owner = v.owner
+        if isinstance(owner, ir.Block):
+            return True
         op = owner.operation if isinstance(owner, ir.OpView) else owner
-        if not isinstance(op, ir.Operation) or op.name not in (
-            "tensor.expand_shape",
-            "tensor.collapse_shape",
-            "tensor.cast",
-        ):
-            return v
+        if op.name not in VIEW_OPS:
+            return False
         v = op.operands[0]
+
+
+def _view_source(v: ir.Value) -> ir.Value | None:
+    """The compute result a returned view (one or more view ops) reads; None if `v` is no view."""
+    op = _op_of(v)
+    if not isinstance(op, ir.Operation) or op.name not in VIEW_OPS:
+        return None
+    while isinstance(op, ir.Operation) and op.name in VIEW_OPS:
+        v = op.operands[0]
+        op = _op_of(v)
+    return v if isinstance(op, ir.Operation) and op.name in COMPUTE_OPS and not is_inlined(op) else None
+
+
+def _op_of(v: ir.Value):
+    return v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
 
 
 def _produced_in(v: ir.Value, region_ops: set) -> bool:

@@ -1,0 +1,308 @@
+"""Differential fuzzing: random sparse programs x formats x schedules x orders vs eager PyTorch.
+
+``python -m fuseflow.fuzz --cases 10000`` draws programs (einsum chains, elementwise mixes,
+row reductions, softmax and masked softmax, sparse activations, transposes, full sums) over
+random integer-valued sparse inputs in random formats, compiles each under a random schedule
+and order, simulates it and compares with eager PyTorch (`SimResult.check`, its default
+tolerance). A wrong answer, a crash, a deadlock or an internal error is a failure; hypothesis
+then shrinks it to a minimal case, written as a model file that ``fuseflow run FILE`` reproduces.
+An `UnsupportedError` the compiler raises on purpose is counted, not failed.
+
+Cases are generated as Python source, so a reproducer is an ordinary model file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+OPS = (
+    "matmul",
+    "mul",
+    "add",
+    "sub",
+    "relu",
+    "scale",
+    "exp",
+    "rowsum",
+    "rowmax",
+    "softmax",
+    "masked_softmax",
+    "sparsify_matmul",
+    "transpose",
+)
+FORMATS = ("dense", "csr", "csc", "dcsr", "dcsc", "coo")
+SCHEDULES = ("unfused", "layer", "full", "op")
+ORDERS = ("auto", "plain", "0")
+
+
+@dataclass
+class Case:
+    """One random program: ops over a running (rows x cols) tensor, its inputs and how to compile it."""
+
+    ops: list[str]
+    rows: int
+    cols: int
+    widths: list[int]  # output width of each matmul, in order
+    densities: list[float]  # per input (x first), fraction of nonzeros
+    formats: list[str]  # per input
+    final_sum: bool
+    schedule: str
+    order: str
+    seed: int
+    inputs: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)  # (name, shape, kind)
+    body: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._build()
+
+    def _build(self) -> None:
+        """Lay out the forward's statements and the inputs they read (shapes follow the ops)."""
+        n, m = self.rows, self.cols
+        self.inputs = [("x", (n, m), "data")]
+        self.body = ["h = x"]
+        widths = iter(self.widths)
+
+        def new(shape, kind="data"):
+            name = f"w{len(self.inputs) - 1}" if kind == "data" else f"mask{len(self.inputs) - 1}"
+            self.inputs.append((name, shape, kind))
+            return name
+
+        for op in self.ops:
+            if op in ("matmul", "sparsify_matmul"):
+                c = next(widths, 3)
+                w = new((m, c))
+                self.body.append(f"h = h @ {w}" if op == "matmul" else f"h = torch.relu(h).to_sparse_csr() @ {w}")
+                m = c
+            elif op in ("mul", "add", "sub"):
+                w = new((n, m))
+                self.body.append(f"h = h {dict(mul='*', add='+', sub='-')[op]} {w}")
+            elif op == "relu":
+                self.body.append("h = torch.relu(h)")
+            elif op == "scale":
+                self.body.append("h = h * 0.5")
+            elif op == "exp":
+                self.body.append("h = torch.exp(h * 0.1)")
+            elif op == "rowsum":
+                self.body.append("h = h + h.sum(dim=1, keepdim=True)")
+            elif op == "rowmax":
+                self.body.append("h = h - torch.amax(h, dim=1, keepdim=True)")
+            elif op == "softmax":
+                self.body.append("h = torch.softmax(h, dim=1)")
+            elif op == "masked_softmax":
+                k = new((n, m), "mask")
+                self.body.append(f"h = torch.softmax(h.masked_fill({k} == 0, float('-inf')), dim=1)")
+            elif op == "transpose":
+                self.body.append("h = h.t()")
+                n, m = m, n
+        if self.final_sum:
+            self.body.append("h = h.sum()")
+
+    def source(self) -> str:
+        """A model file: `build()` returns (model, example args, formats); SCHEDULE and ORDER say how."""
+        names = [nm for nm, _, _ in self.inputs]
+        fmts = {nm: f for (nm, _, _), f in zip(self.inputs, self.formats)}
+        lines = [
+            f'"""fuseflow.fuzz case (seed {self.seed}): fuseflow run THIS_FILE --schedule {self.schedule}"""',
+            "",
+            "import torch",
+            "",
+            f"SCHEDULE = {self.schedule!r}",
+            f"ORDER = {self.order!r}",
+            "",
+            "",
+            "class Fuzzed(torch.nn.Module):",
+            f"    def forward(self, {', '.join(names)}):",
+            *[f"        {s}" for s in self.body],
+            "        return h",
+            "",
+            "",
+            "def build():",
+            f"    g = torch.Generator().manual_seed({self.seed})",
+            "    args = []",
+        ]
+        for (nm, shape, kind), dens in zip(self.inputs, self.densities):
+            if kind == "mask":
+                lines += [
+                    f"    m = (torch.rand({shape[0]}, {shape[1]}, generator=g) < {dens}).float()",
+                    "    m[:, 0] = 1.0  # every row keeps one entry: a fully masked row is NaN",
+                    "    args.append(m)",
+                ]
+            else:
+                lines.append(
+                    f"    args.append(torch.randint(-3, 4, ({shape[0]}, {shape[1]}), generator=g).float()"
+                    f" * (torch.rand({shape[0]}, {shape[1]}, generator=g) < {dens}))"
+                )
+        lines += [f"    return Fuzzed(), tuple(args), {fmts!r}", ""]
+        return "\n".join(lines)
+
+
+def load(source: str):
+    """The module a case's source defines (exec'd under a real file name for error locations)."""
+    import types
+
+    mod = types.ModuleType("fuzzed_case")
+    mod.__file__ = "<fuseflow.fuzz case>"
+    exec(compile(source, "fuzzed_case.py", "exec"), mod.__dict__)
+    return mod
+
+
+class Failure(Exception):
+    """A case the compiler got wrong (not a deliberate UnsupportedError)."""
+
+
+def run_case(case: Case) -> str:
+    """Compile, simulate and check one case. Returns ``ok`` or ``unsupported: <why>``; raises
+    `Failure` on a wrong answer, a crash or an internal error."""
+    import fuseflow
+
+    mod = load(case.source())
+    model, args, formats = mod.build()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a schedule rule matching nothing in a tiny program
+            prog = fuseflow.compile(model, args, formats=formats, schedule=case.schedule, order=case.order)
+    except fuseflow.UnsupportedError as e:
+        msg = str(e)
+        if "internal" in msg:
+            raise Failure(f"internal error: {msg}") from e
+        return "unsupported: " + _kind(msg)
+    except fuseflow.FuseflowError as e:
+        raise Failure(f"compile failed: {e}") from e
+    except Exception as e:  # a crash in the compiler is a bug whatever it is
+        raise Failure(f"compile crashed: {type(e).__name__}: {e}\n{traceback.format_exc()}") from e
+    try:
+        prog.simulate().check()
+    except fuseflow.FuseflowError as e:
+        raise Failure(f"{type(e).__name__}: {e}") from e
+    except Exception as e:
+        raise Failure(f"simulate crashed: {type(e).__name__}: {e}\n{traceback.format_exc()}") from e
+    return "ok"
+
+
+def _kind(msg: str) -> str:
+    """A short, stable label for an unsupported-input message (for the summary counts)."""
+    text = msg.split("error: ", 1)[-1]
+    for stop in (":", "(", ";"):
+        text = text.split(stop)[0]
+    return text.strip()[:70]
+
+
+def cases():
+    """The hypothesis strategy of cases (shrinks towards fewer ops, smaller shapes, dense, unfused)."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_case(draw):
+        ops = draw(st.lists(st.sampled_from(OPS), min_size=1, max_size=5))
+        n_inputs = 1 + sum(op in ("matmul", "sparsify_matmul", "mul", "add", "sub", "masked_softmax") for op in ops)
+        return Case(
+            ops=ops,
+            rows=draw(st.integers(1, 6)),
+            cols=draw(st.integers(1, 6)),
+            widths=draw(st.lists(st.integers(1, 6), min_size=len(ops), max_size=len(ops))),
+            densities=draw(st.lists(st.sampled_from([1.0, 0.5, 0.2, 0.0]), min_size=n_inputs, max_size=n_inputs)),
+            formats=draw(st.lists(st.sampled_from(FORMATS), min_size=n_inputs, max_size=n_inputs)),
+            final_sum=draw(st.booleans()),
+            schedule=draw(st.sampled_from(SCHEDULES)),
+            order=draw(st.sampled_from(ORDERS)),
+            seed=draw(st.integers(0, 2**16)),
+        )
+
+    return draw_case()
+
+
+@dataclass
+class Report:
+    cases: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    failure: str | None = None
+    reproducer: Path | None = None
+    seconds: float = 0.0
+
+
+def run(
+    n_cases: int,
+    seed: int = 0,
+    out: Path | None = Path("fuzz-failure.py"),
+    check: Callable[[Case], str] = run_case,
+    progress: Callable[[Report], None] | None = None,
+) -> Report:
+    """Run `n_cases` random cases; on the first failure shrink it and write the reproducer to `out`."""
+    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+
+    report = Report()
+    last: list[tuple[Case, str]] = []
+    start = time.perf_counter()
+
+    @hseed(seed)
+    @settings(
+        max_examples=n_cases,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+    )
+    @given(cases())
+    def one(case: Case) -> None:
+        report.cases += 1
+        try:
+            outcome = check(case)
+        except Failure as e:
+            last.append((case, str(e)))
+            report.outcomes["failed"] += 1
+            raise
+        report.outcomes[outcome] += 1
+        if progress is not None and report.cases % 50 == 0:
+            progress(report)
+
+    try:
+        one()
+    except Failure:
+        case, why = last[-1]  # hypothesis re-runs the shrunk case last
+        report.failure = why
+        if out is not None:
+            header = "".join(f"# {ln}\n" for ln in why.splitlines()[:20])
+            out.write_text(header + case.source())
+            report.reproducer = out
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fuseflow.fuzz", description=__doc__.splitlines()[0])
+    p.add_argument("--cases", type=int, default=200, help="random cases to try (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", default="fuzz-failure.py", help="where the shrunk reproducer goes")
+    a = p.parse_args(argv)
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        print("fuseflow.fuzz: needs hypothesis (pip install 'fuseflow[test]')", file=sys.stderr)
+        return 2
+
+    def show(r: Report) -> None:
+        print(f"  {r.cases} cases, {r.outcomes['ok']} ok, {r.outcomes['failed']} failed", file=sys.stderr, flush=True)
+
+    r = run(a.cases, a.seed, Path(a.output), progress=show)
+    print(f"{r.cases} cases in {r.seconds:.0f} s (shrinking included)")
+    for outcome, n in r.outcomes.most_common():
+        print(f"  {n:6d}  {outcome}")
+    if r.failure:
+        print(f"FAILED: {r.failure.splitlines()[0]}")
+        print(f"minimal reproducer: {r.reproducer} (fuseflow run {r.reproducer})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
