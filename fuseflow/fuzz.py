@@ -128,7 +128,7 @@ class Case:
             f"    g = torch.Generator().manual_seed({self.seed})",
             "    args = []",
         ]
-        for (nm, shape, kind), dens in zip(self.inputs, self.densities):
+        for (_, shape, kind), dens in zip(self.inputs, self.densities):
             if kind == "mask":
                 lines += [
                     f"    m = (torch.rand({shape[0]}, {shape[1]}, generator=g) < {dens}).float()",
