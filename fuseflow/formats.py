@@ -25,7 +25,7 @@ NAMED_2D = {
     # COO is accepted and stored as DCSR: the simulator has no singleton scanner.
     "coo": (("compressed", "compressed"), (0, 1)),
 }
-FORMAT_NAMES = ("dense", "compressed", *NAMED_2D, "bcsr<b>")
+FORMAT_NAMES = ("dense", "compressed", *NAMED_2D, "bcsr<b>", "bcsc<b>")
 FORMAT_DOCS = (
     ("dense", "every level dense, row-major (any rank)"),
     ("compressed", "a 1-D sparse vector"),
@@ -35,10 +35,11 @@ FORMAT_DOCS = (
     ("dcsc", "compressed columns, compressed rows"),
     ("coo", "accepted and stored as DCSR (the simulator has no singleton scanner); torch COO inputs imply it"),
     ("bcsr<b>", "CSR over b x b blocks with dense tiles as values; torch BSR inputs with square blocks imply it"),
+    ("bcsc<b>", "CSC over b x b blocks (tiles stored column-major); torch BSC inputs with square blocks imply it"),
     ("[dense, compressed, ...]", "a per-level list, one entry per dimension, in dimension order"),
 )
 """What `fuseflow ops` and docs/ops.md say about each format name."""
-_BCSR = re.compile(r"bcsr\s*<?\s*(\d+)\s*>?")
+_BCSR = re.compile(r"bcs([rc])\s*<?\s*(\d+)\s*>?")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Format:
 
 def describe(fmt: Format) -> str:
     if fmt.block:
-        return f"bcsr<{fmt.block}>"
+        return f"bcsc<{fmt.block}>" if fmt.mode_order == (1, 0) else f"bcsr<{fmt.block}>"
     for name, (levels, order) in NAMED_2D.items():
         if name != "coo" and fmt.levels == levels and fmt.mode_order == order:
             return name
@@ -92,10 +93,10 @@ def parse_format(spec: str | Sequence[str] | Format, rank: int, what: str = "ten
     name = spec.strip().lower()
     m = _BCSR.fullmatch(name)
     if m:
-        b = int(m.group(1))
+        b = int(m.group(2))
         if rank != 2 or b < 1:
             raise FormatError(f"format {spec!r} is for 2-D tensors with a positive block size; {what} has rank {rank}")
-        return Format(("dense", "compressed"), (0, 1), b)
+        return Format(("dense", "compressed"), (0, 1) if m.group(1) == "r" else (1, 0), b)
     if name == "dense":
         return Format(("dense",) * rank, tuple(range(rank)))
     if name == "compressed":
@@ -273,6 +274,9 @@ def pack_bsr(matrix, fmt: Format, b: int) -> Packed:
     """Encode a scipy BSR matrix whose blocks are `fmt`'s (b x b, row-major storage) without
     densifying: block CSR (or DCSR) straight from its arrays, tiles row-major as `pack_blocked`
     lays them out; all-zero stored blocks are dropped, as `pack_blocked` would."""
+    if fmt.mode_order == (1, 0):  # bcsc<b>: the transpose's BSR (scipy transposes blocks, no dense copy)
+        p = pack_bsr(matrix.T.tobsr(blocksize=(b, b)), Format(fmt.levels, (0, 1)), b)
+        return Packed(fmt, tuple(matrix.shape), p.segs, p.crds, p.vals)
     m = matrix.copy()
     m.sort_indices()
     keep = np.abs(m.data).reshape(len(m.data), -1).max(axis=1) > 0 if len(m.data) else np.zeros(0, bool)
@@ -295,7 +299,7 @@ def packs_as_bsr(matrix, fmt: Format, b: int) -> bool:
         getattr(matrix, "format", None) == "bsr"
         and b > 0
         and tuple(matrix.blocksize) == (b, b)
-        and fmt.mode_order == (0, 1)
+        and fmt.mode_order in ((0, 1), (1, 0))
         and fmt.levels in (("dense", "compressed"), ("compressed", "compressed"))
     )
 

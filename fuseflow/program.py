@@ -296,7 +296,7 @@ class Program:
         return out
 
 
-_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo, torch.sparse_bsr)
+_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo, torch.sparse_bsr, torch.sparse_bsc)
 
 
 def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
@@ -321,6 +321,11 @@ def _to_scipy(t: torch.Tensor):
     import scipy.sparse as sp
 
     t = t.detach().float()
+    if t.layout == torch.sparse_bsc:  # its arrays are the BSR of the transpose, tiles transposed
+        v = t.values().transpose(1, 2).contiguous().numpy()
+        shape = (t.shape[1], t.shape[0])
+        at = sp.bsr_matrix((v, t.row_indices().numpy(), t.ccol_indices().numpy()), shape=shape, blocksize=v.shape[1:])
+        return at.T.tobsr(blocksize=v.shape[1:])
     if t.layout == torch.sparse_bsr:
         v = t.values().numpy()
         return sp.bsr_matrix(

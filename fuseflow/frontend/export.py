@@ -81,13 +81,13 @@ def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
     implied = {torch.sparse_csr: "csr", torch.sparse_csc: "csc", torch.sparse_coo: "coo"}.get(arg.layout)
     if arg.layout in (torch.sparse_bsr, torch.sparse_bsc):
         b = tuple(arg.values().shape[-2:])
-        if arg.layout == torch.sparse_bsc or b[0] != b[1]:
-            kind = "BSC" if arg.layout == torch.sparse_bsc else f"BSR with {b[0]}x{b[1]} blocks"
+        kind = "bsr" if arg.layout == torch.sparse_bsr else "bsc"
+        if b[0] != b[1]:
             raise UnsupportedError(
-                f"input {name!r}: {kind} is not supported; square-block BSR maps to bcsr<b> "
-                "(to_sparse_bsr(blocksize=(b, b)))"
+                f"input {name!r}: {kind.upper()} with {b[0]}x{b[1]} blocks is not supported; square blocks map to "
+                f"bc{kind[1:]}<b> (to_sparse_{kind}(blocksize=(b, b)))"
             )
-        implied = f"bcsr<{b[0]}>"
+        implied = f"bc{kind[1:]}<{b[0]}>"
     dense = arg.to_dense() if implied else arg
     return dense.detach(), implied
 

@@ -47,8 +47,18 @@ def test_torch_bsr_input_maps_to_bcsr(passes):
     prog = fuseflow.compile(MatMul(), (w.to_sparse_bsr(blocksize=(2, 2)), torch.rand(6, 4, generator=g)), passes=passes)
     assert str(prog.imported.input_formats["a"]) == "bcsr<2>"
     prog.simulate().check()
-    with pytest.raises(fuseflow.UnsupportedError, match="BSC is not supported"):
-        fuseflow.compile(MatMul(), (w.to_sparse_bsc(blocksize=(2, 2)), torch.rand(6, 4)))
+
+    class DenseMatMul(torch.nn.Module):  # eager PyTorch has no BSC @ dense kernel
+        def forward(self, a, b):
+            return a.to_dense() @ b
+
+    bsc = fuseflow.compile(
+        DenseMatMul(), (w.to_sparse_bsc(blocksize=(2, 2)), torch.rand(6, 4, generator=g)), passes=passes
+    )
+    assert str(bsc.imported.input_formats["a"]) == "bcsc<2>"
+    bsc.simulate().check()
+    with pytest.raises(fuseflow.UnsupportedError, match=r"BSR with 2x1 blocks is not supported; square blocks"):
+        fuseflow.compile(MatMul(), (w.to_sparse_bsr(blocksize=(2, 1)), torch.rand(6, 4)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -77,7 +87,8 @@ def test_bsr_packs_like_the_dense_blocked_packer(rows, cols, b, density, levels,
     np.testing.assert_array_equal(got.vals, want.vals)
 
 
-def test_torch_bsr_input_is_packed_without_densifying(monkeypatch):
+@pytest.mark.parametrize("layout", ["bsr", "bsc"])
+def test_torch_block_input_is_packed_without_densifying(monkeypatch, layout):
     import fuseflow
     import fuseflow.sim.graph as simgraph
 
@@ -88,10 +99,11 @@ def test_torch_bsr_input_is_packed_without_densifying(monkeypatch):
 
     class MatMul(torch.nn.Module):
         def forward(self, a, b):
-            return a @ b
+            return a.to_dense() @ b  # eager PyTorch has no BSC @ dense kernel
 
     x = torch.rand(6, 4, generator=g)
-    prog = fuseflow.compile(MatMul(), (w.to_sparse_bsr(blocksize=(2, 2)), x), passes="block{size=2}")
+    blocked = w.to_sparse_bsr(blocksize=(2, 2)) if layout == "bsr" else w.to_sparse_bsc(blocksize=(2, 2))
+    prog = fuseflow.compile(MatMul(), (blocked, x), passes="block{size=2}", order="plain")
     dense_run = prog.simulate(w, x)
 
     real = simgraph.pack_blocked
@@ -101,7 +113,7 @@ def test_torch_bsr_input_is_packed_without_densifying(monkeypatch):
         return real(arr, *a, **k)
 
     monkeypatch.setattr(simgraph, "pack_blocked", no_dense)
-    res = prog.simulate(w.to_sparse_bsr(blocksize=(2, 2)), x)
+    res = prog.simulate(blocked, x)
     res.check()
     assert res.cycles == dense_run.cycles
     np.testing.assert_array_equal(res.outputs[0].numpy(), dense_run.outputs[0].numpy())
