@@ -162,3 +162,12 @@ def test_torch_mlir_crash_is_an_error_not_a_dead_process():
     importer.import_frozen_program(ep, func_name="main")
     with pytest.raises(fuseflow.FuseflowError, match=r"torch-mlir: .* crashed \(SIG"):
         lower_to_linalg(importer.module.operation.get_asm(enable_debug_info=True))
+
+
+@pytest.mark.parametrize("options", [["-O", "conv=sage"], ["-O", "conv=gcn", "-O", "adjacency=sparse"]])
+def test_example_runs_from_the_cli(options, capsys):
+    from fuseflow.cli.main import main
+
+    root = Path(__file__).resolve().parents[2]
+    assert main(["run", str(root / "examples" / "pyg_gnn.py"), "--schedule", "layer", *options]) == 0
+    assert "outputs match eager PyTorch" in capsys.readouterr().out
