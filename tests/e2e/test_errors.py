@@ -53,7 +53,7 @@ def test_unknown_format_name_lists_the_known_ones():
 def test_format_for_unknown_tensor_is_rejected():
     with pytest.raises(
         fuseflow.FormatError,
-        match=r"formats names 'C', which is neither an argument, a parameter, an op of prog.ops\(\) \(0:mm\) "
+        match=r"formats names 'C', which is neither an argument, a parameter, an op of prog.ops\(\) \(0:matmul\) "
         r"nor a module path; arguments and parameters: A, B",
     ):
         fuseflow.compile(MatMul(), (torch.rand(4, 4), torch.rand(4, 2)), formats={"C": "csr"})
