@@ -139,8 +139,14 @@ def _reduced_of(a: Assign) -> frozenset[str]:
 
 
 def linear_extensions(items: Sequence[str], edges: Sequence[tuple[str, str]]) -> Iterator[tuple[str, ...]]:
-    """Every total order of `items` respecting `edges`, lexicographic in the order of `items`."""
+    """Every total order of `items` respecting `edges`, lexicographic in the order of `items`.
+
+    Cyclic edges (two storage orders that disagree: x(i,j) and its transpose x(j,i)) have no
+    extension; they are detected first, since the search below would otherwise try every prefix
+    of the other variables (factorial time) before finding none."""
     preds = {v: {a for a, b in edges if b == v and a in items} for v in items}
+    if not _acyclic(items, preds):
+        return
 
     def rec(prefix: list[str], left: list[str]):
         if not left:
@@ -154,6 +160,18 @@ def linear_extensions(items: Sequence[str], edges: Sequence[tuple[str, str]]) ->
                 prefix.pop()
 
     yield from rec([], list(items))
+
+
+def _acyclic(items: Sequence[str], preds: dict[str, set[str]]) -> bool:
+    placed: set[str] = set()
+    left = list(items)
+    while left:
+        ready = [v for v in left if preds[v] <= placed]
+        if not ready:
+            return False
+        placed.update(ready)
+        left = [v for v in left if v not in placed]
+    return True
 
 
 def _plans(rv: RegionVars, order: Sequence[str]) -> list[NestPlan]:
