@@ -134,19 +134,34 @@ class EdgeAdapter:
     edge_args: dict[int, str]  # position of an edge_index argument -> its name
     sets: list[EdgeSet]  # in the order the rewritten module takes them
     max_over: list[tuple[EdgeSet, int]] = field(default_factory=list)  # (set, side) reduced with amax
+    weights: dict[int, int] = field(default_factory=dict)  # position of an edge-weight argument -> its edge list's
 
     def __call__(self, args: Sequence[Any]) -> tuple:
+        lists = {p: edge_index_of(args[p], name, self.n_nodes) for p, name in self.edge_args.items()}
         out: list[Any] = []
         for pos, a in enumerate(args):
-            if pos not in self.edge_args:
+            if pos in self.weights:
+                out.append(self.weighted(lists[self.weights[pos]], a, self.edge_args[self.weights[pos]]))
+            elif pos not in self.edge_args:
                 out.append(a)
-                continue
-            name = self.edge_args[pos]
-            ei = edge_index_of(a, name, self.n_nodes)
-            for s in self.sets:
-                if s.arg == name:
-                    out.append(self.pattern(ei, s))
+            else:
+                out.extend(self.pattern(lists[pos], s) for s in self.sets if s.arg == self.edge_args[pos])
         return tuple(out)
+
+    def weighted(self, ei: torch.Tensor, w: Any, name: str) -> torch.Tensor:
+        """The edge weights as a CSR matrix on the edge list's pattern (target row, source column)."""
+        if not isinstance(w, torch.Tensor) or w.dim() != 1 or w.shape[0] != ei.shape[1]:
+            raise FuseflowError(f"edge weights of {name}: expected {ei.shape[1]} values, got {_describe(w)}")
+        return self._csr(ei[0], ei[1], w.detach().float())
+
+    def _csr(self, src: torch.Tensor, dst: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
+        n = self.n_nodes
+        order = torch.argsort(dst * n + src)  # row i = target, column j = source
+        crow = torch.zeros(n + 1, dtype=torch.int64)
+        crow[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.sparse_csr_tensor(crow, src[order], vals[order], (n, n))
 
     def pattern(self, ei: torch.Tensor, s: EdgeSet) -> torch.Tensor:
         src, dst = ei[0], ei[1]
@@ -167,13 +182,7 @@ class EdgeAdapter:
                         f"{s.arg}: node {missing} has no {'incoming' if side == 1 else 'outgoing'} edge; a max "
                         "aggregation there is 0 in PyTorch Geometric but -inf as sparse algebra (not supported)"
                     )
-        key = dst * n + src  # row i = target, column j = source
-        order = torch.argsort(key)
-        crow = torch.zeros(n + 1, dtype=torch.int64)
-        crow[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
-        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(crow, src[order], torch.ones(len(src)), (n, n))
+        return self._csr(src, dst, torch.ones(len(src)))
 
 
 def edge_index_of(a: Any, name: str, n: int) -> torch.Tensor:
@@ -235,6 +244,24 @@ def edge_positions(model: torch.nn.Module, args: Sequence[Any]) -> list[int]:
         for i, a in enumerate(args)
         if is_edge_list(a) or (pyg and isinstance(a, torch.Tensor) and a.layout != torch.strided and a.dim() == 2)
     ]
+
+
+def weight_positions(args: Sequence[Any], positions: list[int], n_nodes: int) -> dict[int, int]:
+    """Edge-weight arguments: 1-D floating-point tensors as long as exactly one edge list (and
+    not as long as the node count, which would make them ambiguous with node values)."""
+    counts = {p: _edge_count(args[p]) for p in positions}
+    out = {}
+    for i, a in enumerate(args):
+        if i in positions or not isinstance(a, torch.Tensor) or not a.is_floating_point() or a.dim() != 1:
+            continue
+        owners = [p for p, c in counts.items() if c == a.shape[0]]
+        if len(owners) == 1 and a.shape[0] != n_nodes:
+            out[i] = owners[0]
+    return out
+
+
+def _edge_count(a: torch.Tensor) -> int:
+    return int(a.shape[1]) if a.layout == torch.strided else int(a._nnz())
 
 
 # --- the rewrite ---------------------------------------------------------------------------------
@@ -314,6 +341,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     state.update(dict(model.named_buffers()))
     n_nodes = _node_count(model, args, positions)
     example_ei = {p: edge_index_of(args[p], names[p], n_nodes) for p in positions}
+    weights = weight_positions(args, positions, n_nodes)
     call_args = [example_ei[i] if i in example_ei else _plain(a) for i, a in enumerate(args)]
     lifted = _Lifted(model, len(args), list(state)).eval()
     try:
@@ -338,6 +366,10 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
                 rw.patterns[s] = node
                 sets_of[pos].append(s)
                 user_inputs.append((s.name, node))
+        elif pos in weights:  # edge weights: a matrix on the edge list's pattern, its values the weights
+            node = g.placeholder(names[pos])
+            env[ph] = Edge(EdgeSet(names[weights[pos]]), node, ())
+            user_inputs.append((names[pos], node))
         else:
             node = g.placeholder(names[pos] if pos < len(args) else f"state_{pos}")
             node.meta.update({k: ph.meta[k] for k in ("val",) if k in ph.meta})
@@ -369,7 +401,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     gm = fx.GraphModule(torch.nn.Module(), g)
     input_names = [n for n, node in user_inputs if n not in {s.name for s in rw.patterns if s not in used}]
     module = _Rewritten(model, gm, list(state), len(input_names))
-    adapter = EdgeAdapter(n_nodes, {p: names[p] for p in positions}, sets, rw.max_over)
+    adapter = EdgeAdapter(n_nodes, {p: names[p] for p in positions}, sets, rw.max_over, weights)
     return Translation(module, input_names, adapter)
 
 
@@ -381,7 +413,7 @@ def _node_count(model: torch.nn.Module, args: Sequence[Any], positions: list[int
     """N: the first dimension of the node features (the first floating-point argument), which
     is what PyTorch Geometric takes too; else one more than the largest node id."""
     for i, a in enumerate(args):
-        if i not in positions and isinstance(a, torch.Tensor) and a.is_floating_point() and a.dim() >= 1:
+        if i not in positions and isinstance(a, torch.Tensor) and a.is_floating_point() and a.dim() >= 2:
             return int(a.shape[0])
     for p in positions:
         a = args[p]

@@ -171,3 +171,35 @@ def test_example_runs_from_the_cli(options, capsys):
     root = Path(__file__).resolve().parents[2]
     assert main(["run", str(root / "examples" / "pyg_gnn.py"), "--schedule", "layer", *options]) == 0
     assert "outputs match eager PyTorch" in capsys.readouterr().out
+
+
+class Weighted(torch.nn.Module):
+    def __init__(self, normalize: bool):
+        super().__init__()
+        self.conv1 = GCNConv(34, 8, normalize=normalize)
+        self.conv2 = GCNConv(8, 4, normalize=normalize)
+
+    def forward(self, x, edge_index, edge_weight):
+        return self.conv2(self.conv1(x, edge_index, edge_weight).relu(), edge_index, edge_weight)
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "full"])
+def test_edge_weights_are_the_pattern_matrix_values(schedule):
+    d = karate()
+    g = torch.Generator().manual_seed(1)
+    w = torch.rand(d.edge_index.shape[1], generator=g)
+    torch.manual_seed(0)
+    prog = fuseflow.compile(Weighted(False).eval(), (d.x, d.edge_index, w), schedule=schedule)
+    prog.simulate().check()
+    prog.simulate(d.x, d.edge_index, torch.rand(d.edge_index.shape[1], generator=g)).check()  # new weights
+    with pytest.raises(fuseflow.FuseflowError, match="edge weights of edge_index: expected 156 values"):
+        prog.simulate(d.x, d.edge_index, w[:10])
+
+
+def test_gcn_normalisation_with_edge_weights_is_a_clean_error():
+    d = karate()
+    w = torch.rand(d.edge_index.shape[1])
+    with pytest.raises(
+        fuseflow.UnsupportedError, match=r"gcn_conv\.py:\d+:0: error: .* on an edge list is not supported"
+    ):
+        fuseflow.compile(Weighted(True).eval(), (d.x, d.edge_index, w))
