@@ -108,7 +108,13 @@ def iteration(e: Expr, v: str, cx: IterCtx):
         # compressed s would drop m's coordinates where s is 0. A union visits them; where only
         # s is present the mask gives -inf, the absent value, so the extra visits are harmless.
         return _join(Union_, subs)
-    if e.op in ("mul", "mask"):
+    if e.op == "mul":
+        # A product skips a coordinate only where a factor is 0. A factor that is not 0 where its
+        # operands are absent (exp(T), 1 + x) covers v's whole range: intersecting with its
+        # operands' coordinates would drop products it contributes to (found by fuseflow.fuzz).
+        subs = [t if t is None or cx.absent(a, v) == 0.0 else Full(t) for a, t in zip(e.args, subs)]
+        return _join(Inter, subs)
+    if e.op == "mask":
         return _join(Inter, subs)
     if cx.absent(e, v) is None:
         return Full(_join(Union_, subs))

@@ -10,6 +10,7 @@ A TOML file has an ``[arch]`` table::
     reduce_split_stop = false # reduce spends a second cycle on a stop above S0
     max_cycles = 1000000000   # the run fails (never hangs) past this
     max_fifo_mib = 8192       # the run fails (never exhausts memory) when queued tokens pass this
+    max_seconds = 3600        # the run fails past this much wall-clock time (default: no limit)
     [arch.kinds.alu]          # per primitive kind (sam op mnemonic): latency, ii
     latency = 3
     [arch.memory]             # off-chip memory model, off unless this table is present

@@ -59,6 +59,7 @@ Timing to_timing(const nb::dict& cfg) {
     std::string k = nb::cast<std::string>(key);
     if (k == "fifo_depth") t.fifo_depth = nb::cast<size_t>(v);
     else if (k == "max_fifo_mib") t.max_fifo_mib = nb::cast<uint64_t>(v);
+    else if (k == "max_seconds") t.max_seconds = nb::cast<uint64_t>(v);
     else if (k == "latency") t.default_kind.latency = nb::cast<uint64_t>(v);
     else if (k == "ii") t.default_kind.ii = nb::cast<uint64_t>(v);
     else if (k == "scan_emit_on_pop") t.scan_emit_on_pop = nb::cast<bool>(v);

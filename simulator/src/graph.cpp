@@ -154,6 +154,10 @@ class EventLoop final : public Scheduler {
   std::map<uint64_t, std::vector<int>> far_;
 };
 
+std::string cycle_limit(uint64_t max_cycles) {
+  return "cycle limit reached (max_cycles = " + std::to_string(max_cycles) + "; raise it in [arch])";
+}
+
 }  // namespace
 
 RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
@@ -176,6 +180,7 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     nd->freeze_ports();
   }
   if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
+  run_start_ = std::chrono::steady_clock::now();
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
   for (auto& f : fifos_) { f->set_record(record); f->set_budget(&budget); }
@@ -212,12 +217,13 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
     ~Detach() { for (auto& f : fifos) f->set_scheduler(nullptr); }
   } detach{fifos_};
   for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
-  uint64_t next_report = progress_every;
+  uint64_t next_report = progress_every, cycles_seen = 0;
   while (ctx.live_sinks > 0) {
     int id = loop.next();
     if (id < 0) {
       if (!loop.advance()) deadlock(loop.cycle, "deadlock: no node can make progress");
-      if (loop.cycle >= max_cycles) deadlock(loop.cycle, "cycle limit reached");
+      if (loop.cycle >= max_cycles) deadlock(loop.cycle, cycle_limit(max_cycles));
+      if ((++cycles_seen & 0xFFF) == 0) check_time(loop.cycle);
       if (progress && loop.cycle >= next_report) {
         progress(loop.cycle);
         next_report = loop.cycle + progress_every;
@@ -258,7 +264,8 @@ void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<voi
     uint64_t soonest = kNever;
     for (int id = 0; id < n; ++id)
       if (!nodes_[id]->finished()) soonest = std::min(soonest, next[id]);
-    if (end >= max_cycles) deadlock(max_cycles, "cycle limit reached");
+    if (end >= max_cycles) deadlock(max_cycles, cycle_limit(max_cycles));
+    check_time(end);
     if (soonest == kNever) deadlock(ctx.last + 1, "deadlock: no node can make progress");
     start = std::max(end, soonest);
     if (progress && start >= next_report) {
@@ -289,7 +296,16 @@ void Graph::over_budget() {
   throw SimError(os.str());
 }
 
-void Graph::deadlock(uint64_t cycle, const char* why) {
+void Graph::check_time(uint64_t cycle) const {
+  if (timing_.max_seconds == 0) return;
+  const auto spent = std::chrono::steady_clock::now() - run_start_;
+  if (spent < std::chrono::seconds(timing_.max_seconds)) return;
+  throw SimError("time limit reached: the run took longer than max_seconds = " + std::to_string(timing_.max_seconds) +
+                 " s (stopped at cycle " + std::to_string(cycle) +
+                 "); raise max_seconds in [arch] or simulate a smaller input");
+}
+
+void Graph::deadlock(uint64_t cycle, const std::string& why) {
   std::ostringstream os;
   os << why << " at cycle " << cycle << "; blocked nodes:";
   int shown = 0;

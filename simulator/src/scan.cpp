@@ -33,6 +33,14 @@ class Scan : public Node {
       seg_ = p.get_ints("seg");
       crd_ = p.get_ints("crd");
       if (seg_.empty()) throw std::invalid_argument("scan '" + n + "': empty seg array");
+      // A malformed level would read past crd: refuse it here, once, not in the hot loop.
+      if (seg_.front() < 0) throw std::invalid_argument("scan '" + n + "': seg starts below 0");
+      for (size_t i = 1; i < seg_.size(); ++i)
+        if (seg_[i] < seg_[i - 1])
+          throw std::invalid_argument("scan '" + n + "': seg decreases at position " + std::to_string(i));
+      if (seg_.back() > static_cast<int64_t>(crd_.size()))
+        throw std::invalid_argument("scan '" + n + "': seg ends at " + std::to_string(seg_.back()) + " but crd has " +
+                                    std::to_string(crd_.size()) + " entries");
     }
   }
   FF_INLINE Step step() override {

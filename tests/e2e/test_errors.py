@@ -73,6 +73,15 @@ def test_deadlock_on_finite_fifos_is_reported_not_hung():
         prog.simulate(arch={"fifo_depth": 1})
 
 
+def test_run_limits_are_errors_naming_the_limit():
+    prog = fuseflow.compile(MatMul(), (torch.rand(6, 6), torch.rand(6, 3)), formats={"A": "csr"})
+    with pytest.raises(fuseflow.SimulationError, match=r"cycle limit reached \(max_cycles = 3"):
+        prog.simulate(arch={"max_cycles": 3})
+    assert prog.simulate(arch={"max_seconds": 60}).check() == 0  # a limit the run stays within
+    with pytest.raises(fuseflow.FuseflowError, match="max_seconds"):
+        prog.simulate(arch={"max_seconds": 0})
+
+
 def run_cli(*args, stdin=None):
     return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, input=stdin, cwd=ROOT)
 

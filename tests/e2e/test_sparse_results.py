@@ -122,3 +122,23 @@ def test_random_sparse_activations_match_pytorch(n, m, density, kind, schedule, 
     args = _inputs(n=n, m=m, k=3, seed=seed, density=density)
     prog = fuseflow.compile(ToSparse(kind), args, formats={"a": "csr"}, schedule=schedule)
     prog.simulate().check()
+
+
+class ExpAfterSparse(torch.nn.Module):
+    """Found by fuseflow.fuzz: the ReLU output is all zeros, so its declared-sparse form is empty,
+    and exp(0.1 * (h @ w1)) is 1, not 0, where h has no entries."""
+
+    def forward(self, x, w0, w1, w2):
+        h = torch.relu(x @ w0).to_sparse_csr() @ w1
+        return torch.exp(h * 0.1) @ w2
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "full"])
+def test_a_factor_that_is_not_zero_where_absent_keeps_the_products_it_contributes_to(schedule):
+    args = (
+        torch.tensor([[1.0], [0.0]]),
+        torch.tensor([[-2.0, -1.0]]),
+        torch.tensor([[1.0], [2.0]]),
+        torch.tensor([[-2.0]]),
+    )
+    fuseflow.compile(ExpAfterSparse(), args, schedule=schedule, order="plain").simulate().check()

@@ -92,8 +92,31 @@ def test_fanout_reconverging_at_a_reduce_deadlocks_with_depth_one_fifos():
 @pytest.mark.parametrize("engine", ["event", "window"])
 def test_cycle_limit_is_an_error_not_a_hang(engine):
     g, _ = spmv_graph(10_240_000)
-    with pytest.raises(_simulator.SimError, match="cycle limit"):
+    with pytest.raises(_simulator.SimError, match=r"cycle limit reached \(max_cycles = 5; raise it in \[arch\]\)"):
         g.run(5, False, [], engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["event", "window"])
+def test_a_run_past_max_seconds_stops_naming_the_limit(engine):
+    """A run that cannot finish (2^40 coordinates) under a huge cycle limit: the wall-clock limit
+    stops it, whatever the machine's speed."""
+    g = _simulator.Graph({"max_seconds": 1})
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 1 << 40})
+    g.add_node("write_crd", "w", [(s, 1)], {})
+    with pytest.raises(_simulator.SimError, match=r"time limit reached: the run took longer than max_seconds = 1 s"):
+        g.run(1 << 62, False, [], engine=engine)
+
+
+def test_malformed_compressed_level_is_refused_when_built():
+    """seg must start at >= 0, never decrease and end within crd (found by the builder fuzz: a
+    scan read past its crd array)."""
+    g = _simulator.Graph(4, 1)
+    r = g.add_node("root", "root", [], {})
+    bad = [(I(12, 20), I()), (I(0, 2, 1), I(0, 1, 2)), (I(-1, 1), I(0)), (I(0, 3), I(0, 1))]
+    for seg, crd in bad:
+        with pytest.raises(ValueError, match="scan 's'"):
+            g.add_node("scan", "s", [(r, 0)], {"format": "compressed", "seg": seg, "crd": crd})
 
 
 @pytest.mark.parametrize("engine", ["event", "window"])

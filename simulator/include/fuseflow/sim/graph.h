@@ -1,5 +1,6 @@
 // A dataflow graph of primitives connected by FIFOs, and the cycle loop that runs it.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <cstdint>
 #include <memory>
@@ -50,7 +51,9 @@ class Graph {
   Node& node(size_t i) { return *nodes_.at(i); }
 
  private:
-  [[noreturn]] void deadlock(uint64_t cycle, const char* why);
+  [[noreturn]] void deadlock(uint64_t cycle, const std::string& why);
+  void check_time(uint64_t cycle) const;  // a run past max_seconds stops with an error naming the limit
+  std::chrono::steady_clock::time_point run_start_;
   [[noreturn]] void over_budget();
   void run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                  uint64_t progress_every);

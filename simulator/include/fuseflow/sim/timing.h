@@ -28,6 +28,7 @@ struct MemoryConfig {
 struct Timing {
   size_t fifo_depth = 10240000;
   uint64_t max_fifo_mib = 8192;  // storage all FIFOs of a run may hold (a simulator limit, not hardware)
+  uint64_t max_seconds = 0;      // wall-clock time one run may take (0: no limit; a simulator limit)
   KindTiming default_kind;
   std::map<std::string, KindTiming> per_kind;
   // Preset quirks (DESIGN §6 / the sam preset): see docs/architecture.md.
@@ -56,7 +57,7 @@ struct ArchKey {
 };
 inline constexpr ArchKey kArchKeys[] = {
     {"fifo_depth", "int"},           {"latency", "int"},           {"ii", "int"},
-    {"max_cycles", "int"},           {"max_fifo_mib", "int"},      {"tile_matmul_ii_per_b", "int"},
+    {"max_cycles", "int"},           {"max_fifo_mib", "int"},      {"max_seconds", "int"},      {"tile_matmul_ii_per_b", "int"},
     {"tile_elementwise_ii_per_b", "int"}, {"scan_emit_on_pop", "bool"}, {"reduce_split_stop", "bool"},
     {"kinds", "table"},              {"memory", "table"},
 };
