@@ -38,15 +38,21 @@ int Graph::add_node(const std::string& kind, const std::string& name,
     throw std::invalid_argument(kind + " '" + name + "' takes " + std::to_string(n->inputs().size()) +
                                 " inputs, got " + std::to_string(inputs.size()));
   int id = static_cast<int>(nodes_.size());
+  // Validate every input before wiring any: a refused node must leave the graph as it was (a
+  // FIFO wired from an earlier input would feed a node that does not exist; found by the
+  // builder fuzz, tests/unit/test_builder_fuzz.py).
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto [src, port] = inputs[i];
     if (src < 0 || src >= id)
       throw std::invalid_argument(kind + " '" + name + "': input " + std::to_string(i) + " refers to unknown node " +
                                   std::to_string(src));
-    auto& outs = nodes_[src]->outputs();
-    if (port < 0 || port >= static_cast<int>(outs.size()))
+    if (port < 0 || port >= static_cast<int>(nodes_[src]->outputs().size()))
       throw std::invalid_argument(kind + " '" + name + "': node '" + nodes_[src]->name() + "' has no output " +
                                   std::to_string(port));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto [src, port] = inputs[i];
+    auto& outs = nodes_[src]->outputs();
     fifos_.push_back(std::make_unique<Fifo>(timing_.fifo_depth));
     Fifo* f = fifos_.back().get();
     f->src_node = src; f->src_port = port; f->dst_node = id; f->dst_port = static_cast<int>(i);
