@@ -133,10 +133,19 @@ def _may_skip(t, cx: IterCtx, v: str) -> bool:
 
 
 def _relaid(t: TensorInfo, wanted: tuple[int, ...]) -> Format:
-    """`t`'s format in another level order; a level over a size-1 dimension is dense, as the
-    frontend stores declared formats (the lowering never iterates a unit loop)."""
-    levels = tuple("dense" if t.shape[m] == 1 else k for k, m in zip(t.fmt.levels, wanted))
-    return Format(levels, wanted, t.fmt.block)
+    """`t`'s format in another level order. The jointly sparse modes (those up to the last
+    compressed level) keep their level kinds by position: CSR read by columns is CSC. A dense
+    mode stored below a compressed level (the feature axis of a per-edge message, t(i,k,j) with
+    k compressed) stays dense wherever it moves: handing it the compressed kind would leave the
+    sparse mode dense (a 16 x N x N loop instead of 16 x nnz, found on PyG GCN over Cora). A
+    level over a size-1 dimension is dense, as the frontend stores declared formats."""
+    levels, order = t.fmt.levels, t.fmt.mode_order
+    last_c = max((i for i, k in enumerate(levels) if k == "compressed"), default=len(levels))
+    inner_dense = {m for i, m in enumerate(order) if i > last_c}  # dense below the last compressed level
+    group = iter(k for k, m in zip(levels, order) if m not in inner_dense)
+    kinds = tuple("dense" if m in inner_dense else next(group) for m in wanted)
+    kinds = tuple("dense" if t.shape[m] == 1 else k for k, m in zip(kinds, wanted))
+    return Format(kinds, wanted, t.fmt.block)
 
 
 def _retarget(e: Expr, use: int, name: str) -> Expr:
