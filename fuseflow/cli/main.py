@@ -741,6 +741,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fuseflow: warning: {message}", file=sys.stderr)
 
     warnings.showwarning = one_line
+    # torch's own notices about its sparse support and dependencies' deprecations are not the user's business
+    warnings.filterwarnings("ignore", message=r"Sparse (CSR|BSR|BSC) tensor support is in beta state")
+    warnings.filterwarnings("ignore", message=r"Sparse invariant checks are implicitly disabled")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
     try:
         return a.fn(a)
     except FuseflowError as e:

@@ -65,11 +65,12 @@ def test_two_layer_model_on_edge_index_matches_pyg(kind, schedule):
     assert any(n.startswith("edge_index") for n in prog.imported.input_names)
 
 
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full"])
 @pytest.mark.parametrize("kind", ["gcn", "sage-mean"])
-def test_torch_sparse_adjacency_matches_pyg(kind):
+def test_torch_sparse_adjacency_matches_pyg(kind, schedule):
     d = karate()
     adj_t = to_torch_csr_tensor(d.edge_index.flip(0), size=(34, 34))  # PyG's adj_t: row = target
-    prog = fuseflow.compile(model(kind, 34), (d.x, adj_t), schedule="layer")
+    prog = fuseflow.compile(model(kind, 34), (d.x, adj_t), schedule=schedule)
     prog.simulate().check()
 
 
