@@ -38,6 +38,14 @@ OPS = (
     "sparsify_matmul",
     "transpose",
 )
+UNARY = {  # ops that keep the running tensor's shape and read nothing else
+    "relu": "torch.relu(h)",
+    "scale": "h * 0.5",
+    "exp": "torch.exp(h * 0.1)",
+    "rowsum": "h + h.sum(dim=1, keepdim=True)",
+    "rowmax": "h - torch.amax(h, dim=1, keepdim=True)",
+    "softmax": "torch.softmax(h, dim=1)",
+}
 FORMATS = ("dense", "csr", "csc", "dcsr", "dcsc", "coo")
 SCHEDULES = ("unfused", "layer", "full", "op")
 ORDERS = ("auto", "plain", "0")
@@ -84,18 +92,8 @@ class Case:
             elif op in ("mul", "add", "sub"):
                 w = new((n, m))
                 self.body.append(f"h = h {dict(mul='*', add='+', sub='-')[op]} {w}")
-            elif op == "relu":
-                self.body.append("h = torch.relu(h)")
-            elif op == "scale":
-                self.body.append("h = h * 0.5")
-            elif op == "exp":
-                self.body.append("h = torch.exp(h * 0.1)")
-            elif op == "rowsum":
-                self.body.append("h = h + h.sum(dim=1, keepdim=True)")
-            elif op == "rowmax":
-                self.body.append("h = h - torch.amax(h, dim=1, keepdim=True)")
-            elif op == "softmax":
-                self.body.append("h = torch.softmax(h, dim=1)")
+            elif op in UNARY:
+                self.body.append(f"h = {UNARY[op]}")
             elif op == "masked_softmax":
                 k = new((n, m), "mask")
                 self.body.append(f"h = torch.softmax(h.masked_fill({k} == 0, float('-inf')), dim=1)")
