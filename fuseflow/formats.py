@@ -143,6 +143,8 @@ def pack(dense: np.ndarray, fmt: Format) -> Packed:
     dense = np.asarray(dense, dtype=np.float32)
     arr = np.transpose(dense, fmt.mode_order) if fmt.rank else dense
     dims = arr.shape
+    if all(kind == "dense" for kind in fmt.levels):  # every coordinate, in storage order: no search
+        return Packed(fmt, tuple(dense.shape), [None] * fmt.rank, [None] * fmt.rank, _flat(arr))
     nz = np.stack(np.nonzero(arr), axis=1) if fmt.rank else np.zeros((1, 0), np.int64)
     prefixes = np.zeros((1, 0), dtype=np.int64)
     segs: list[np.ndarray | None] = []
@@ -165,6 +167,10 @@ def pack(dense: np.ndarray, fmt: Format) -> Packed:
         prefixes = cand.astype(np.int64)
     vals = arr[tuple(prefixes.T)] if fmt.rank else arr.reshape(1)
     return Packed(fmt, tuple(dense.shape), segs, crds, np.ascontiguousarray(vals, dtype=np.float32))
+
+
+def _flat(arr: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(arr, dtype=np.float32).reshape(-1)
 
 
 def _keys(prefixes: np.ndarray, dims: Sequence[int]) -> np.ndarray:

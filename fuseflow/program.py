@@ -39,6 +39,7 @@ class RegionResult:
     nodes: list[dict]
     writes: list[str] = field(default_factory=list)  # tensors the region writes
     engine: str = "event"  # simulation engine that ran it (results do not depend on it)
+    memoised: bool = False  # cycles and counters from a structurally identical region (sim/memo.py)
 
     def totals(self) -> dict[str, int]:
         keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
@@ -108,6 +109,8 @@ class SimResult:
         graphs = {g.name: g for g in self.program.graphs}
         for r in self.regions:
             entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
+            if r.memoised:
+                entry["memoised"] = True
             g = graphs.get(r.name)
             if detail and g is not None:
                 entry["nodes"] = [
@@ -166,6 +169,7 @@ class Program:
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
     pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
     plan: Any = None  # schedule="auto": the planner's `Plan` (plan.explain(), plan.schedule)
+    assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
@@ -262,6 +266,9 @@ class Program:
         spans: bool = False,
         progress: Any = None,
         engine: str = "auto",
+        memo: Any = None,
+        jobs: int = 1,
+        executor: Any = None,
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) in program order.
 
@@ -269,22 +276,106 @@ class Program:
         callable is called as ``progress(region, cycle)`` about every million cycles.
         `engine`: ``auto`` (default), ``event`` or ``window``; all give the same results, the window
         engine is faster and applies when FIFOs never fill and the memory model is off.
+        `memo`: True, a directory or a `RegionMemo`: a region structurally identical to one already
+        simulated takes its cycles and counters from the memo and its values from its index
+        notation (`sim/memo.py`). `jobs` > 1 (or an `executor` from `fuseflow.dse`) simulates
+        regions at once, each on inputs computed from the index notation; every simulated
+        intermediate is checked against that computation. Cycles and counters are those of the
+        plain run either way (tests/e2e/test_memo.py).
         """
+        from fuseflow.sim.memo import as_memo
+
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch)
         env = self.bind(args)
-        runs: list[GraphRun] = []
-        with progress_reporter(progress) as report:
-            for g in self.graphs:
-                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
-                env.update(run.outputs)
-                runs.append(run)
+        memo_ = as_memo(memo)
+        if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
+            raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
+        if memo_ is not None or jobs > 1 or executor is not None:
+            regions, traces = self._simulate_shared(env, arch_, memo_, jobs, executor, progress, engine), None
+        else:
+            runs: list[GraphRun] = []
+            with progress_reporter(progress) as report:
+                for g in self.graphs:
+                    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+                    run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
+                    env.update(run.outputs)
+                    runs.append(run)
+            regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
+            traces = [r.traces for r in runs] if record else None
         outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
-        regions = self.relayout_runs(env) + [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
-        res = SimResult(self, args, outs, regions, arch_)
-        res.traces = [r.traces for r in runs] if record else None
+        res = SimResult(self, args, outs, self.relayout_runs(env) + regions, arch_)
+        res.traces = traces
         return res
+
+    def _simulate_shared(self, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str) -> list:
+        """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
+        from fuseflow.dse.executor import LocalExecutor
+        from fuseflow.sim.graph import pack_inputs, run_packed
+        from fuseflow.sim.memo import RegionMemo, structure_key
+        from fuseflow.sim.values import Unevaluable, region_values
+
+        memoise = memo is not None  # without a memo, identical regions are each simulated
+        memo = memo if memo is not None else RegionMemo()
+        parallel = executor is not None or jobs > 1
+        results: dict[int, RegionResult] = {}
+        tasks: list[tuple] = []  # (spec, packed, arch, engine) run by the executor
+        waiting: dict[str, list[int]] = {}  # key -> regions that take the run of its first task
+        keys: dict[int, str | None] = {}
+        evaluated: dict[int, dict] = {}
+        with progress_reporter(progress) as report:
+            for i, g in enumerate(self.graphs):
+                packed = pack_inputs(g, env)
+                keys[i] = key = structure_key(g, packed, arch) if memoise else None
+                hit = memo.get(key)
+                try:
+                    values = region_values(self.assigns[g.name], env) if (hit or parallel or key in waiting) else None
+                except Unevaluable:
+                    values = None
+                if values is not None and hit is not None:
+                    results[i] = RegionResult(g.name, hit.cycles, hit.for_graph(g), list(values), hit.engine, True)
+                elif values is not None and key is not None and key in waiting:
+                    waiting[key].append(i)
+                elif values is not None and parallel:
+                    if key is not None:
+                        waiting[key] = [i]
+                    tasks.append((i, (g, packed, arch, False, False, None, engine)))
+                    evaluated[i] = values
+                else:  # in order, here: later regions read its outputs
+                    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+                    run = run_packed(g, packed, arch, progress=cb, engine=engine)
+                    memo.put(key, run)
+                    values = run.outputs
+                    results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
+                env.update(values)
+        if tasks:
+            pool = executor or LocalExecutor(jobs)
+            for t, run in pool.run(run_packed, [task for _, task in tasks]):
+                i = tasks[t][0]
+                g = self.graphs[i]
+                self._agrees(g.name, run.outputs, evaluated[i])
+                memo.put(keys[i], run)
+                results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
+                if self.output_names and set(run.outputs) & set(self.output_names):
+                    env.update({n: v for n, v in run.outputs.items() if n in self.output_names})
+        for key, idxs in waiting.items():
+            first = results[idxs[0]]
+            for i in idxs[1:]:
+                g, hit = self.graphs[i], memo.get(key)
+                results[i] = RegionResult(g.name, hit.cycles, hit.for_graph(g), first.writes, hit.engine, True)
+        return [results[i] for i in range(len(self.graphs))]
+
+    def _agrees(self, region: str, simulated: Mapping[str, np.ndarray], evaluated: Mapping[str, np.ndarray]) -> None:
+        """A region simulated on evaluated inputs must reproduce the evaluation (check()'s tolerance)."""
+        tol = 1e-5 * max(1, self.max_reduction)
+        for name, got in simulated.items():
+            want = evaluated[name]
+            if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
+                diff = np.nanmax(np.abs(got - want)) if got.shape == want.shape else float("nan")
+                raise MismatchError(
+                    f"region {region}: simulated {name} differs from its index-notation values "
+                    f"(max abs diff {diff:.3g})"
+                )
 
     def _as_returned(self, i: int, value: np.ndarray) -> torch.Tensor:
         """An output in the shape eager PyTorch returns: a full reduction is 0-d there, while sam
@@ -436,7 +527,7 @@ def _lower(
         )
         full = full_pipeline(schedule, pipeline, node_budget)
         sam_module = run_pipeline(module, full, ctx)
-        summary, chosen = ctx.summary, ctx.chosen
+        summary, chosen, assigns = ctx.summary, ctx.chosen, ctx.assigns
         sam_text = str(sam_module)
         graphs, outs = parse_graphs(sam_module)
     sched_name = builtin_name(schedule) or "custom"
@@ -458,6 +549,7 @@ def _lower(
         (schedule, node_budget, passes),
         relayouts,
         "builtin.module(" + ",".join(full) + ")",
+        assigns=assigns,
     )
 
 

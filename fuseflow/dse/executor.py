@@ -1,7 +1,9 @@
-"""Where points run: a local process pool (default) or Ray, behind one interface.
+"""Where work runs: a local process pool (default) or Ray, behind one interface.
 
-`Executor.map(tasks)` yields ``(index, row)`` as tasks finish; rows do not depend on the executor
-(tests compare local and Ray runs row by row, wall time aside).
+`Executor.run(fn, tasks)` calls a module-level `fn(*task)` for every task and yields
+``(index, result)`` as they finish. Sweeps map design points with it (`Executor.map`), and
+`Program.simulate(jobs=)` maps regions; results do not depend on the executor (tests compare
+local and Ray runs row by row, wall time aside).
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Iterator, Sequence
 
 from fuseflow.errors import FuseflowError
 
@@ -19,8 +22,14 @@ Task = tuple[str, dict, Any, bool]  # (model path, build options, Point, simulat
 class Executor:
     name = "base"
 
-    def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:  # pragma: no cover - interface
+    def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:  # pragma: no cover
         raise NotImplementedError
+
+    def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
+        """Evaluate design points (`dse/evaluate.py`)."""
+        from fuseflow.dse.evaluate import evaluate
+
+        return self.run(evaluate, tasks)
 
     def close(self) -> None:
         pass
@@ -34,22 +43,26 @@ class LocalExecutor(Executor):
     def __init__(self, jobs: int | None = None):
         self.jobs = max(1, jobs or os.cpu_count() or 1)
 
-    def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
-        from fuseflow.dse.evaluate import evaluate
-
+    def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
         if not tasks:
             return
         if self.jobs == 1 or len(tasks) == 1:  # no pool: the same function in this process
             for i, t in enumerate(tasks):
-                yield i, evaluate(*t)
+                yield i, fn(*t)
             return
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=ctx) as pool:
-            pending = {pool.submit(evaluate, *t): i for i, t in enumerate(tasks)}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for f in done:
-                    yield pending.pop(f), f.result()
+        try:
+            with ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=ctx) as pool:
+                pending = {pool.submit(fn, *t): i for i, t in enumerate(tasks)}
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        yield pending.pop(f), f.result()
+        except BrokenProcessPool:
+            raise FuseflowError(
+                "a worker process died (out of memory, or a script that starts workers without an "
+                "`if __name__ == '__main__':` guard: spawned workers re-import the main script)"
+            ) from None
 
 
 class RayExecutor(Executor):
@@ -80,10 +93,8 @@ class RayExecutor(Executor):
                 raise FuseflowError(f"cannot reach Ray at {where}: {str(e).splitlines()[0][:200]}") from None
             self.started = True
 
-    def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
-        from fuseflow.dse.evaluate import evaluate
-
-        remote = self.ray.remote(evaluate)
+    def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        remote = self.ray.remote(fn)
         refs = {remote.remote(*t): i for i, t in enumerate(tasks)}
         while refs:
             done, _ = self.ray.wait(list(refs), num_returns=1)

@@ -14,7 +14,7 @@ from typing import Mapping
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format, parse_format
-from fuseflow.analysis.index_notation import render
+from fuseflow.analysis.index_notation import Assign, render
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined
 from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
@@ -69,8 +69,9 @@ def lower_module(
     order_spec: "str | Mapping[str, str] | None" = None,
     cap: int = DEFAULT_CAP,
     ranker: "OrderRanker | None" = None,
-) -> tuple[str, dict, dict[str, Candidate]]:
-    """Return the sam module text, a summary {region: [expressions]} and the chosen orders.
+) -> tuple[str, dict, dict[str, Candidate], dict[str, list[Assign]]]:
+    """Return the sam module text, a summary {region: [expressions]}, the chosen orders and each
+    region's outputs in index notation (what `sim/values.py` evaluates).
 
     Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
     ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
@@ -152,7 +153,7 @@ def lower_module(
         src = _view_source(v)
         if src is not None:
             outputs_of[region_of[_op_of(src)]].append(v)
-    graphs, summary, chosen = [], {}, {}
+    graphs, summary, chosen, assigns = [], {}, {}, {}
     if ranker is not None:
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
@@ -164,6 +165,7 @@ def lower_module(
 
         parser = RegionParser(in_region, external)
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
+        assigns[region] = asgs
         region_block = blocks.get(region, blocks.get("*", 0))
 
         def fresh(region=region, asgs=asgs, region_block=region_block) -> SamLowering:
@@ -207,7 +209,7 @@ def lower_module(
         tensors.update(lowering.outputs)
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
-    return module_text(graphs, out_names), summary, chosen
+    return module_text(graphs, out_names), summary, chosen, assigns
 
 
 def _view_of_argument(v: ir.Value) -> bool:

@@ -24,4 +24,5 @@ class PassContext:
     # left by the passes
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Any] = field(default_factory=dict)  # region -> the chosen order Candidate
-    lowered: tuple[str, str, dict] | None = None  # (linalg fingerprint, sam text, summary) of fuseflow-order
+    assigns: dict[str, list] = field(default_factory=dict)  # region -> its outputs in index notation
+    lowered: tuple[str, str, dict, dict] | None = None  # (linalg fingerprint, sam text, summary, assigns)

@@ -44,10 +44,10 @@ def run(module, options: Options, ctx: PassContext | None = None):
         if ORDERS_ATTR in func.attributes:
             del func.attributes[ORDERS_ATTR]
         spec = ctx.order if ctx.order is not None else parse_order(options.order)
-        text, summary, chosen = lower_module(
+        text, summary, chosen, assigns = lower_module(
             module, ctx.node_budget, order_spec=spec, cap=options.cap, ranker=ctx.ranker or OrderRanker()
         )
         func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
         ctx.chosen.update(chosen)
-        ctx.lowered = (str(module), text, summary)
+        ctx.lowered = (str(module), text, summary, assigns)
     return module

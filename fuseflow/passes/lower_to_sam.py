@@ -31,11 +31,11 @@ def run(module, options: Options, ctx: PassContext | None = None):
         ensure_regions(func)
         stash, ctx.lowered = ctx.lowered, None
         if stash is not None and stash[0] == str(module) and options.node_budget == ctx.node_budget:
-            text, summary = stash[1], stash[2]  # fuseflow-order just lowered exactly this module
+            text, summary, assigns = stash[1], stash[2], stash[3]  # fuseflow-order just lowered this module
         else:
-            text, summary, chosen = lower_module(module, options.node_budget, options.order or None)
+            text, summary, chosen, assigns = lower_module(module, options.node_budget, options.order or None)
             ctx.chosen.update(chosen)
-        ctx.summary = summary
+        ctx.summary, ctx.assigns = summary, assigns
         return parse_module(text)
 
 

@@ -27,6 +27,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+import functools
 from typing import Any, Mapping
 
 from fuseflow.errors import FuseflowError
@@ -62,8 +63,7 @@ class Arch:
             return Arch.from_dict(dict(arch), "dict")
         text_name = str(arch)
         if text_name in PRESETS:
-            data = resources.files("fuseflow").joinpath("configs", f"{text_name}.toml").read_text()
-            return Arch.from_dict(tomllib.loads(data), text_name)
+            return _preset(text_name)
         path = Path(text_name)
         if not path.exists():
             raise FuseflowError(
@@ -121,6 +121,14 @@ class Arch:
         if "max_cycles" in settings:
             max_cycles = settings.pop("max_cycles")
         return Arch(name, settings, max_cycles)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(name: str) -> Arch:
+    """A shipped preset, read once per process (a simulate call on a small kernel took ~0.4 ms to
+    re-read and re-validate its TOML). Arch is frozen; its settings dict is only read."""
+    data = resources.files("fuseflow").joinpath("configs", f"{name}.toml").read_text()
+    return Arch.from_dict(tomllib.loads(data), name)
 
 
 def _positive(v: Any, what: str, zero: bool = False) -> int:

@@ -158,7 +158,7 @@ WINDOW_MIN_FIFO_DEPTH = 1 << 16
 """``auto`` tries the window engine only with FIFOs this deep (shallower ones fill: backpressure)."""
 
 
-def _pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
+def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
     """Each input tensor in the level arrays its format needs (sparse inputs are never densified)."""
     packed = {}
     for name, t in spec.tensors.items():
@@ -217,9 +217,21 @@ def run_graph(
 ) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
     `progress(cycle)` is called about every million simulated cycles."""
+    return run_packed(spec, pack_inputs(spec, data), arch, record, spans, progress, engine)
+
+
+def run_packed(
+    spec: GraphSpec,
+    packed: Mapping[str, Any],
+    arch: Arch,
+    record: bool = False,
+    spans: bool = False,
+    progress=None,
+    engine: str = "auto",
+) -> GraphRun:
+    """`run_graph` on inputs already packed (`pack_inputs`): what a worker process receives."""
     if engine not in ENGINES:
         raise SimulationError(f"unknown simulation engine {engine!r} (one of {', '.join(ENGINES)})")
-    packed = _pack_inputs(spec, data)
     g = _build(spec, packed, arch)
     chosen = engine
     if engine == "auto":

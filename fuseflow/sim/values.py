@@ -1,0 +1,188 @@
+"""A region's values from its index notation, with numpy: what a region returns when its cycles
+come from the memo (`sim/memo.py`) or when its simulation runs elsewhere (`simulate(jobs=)`).
+
+The simulator computes values and cycles together, token by token. A region structurally
+identical to one already simulated has the same cycles and counters, but different values (other
+weights); recomputing them here takes a BLAS call where the simulator takes millions of events.
+Semantics are the dense ones PyTorch has (absent entries of sparse inputs are zeros) and the ALU's
+(`alu_ops.h`): NaN propagates through max/min, ``mask(x, m)`` is ``-inf`` where ``m == 0``.
+Every subexpression is evaluated once, over its own free variables only; a sum of products is one
+``einsum``, so a fused matmul chain never materialises its full iteration space.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import numpy as np
+import scipy.sparse
+import scipy.special
+
+from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
+
+MAX_DENSE_ELEMENTS = 1 << 28
+"""Largest array (elements) the evaluator builds: 1 GiB of float32. Beyond it, simulate instead."""
+
+
+class Unevaluable(Exception):
+    """This region's values cannot be computed here (too large); the caller simulates it."""
+
+
+Term = tuple[np.ndarray, tuple[str, ...]]  # an array with one axis per variable, in that order
+
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "rsub": lambda a, b: b - a,
+    "rdiv": lambda a, b: b / a,
+    "mask": lambda a, m: np.where(m != 0, a, np.float32(-np.inf)),
+}
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "neg": np.negative,
+    "relu": lambda a: np.where(a > 0, a, np.float32(0)),
+    "exp": np.exp,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda a: np.float32(1) / np.sqrt(a),
+    "tanh": np.tanh,
+    "abs": np.abs,
+    "erf": scipy.special.erf,
+    "eqz": lambda a: (a == 0).astype(np.float32),
+    "nez": lambda a: (a != 0).astype(np.float32),
+}
+
+
+def region_values(assigns: list[Assign], env: Mapping[str, object]) -> dict[str, np.ndarray]:
+    """Every output of a region (`assigns`), as dense float32 arrays in mode order."""
+    dims: dict[str, int] = {}
+    for a in assigns:
+        dims.update(a.dims)
+    ev = _Evaluator(env, dims)
+    return {a.out: ev.output(a) for a in assigns}
+
+
+class _Evaluator:
+    def __init__(self, env: Mapping[str, object], dims: Mapping[str, int]):
+        self.env = env
+        self.dims = dims  # every variable's extent (the parser's)
+        self.dense: dict[str, np.ndarray] = {}
+        self.memo: dict[Expr, Term] = {}
+
+    def output(self, asg: Assign) -> np.ndarray:
+        arr, vs = self.eval(asg.expr)
+        real = tuple(v for v in asg.vars if v != UNIT)
+        arr = _align(arr, vs, real)
+        full = tuple(self.dims[v] for v in real)
+        shape = tuple(1 if v == UNIT else self.dims[v] for v in asg.vars)
+        out = np.require(np.broadcast_to(arr, full), dtype=np.float32, requirements=["C", "W", "O"])
+        return out.reshape(shape)
+
+    def eval(self, e: Expr) -> Term:
+        hit = self.memo.get(e)
+        if hit is None:
+            hit = self.memo[e] = self._eval(e)
+        return hit
+
+    def _eval(self, e: Expr) -> Term:
+        if isinstance(e, Access):
+            return self._access(e)
+        if isinstance(e, Const):
+            return np.asarray(e.value, dtype=np.float32), ()
+        if isinstance(e, Call):
+            terms = [self.eval(a) for a in e.args]
+            vs = _union(t[1] for t in terms)
+            _budget(vs, self.dims)
+            args = [_align(a, v, vs) for a, v in terms]
+            with np.errstate(all="ignore"):
+                out = _UNARY[e.op](args[0]) if len(args) == 1 else _BINARY[e.op](args[0], args[1])
+            return np.asarray(out, dtype=np.float32), vs
+        if isinstance(e, Reduce):
+            return self._reduce(e)
+        raise TypeError(f"not an index-notation expression: {e!r}")
+
+    def _access(self, e: Access) -> Term:
+        arr = self._tensor(e.tensor)
+        if arr.ndim != len(e.vars):
+            raise ValueError(f"{e.tensor} has {arr.ndim} modes, read with {len(e.vars)} variables")
+        index = tuple(0 if v == UNIT else slice(None) for v in e.vars)
+        arr, vs = arr[index], tuple(v for v in e.vars if v != UNIT)
+        if len(set(vs)) != len(vs):  # a variable on two modes: the diagonal
+            kept = tuple(dict.fromkeys(vs))
+            letters = {v: chr(97 + i) for i, v in enumerate(kept)}
+            arr = np.einsum("".join(letters[v] for v in vs) + "->" + "".join(letters[v] for v in kept), arr)
+            vs = kept
+        return arr, vs
+
+    def _tensor(self, name: str) -> np.ndarray:
+        if name not in self.dense:
+            value = self.env[name]
+            size = int(np.prod(value.shape)) if value.shape else 1
+            if size > MAX_DENSE_ELEMENTS:
+                raise Unevaluable(f"{name} has {size:,} elements")
+            if scipy.sparse.issparse(value):
+                value = value.toarray()
+            self.dense[name] = np.asarray(value, dtype=np.float32)
+        return self.dense[name]
+
+    def _reduce(self, e: Reduce) -> Term:
+        factors = _factors(e.body) if e.kind == "sum" else [e.body]
+        terms = [self.eval(f) for f in factors]
+        inner = _union(t[1] for t in terms)
+        free = tuple(v for v in inner if v not in e.vars)
+        dims = self.dims
+        _budget(free, dims)
+        if e.kind == "sum":
+            letters = {v: _letter(i) for i, v in enumerate(inner)}
+            spec = ",".join("".join(letters[v] for v in vs) for _, vs in terms)
+            out = np.einsum(spec + "->" + "".join(letters[v] for v in free), *[a for a, _ in terms], optimize=True)
+            for v in e.vars:  # summing over a variable the body does not depend on
+                if v not in inner:
+                    out = out * np.float32(dims[v])
+            return np.asarray(out, dtype=np.float32), free
+        (arr, vs), axes = terms[0], tuple(i for i, v in enumerate(terms[0][1]) if v in e.vars)
+        _budget(vs, dims)
+        if e.kind == "max":
+            out = arr.max(axis=axes) if axes else arr  # NaN propagates, as the ALU's max
+        elif e.kind == "min":
+            out = arr.min(axis=axes) if axes else arr
+        else:
+            raise ValueError(f"unknown reduction {e.kind!r}")
+        return np.asarray(out, dtype=np.float32), free
+
+
+def _factors(e: Expr) -> list[Expr]:
+    """The factors of a product tree (a sum of products is one einsum)."""
+    if isinstance(e, Call) and e.op == "mul" and len(e.args) == 2:
+        return _factors(e.args[0]) + _factors(e.args[1])
+    return [e]
+
+
+def _union(groups) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for vs in groups:
+        out.update(dict.fromkeys(vs))
+    return tuple(out)
+
+
+def _letter(i: int) -> str:
+    return "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]
+
+
+def _budget(vs: tuple[str, ...], dims: Mapping[str, int]) -> None:
+    size = int(np.prod([dims.get(v, 1) for v in vs], dtype=np.float64))
+    if size > MAX_DENSE_ELEMENTS:
+        raise Unevaluable(f"an intermediate over ({', '.join(vs)}) would have {size:,} elements")
+
+
+def _align(arr: np.ndarray, vs: tuple[str, ...], target: tuple[str, ...]) -> np.ndarray:
+    """`arr` (axes `vs`) with its axes in `target` order, size 1 where it does not vary."""
+    missing = [v for v in vs if v not in target]
+    if missing:
+        raise ValueError(f"variables {missing} are not in {target}")
+    order = [v for v in target if v in vs]
+    arr = np.transpose(arr, [vs.index(v) for v in order]) if vs else arr
+    sizes = dict(zip(order, arr.shape))
+    return arr.reshape(tuple(sizes.get(v, 1) for v in target))
