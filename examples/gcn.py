@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from graphs import TwoLayerGNN, load_graph, normalise, prune, sparse_features
+from graphs import TwoLayerGNN, feature_format, load_graph, normalise, prune, sparse_features
 
 
 class GCNConv(torch.nn.Module):
@@ -29,13 +29,14 @@ def build(
     weight_sparsity: float = 0.5,
     feature_density: float = 0.1,
     seed: int = 0,
+    max_features: int | None = 256,
 ):
     torch.manual_seed(seed)
-    A, X = load_graph(graph)
+    A, X = load_graph(graph, max_features)
     A = normalise(A)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
     model = TwoLayerGNN(GCNConv, X.shape[1], hidden, classes).eval()
     prune(model, weight_sparsity)
-    formats = {"A": "csr", "X": "csr", "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
+    formats = {"A": "csr", "X": feature_format(X), "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
     return model, (A, X), formats

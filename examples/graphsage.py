@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from graphs import TwoLayerGNN, load_graph, prune, sparse_features
+from graphs import TwoLayerGNN, feature_format, load_graph, prune, sparse_features
 
 
 class SAGEConv(torch.nn.Module):
@@ -18,7 +18,10 @@ class SAGEConv(torch.nn.Module):
         self.lin_neigh = torch.nn.Linear(fin, fout, bias=False)
 
     def forward(self, A, H):
-        deg = A.sum(dim=1, keepdim=True).clamp(min=1.0)
+        deg = A.sum(dim=1, keepdim=True)
+        if deg.layout != torch.strided:  # a torch sparse CSR adjacency sums to a sparse column
+            deg = deg.to_dense()
+        deg = deg.clamp(min=1.0)
         return self.lin_self(H) + self.lin_neigh((A @ H) / deg)
 
 
@@ -30,14 +33,15 @@ def build(
     weight_sparsity: float = 0.5,
     feature_density: float = 0.1,
     seed: int = 0,
+    max_features: int | None = 256,
 ):
     torch.manual_seed(seed)
-    A, X = load_graph(graph)
+    A, X = load_graph(graph, max_features)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
     model = TwoLayerGNN(SAGEConv, X.shape[1], hidden, classes).eval()
     prune(model, weight_sparsity)
-    formats = {"A": "csr", "X": "csr"}
+    formats = {"A": "csr", "X": feature_format(X)}
     for name, _ in model.named_parameters():
         if name.endswith("weight"):
             formats[name] = "csr"

@@ -75,7 +75,10 @@ def arg_names(model: torch.nn.Module, n: int) -> list[str]:
 
 
 def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
-    """A dense float copy of an input and the format implied by a torch sparse layout."""
+    """What torch.export traces an input as, and the format implied by a torch sparse layout.
+
+    A sparse input is traced as a zero-stride view of one zero: export reads only its shape and
+    dtype, and a dense copy of a paper-scale graph (736k nodes: 2 TB) would not fit."""
     if not isinstance(arg, torch.Tensor):
         raise UnsupportedError(f"input {name!r} is a {type(arg).__name__}; only tensors are supported")
     implied = {torch.sparse_csr: "csr", torch.sparse_csc: "csc", torch.sparse_coo: "coo"}.get(arg.layout)
@@ -88,8 +91,17 @@ def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
                 f"bc{kind[1:]}<b> (to_sparse_{kind}(blocksize=(b, b)))"
             )
         implied = f"bc{kind[1:]}<{b[0]}>"
-    dense = arg.to_dense() if implied else arg
-    return dense.detach(), implied
+    if implied:
+        dtype = torch.float32 if arg.is_floating_point() else arg.dtype
+        return torch.zeros((), dtype=dtype).expand(arg.shape), implied
+    return arg.detach(), implied
+
+
+def _nonzeros(arg: torch.Tensor) -> int:
+    """Stored nonzeros of a torch sparse tensor, without densifying it."""
+    if arg.layout == torch.sparse_coo:
+        arg = arg.coalesce()
+    return int(torch.count_nonzero(arg.values()))
 
 
 def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
@@ -213,14 +225,16 @@ def import_model(
     for name, t in zip(all_names, inputs):
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
+    given = dict(zip(names, args))
     density = {
-        name: float(torch.count_nonzero(t)) / max(1, t.numel())
+        name: (_nonzeros(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
         for name, t in zip(all_names, inputs)
         if "compressed" in fmts[name].levels
     }
     out_names = _attach(module, all_names, fmts, density)
-    with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely: run the user's
-        example = lifted(*inputs) if adapt is None else source(*user_args)
+    with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
+        # inputs are traced as zero views: run the user's model on the user's arguments then
+        example = lifted(*inputs) if adapt is None and not implied else source(*user_args)
     single = not isinstance(example, (tuple, list))
     containers = {
         name
