@@ -38,7 +38,7 @@ class Load : public Node {
     constexpr size_t kAhead = 8;
     const Fifo* f = in_[0];
     if (f->size() > kAhead) {
-      const Token& u = f->peek(kAhead);
+      const Token u = f->peek(kAhead);
       if (u.is_data() && static_cast<uint64_t>(u.i) < vals_.size()) __builtin_prefetch(vals_.data() + u.i);
     }
   }

@@ -168,6 +168,8 @@ std::string cycle_limit(uint64_t max_cycles) {
 
 RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
                      const std::function<void(uint64_t)>& progress, uint64_t progress_every, Engine engine) {
+  if (max_cycles > kMaxCycle / 2)  // a queued token stamps its cycle in 48 bits (token.h)
+    throw std::invalid_argument("max_cycles = " + std::to_string(max_cycles) + " is above 2^47, the most a run can count");
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (size_t p = 0; p < nodes_[i]->outputs().size(); ++p)
       if (nodes_[i]->outputs()[p].empty()) {  // unconsumed outputs drain into sinks that drop tokens

@@ -105,7 +105,14 @@ def test_a_run_past_max_seconds_stops_naming_the_limit(engine):
     s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 1 << 40})
     g.add_node("write_crd", "w", [(s, 1)], {})
     with pytest.raises(_simulator.SimError, match=r"time limit reached: the run took longer than max_seconds = 1 s"):
-        g.run(1 << 62, False, [], engine=engine)
+        g.run(1 << 46, False, [], engine=engine)
+
+
+def test_a_cycle_limit_past_what_a_fifo_entry_stamps_is_refused():
+    """Queued tokens carry their cycle in 48 bits (token.h: kMaxCycle)."""
+    g, _ = spmv_graph(10_240_000)
+    with pytest.raises(ValueError, match=r"max_cycles = 1152921504606846976 is above 2\^47"):
+        g.run(1 << 60, False, [])
 
 
 def test_malformed_compressed_level_is_refused_when_built():

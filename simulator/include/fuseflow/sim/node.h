@@ -112,7 +112,7 @@ class Node {
 
  protected:
   bool has(int i, size_t k = 0) const { return in_[i]->ready(now_, k); }  // add_node connects every input
-  const Token& peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
+  Token peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
   FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
   FF_INLINE bool room(int o, size_t n = 1) const {
     if (Fifo* f = lone(o)) return f->has_room(n);

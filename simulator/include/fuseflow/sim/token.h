@@ -81,13 +81,16 @@ class Scheduler {
 
 // A bounded FIFO edge (a growable ring buffer); a token pushed at cycle t becomes visible at
 // t + latency (later under the memory model; delivery stays in order).
+// Cycles a FIFO entry can stamp (48 bits); Graph::run refuses a larger max_cycles.
+inline constexpr uint64_t kMaxCycle = (uint64_t{1} << 48) - 1;
+
 class Fifo {
  public:
   explicit Fifo(size_t depth) : buf_(static_cast<Entry*>(std::malloc(8 * sizeof(Entry)))), mask_(7), depth_(depth) {
     if (!buf_) throw std::bad_alloc();
   }
-  bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).at <= now; }
-  const Token& peek(size_t k = 0) const { return at(k).tok; }
+  bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).visible() <= now; }
+  Token peek(size_t k = 0) const { return at(k).token(); }
   void pop() {
     head_ = (head_ + 1) & mask_;
     --size_;
@@ -101,7 +104,7 @@ class Fifo {
   uint64_t next_visible_after(uint64_t now) const {
     uint64_t best = UINT64_MAX;
     for (size_t k = 0; k < size_ && k < 2; ++k)
-      if (at(k).at > now && at(k).at < best) best = at(k).at;
+      if (at(k).visible() > now && at(k).visible() < best) best = at(k).visible();
     return best;
   }
   // By value: a token just built in registers is stored without a store-forwarding stall.
@@ -119,13 +122,26 @@ class Fifo {
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
  private:
-  struct Entry { Token tok; uint64_t at; };
+  // 16 bytes a queued token (a Token and its cycle were 24): the payload, and the cycle it
+  // becomes visible (48 bits, see kMaxCycle) packed with the token's kind and stop level.
+  struct Entry {
+    int64_t payload;
+    uint64_t meta;
+    uint64_t visible() const { return meta >> 16; }
+    Token token() const {
+      Token t;
+      t.i = payload;
+      t.kind = static_cast<Kind>((meta >> 8) & 0xff);
+      t.level = static_cast<uint8_t>(meta & 0xff);
+      return t;
+    }
+  };
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   inline __attribute__((always_inline)) void store(Token t, uint64_t when) {
     if (__builtin_expect(size_ > mask_, false)) grow();
     Entry& e = buf_[(head_ + size_) & mask_];
-    e.tok = t;
-    e.at = when;
+    e.payload = t.i;
+    e.meta = (when << 16) | (static_cast<uint64_t>(t.kind) << 8) | t.level;
     ++size_;
   }
   __attribute__((noinline)) void push_hooked(Token t, uint64_t when) {

@@ -1,0 +1,311 @@
+"""FuseFlow's main fusion study (its Figure 12) at paper sizes: speedup of partial and full fusion
+over unfused, per application and dataset.
+
+    python benchmarks/figure12.py                       # the points that fit in the hour (--tier medium)
+    python benchmarks/figure12.py --tier paper          # every point, GPT-3 Small at full size
+    python benchmarks/figure12.py --only gcn,sage --datasets cora,pubmed --schedules unfused,layer
+
+Every point (application, dataset, schedule) runs in a process of its own: compile, the cycle
+model's estimate, simulate (memoised: identical decoders are simulated once, `--memo-dir` shares
+the memo between points), and a check of every output against eager PyTorch (SimResult.check's
+tolerance). The parent watches each point's memory (the process tree's resident set) and stops it
+at `--max-rss-gb`, and at `--timeout` seconds; a point stopped so keeps its estimate and says why.
+It writes one JSON (`-o`), a speedup-over-unfused bar chart (`--plot`, SVG or PNG) and prints a
+Markdown table (docs/results.md). Stand-in graphs (`examples/graphs.py: STANDINS`) are marked.
+
+Paper sizes: GCN and GraphSAGE, 2 layers, hidden 16, 50% weight sparsity, on Cora, CiteSeer,
+PubMed (../shared/data) and stand-ins for Cora-ML, DBLP, ogbl-collab and ogbn-mag; SAE batch 32,
+90% weight sparsity, input 224x224 (hidden 256), 512x512 and 1024x1024 (hidden 512); GPT-3 Small
+(12 decoders, seq 1024, d_model 768, 12 heads, FFN 3072) with BigBird blocks 16/32/64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANETOID = ROOT.parent / "shared" / "data" / "planetoid"
+SCHEDULES = {"gcn": "unfused,layer,full", "sage": "unfused,layer,full", "sae": "unfused,layer,full"}
+SCHEDULES["gpt"] = "unfused,fuseflow,full"  # fuseflow: FuseFlow's 3-region split (partial fusion)
+PARTIAL = {"layer": "partial", "fuseflow": "partial", "full": "full", "unfused": "unfused"}
+
+GRAPHS = {  # dataset -> (graph= for examples/gcn.py and graphsage.py, extra build options, stand-in?)
+    "cora": (str(PLANETOID / "cora.npz"), {}, False),
+    "citeseer": (str(PLANETOID / "citeseer.npz"), {}, False),
+    "pubmed": (str(PLANETOID / "pubmed.npz"), {"features": 500}, False),  # features not shipped: random 10%
+    "cora-ml": ("standin:cora-ml", {}, True),
+    "dblp": ("standin:dblp", {}, True),
+    "ogbl-collab": ("standin:ogbl-collab", {}, True),
+    "ogbn-mag": ("standin:ogbn-mag", {}, True),
+}
+SAE_SIZES = {"224x224": (50_176, 256), "512x512": (262_144, 512), "1024x1024": (1_048_576, 512)}
+GPT3_SMALL = dict(seq=1024, d_model=768, heads=12, d_ff=3072, layers=12)
+GPT_BLOCKS = {"block16": 16, "block32": 32, "block64": 64}
+
+TIERS = {
+    # medium: what this machine finishes within the hour (the artifact's medium mode skips the
+    # largest points too); GPT at seq 256 / d_model 128 / 2 heads, 12 decoders
+    "medium": {
+        "gcn": ["cora", "citeseer", "pubmed", "cora-ml", "dblp", "ogbl-collab"],
+        "sage": ["cora", "citeseer", "pubmed", "cora-ml", "dblp", "ogbl-collab"],
+        "sae": ["224x224", "512x512"],
+        "gpt": ["block16", "block32", "block64"],
+    },
+    "paper": {
+        "gcn": list(GRAPHS),
+        "sage": list(GRAPHS),
+        "sae": list(SAE_SIZES),
+        "gpt": list(GPT_BLOCKS),
+    },
+}
+GPT_MEDIUM = dict(seq=256, d_model=128, heads=2, d_ff=512, layers=12)
+ESTIMATE_ONLY = {
+    # points whose simulation does not fit a tier's hour: the cycle model's estimate instead. GPT
+    # full fusion recomputes Q/K/V per mask nonzero (640x unfused's ALU work at seq 64, 45 s)
+    "medium": {("gpt", "full")},
+    "paper": set(),
+}
+
+
+def build(app: str, dataset: str, tier: str):
+    """(model, args, formats, schedule object or name's resolver) of one point."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    if app in ("gcn", "sage"):
+        mod = __import__("gcn" if app == "gcn" else "graphsage")
+        graph, extra, _ = GRAPHS[dataset]
+        return mod.build(graph=graph, max_features=None, **extra), {}
+    if app == "sae":
+        import sae
+
+        n_in, hidden = SAE_SIZES[dataset]
+        return sae.build(batch=32, n_in=n_in, n_hidden=hidden, weight_sparsity=0.9), {}
+    if app == "gpt":
+        import gpt_bigbird
+
+        geometry = GPT3_SMALL if tier == "paper" else GPT_MEDIUM
+        built = gpt_bigbird.build(block=GPT_BLOCKS[dataset], **geometry)
+        return built, gpt_bigbird.schedules()
+    raise ValueError(f"unknown application {app!r}")
+
+
+def _rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def run_point(
+    app: str, dataset: str, schedule: str, tier: str, memo_dir: str | None, jobs: int, simulate: bool = True
+) -> None:
+    """One point, in this process: prints ``ESTIMATE {json}`` after compiling, then ``ROW {json}``."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import fuseflow
+
+    t0 = time.perf_counter()
+    (model, args, formats), named = build(app, dataset, tier)
+    t_build = time.perf_counter() - t0
+    prog = fuseflow.compile(model, args, formats=formats, schedule=named.get(schedule, schedule))
+    t_compile = time.perf_counter() - t0 - t_build
+    est = prog.estimate()
+    print("ESTIMATE " + json.dumps({"estimated_cycles": int(est.cycles), "regions": len(prog.graphs)}), flush=True)
+    if not simulate:
+        return
+    t1 = time.perf_counter()
+    res = prog.simulate(memo=memo_dir or True, jobs=jobs)
+    t_sim = time.perf_counter() - t1
+    err = res.check()
+    t_check = time.perf_counter() - t1 - t_sim
+    row = {
+        "cycles": res.cycles,
+        "estimated_cycles": int(est.cycles),
+        "regions": len(prog.graphs),
+        "memoised_regions": sum(r.memoised for r in res.regions),
+        "alu_ops": sum(r.totals()["alu_ops"] for r in res.regions),
+        "max_abs_error": err,
+        "check": "every output against eager PyTorch",
+        "seconds": {"build": t_build, "compile": t_compile, "simulate": t_sim, "check": t_check},
+        "peak_rss_gb_self": _rss_gb(),
+    }
+    print("ROW " + json.dumps(row), flush=True)
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident bytes of `pid` and its descendants (worker processes included)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def measure(point: dict, args: argparse.Namespace) -> dict:
+    """Run one point in a child process, watching its memory and time."""
+    cmd = [sys.executable, __file__, "--point", json.dumps(point), "--tier", args.tier, "--jobs", str(args.jobs)]
+    if args.memo_dir:
+        cmd += ["--memo-dir", args.memo_dir]
+    start = time.perf_counter()
+    out_path = Path(args.scratch) / f"{point['app']}-{point['dataset']}-{point['schedule']}.log"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    peak, status = 0, "ok"
+    rows_path = out_path.with_suffix(".out")
+    with open(out_path, "w") as log, open(rows_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=log, env=os.environ.copy())
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss_bytes(proc.pid))
+            if peak > args.max_rss_gb * 1e9:
+                status = f"stopped: over {args.max_rss_gb:g} GB"
+            elif time.perf_counter() - start > args.timeout:
+                status = f"stopped: over {args.timeout:g} s"
+            if status != "ok":
+                subprocess.run(["pkill", "-KILL", "-P", str(proc.pid)], check=False)
+                proc.kill()
+                proc.wait()
+                break
+            time.sleep(0.2)
+    lines = rows_path.read_text().splitlines()
+    row = {**point, "standin": GRAPHS.get(point["dataset"], (None, None, False))[2], "status": status}
+    for line in lines:
+        if line.startswith("ESTIMATE "):
+            row.update(json.loads(line[9:]))
+        elif line.startswith("ROW "):
+            row.update(json.loads(line[4:]))
+    if status == "ok" and not point["simulate"]:
+        row["status"] = "estimate only"
+    elif status == "ok" and "cycles" not in row:
+        tail = out_path.read_text().strip().splitlines()[-1:] or ["no output"]
+        row["status"] = f"failed: {tail[0][:200]}"
+    row["wall_s"] = round(time.perf_counter() - start, 2)
+    row["peak_rss_gb"] = round(peak / 1e9, 3)
+    return row
+
+
+def speedups(rows: list[dict]) -> None:
+    """Adds `speedup` (unfused cycles / cycles) and `estimated_speedup` to every row."""
+    base = {(r["app"], r["dataset"]): r for r in rows if r["schedule"] == "unfused"}
+    for r in rows:
+        b = base.get((r["app"], r["dataset"]))
+        if b and r.get("cycles") and b.get("cycles"):
+            r["speedup"] = round(b["cycles"] / r["cycles"], 3)
+        if b and r.get("estimated_cycles") and b.get("estimated_cycles"):
+            r["estimated_speedup"] = round(b["estimated_cycles"] / r["estimated_cycles"], 3)
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| app | dataset | schedule | cycles | speedup vs unfused | estimate (cycle model) | est. speedup "
+        "| wall s | peak RSS GB | max abs err | status |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    )
+    out = [head]
+    for r in rows:
+        name = r["dataset"] + (" (stand-in)" if r.get("standin") else "")
+        cyc = f"{r['cycles']:,}" if r.get("cycles") else "—"
+        est = f"{r['estimated_cycles']:,}" if r.get("estimated_cycles") else "—"
+        err = f"{r['max_abs_error']:.1e}" if r.get("max_abs_error") is not None else "—"
+        out.append(
+            f"| {r['app']} | {name} | {r['schedule']} | {cyc} | {r.get('speedup', '—')} | {est} "
+            f"| {r.get('estimated_speedup', '—')} | {r['wall_s']} | {r['peak_rss_gb']} | {err} | {r['status']} |"
+        )
+    return "\n".join(out)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Speedup over unfused per (app, dataset), partial and full side by side (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys((r["app"], r["dataset"]) for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(groups)), 4))
+    for k, kind in enumerate(("partial", "full")):
+        xs, ys, hatch = [], [], []
+        for g, (app, ds) in enumerate(groups):
+            r = next((r for r in rows if (r["app"], r["dataset"]) == (app, ds) and PARTIAL[r["schedule"]] == kind), {})
+            value, estimated = r.get("speedup"), False
+            if value is None and r.get("estimated_speedup") is not None:
+                value, estimated = r["estimated_speedup"], True
+            if value is not None:
+                xs.append(g + (k - 0.5) * 0.4)
+                ys.append(value)
+                hatch.append(estimated)
+        bars = ax.bar(xs, ys, width=0.4, label=kind)
+        for b, est in zip(bars, hatch):
+            if est:
+                b.set_hatch("//")
+                b.set_alpha(0.5)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{a}\n{d}" for a, d in groups], rotation=60, fontsize=7)
+    ax.set_ylabel("speedup over unfused (cycles)")
+    ax.set_title("fuseflow, FuseFlow Figure 12 study (hatched: cycle-model estimate, not simulated)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tier", choices=list(TIERS), default="medium")
+    ap.add_argument("--only", default="gcn,sage,sae,gpt", help="applications: gcn, sage, sae, gpt")
+    ap.add_argument("--datasets", default="", help="comma list (default: the tier's)")
+    ap.add_argument("--schedules", default="", help="comma list (default: unfused, partial, full)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per point")
+    ap.add_argument("--max-rss-gb", type=float, default=8.0)
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes per point (simulate(jobs=))")
+    ap.add_argument("--memo-dir", default="", help="share memoised regions between points")
+    ap.add_argument("--scratch", default=str(ROOT / "build" / "figure12"), help="per-point logs")
+    ap.add_argument("-o", "--output", default="")
+    ap.add_argument("--plot", default="")
+    ap.add_argument("--point", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.point:
+        p = json.loads(args.point)
+        run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs, p["simulate"])
+        return 0
+    wanted = set(args.datasets.split(",")) if args.datasets else None
+    points = [
+        {"app": app, "dataset": ds, "schedule": s, "simulate": (app, s) not in ESTIMATE_ONLY[args.tier]}
+        for app in args.only.split(",")
+        for ds in TIERS[args.tier][app]
+        if wanted is None or ds in wanted
+        for s in (args.schedules or SCHEDULES[app]).split(",")
+    ]
+    rows, start = [], time.perf_counter()
+    for i, p in enumerate(points, 1):
+        row = measure(p, args)
+        rows.append(row)
+        print(
+            f"[{i}/{len(points)}] {p['app']} {p['dataset']} {p['schedule']}: {row.get('cycles', '—')} cycles, "
+            f"{row['wall_s']} s, {row['peak_rss_gb']} GB, {row['status']}",
+            file=sys.stderr,
+            flush=True,
+        )
+    speedups(rows)
+    total = round(time.perf_counter() - start, 1)
+    doc = {"tier": args.tier, "wall_s_total": total, "timeout_s": args.timeout, "max_rss_gb": args.max_rss_gb}
+    doc["rows"] = rows
+    if args.output:
+        Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
+    if args.plot:
+        plot(rows, args.plot)
+    print(json.dumps({"tier": args.tier, "points": len(rows), "wall_s_total": total}))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
