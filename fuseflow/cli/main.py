@@ -276,7 +276,14 @@ def cmd_run(a) -> int:
     _explain(prog, a)
     if a.estimate:
         return _print_estimate(prog, a)
-    res = prog.simulate(arch=a.arch, spans=bool(a.save), progress=sys.stderr.isatty() or None, engine=a.engine)
+    res = prog.simulate(
+        arch=a.arch,
+        spans=bool(a.save),
+        progress=sys.stderr.isatty() or None,
+        engine=a.engine,
+        memo=a.memo,
+        jobs=a.jobs,
+    )
     err = res.check()
     if a.save:
         Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
@@ -288,7 +295,13 @@ def cmd_run(a) -> int:
     for r in res.regions:
         errs = [err_of[t] for t in r.writes if t in err_of]
         rows.append(
-            [r.name, r.cycles, r.totals()["tokens_out"], r.totals()["alu_ops"], f"{max(errs):.3g}" if errs else "-"]
+            [
+                r.name + (" (memo)" if r.memoised else ""),
+                r.cycles,
+                r.totals()["tokens_out"],
+                r.totals()["alu_ops"],
+                f"{max(errs):.3g}" if errs else "-",
+            ]
         )
     rows.append(
         [
@@ -342,6 +355,8 @@ def cmd_study(a) -> int:
                 res = prog.simulate(
                     arch=a.arch,
                     engine=a.engine,
+                    memo=a.memo,
+                    jobs=a.jobs,
                     progress=lambda region, cycle, name=name: progress.update(
                         task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
                     ),
@@ -599,6 +614,20 @@ def _engine_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _shortcut_args(p: argparse.ArgumentParser) -> None:
+    """Simulation shortcuts that never change a cycle (sim/memo.py, Program.simulate)."""
+    p.add_argument(
+        "--memo",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="DIR",
+        help="simulate structurally identical regions once (values from their index notation); "
+        "DIR keeps the memo on disk for later runs",
+    )
+    p.add_argument("--jobs", type=int, default=1, help="regions simulated at once in worker processes")
+
+
 def _pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j"
@@ -635,6 +664,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
     r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
     _engine_arg(r)
+    _shortcut_args(r)
     r.set_defaults(fn=cmd_run)
     d = sub.add_parser("dse", help="sweep schedules x orders x lanes x blocks x arch: rows, Parquet, Pareto plot")
     _example_file_args(d)
@@ -677,6 +707,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     st.add_argument("-o", "--output", help="also write the JSON here")
     _engine_arg(st)
+    _shortcut_args(st)
     st.set_defaults(fn=cmd_study)
     o = sub.add_parser("order-sweep", help="simulate every dataflow order of a region; cycles per order")
     _example_file_args(o)
