@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import scipy.sparse
 
 from fuseflow.errors import FormatError
 
@@ -142,9 +143,30 @@ def pack(dense: np.ndarray, fmt: Format) -> Packed:
     """Encode a dense array in `fmt`; zeros are absent from compressed levels."""
     dense = np.asarray(dense, dtype=np.float32)
     arr = np.transpose(dense, fmt.mode_order) if fmt.rank else dense
-    dims = arr.shape
     if all(kind == "dense" for kind in fmt.levels):  # every coordinate, in storage order: no search
         return Packed(fmt, tuple(dense.shape), [None] * fmt.rank, [None] * fmt.rank, _flat(arr))
+    if fmt.rank == 2:
+        return _pack_matrix(arr, fmt, tuple(dense.shape))
+    return _pack_general(arr, fmt, tuple(dense.shape))
+
+
+def _pack_matrix(arr: np.ndarray, fmt: Format, shape: tuple[int, ...]) -> Packed:
+    """A matrix (in storage order) through scipy's CSR conversion: linear in its size, where the
+    general path sorts every nonzero coordinate (2 s of a 4 s GCN simulation on DBLP)."""
+    csr = scipy.sparse.csr_matrix(arr)
+    indptr, indices = csr.indptr.astype(np.int64), csr.indices.astype(np.int64)
+    kinds = tuple(fmt.levels)
+    if kinds == ("dense", "compressed"):
+        return Packed(fmt, shape, [None, indptr], [None, indices], _flat(csr.data))
+    rows = np.flatnonzero(np.diff(indptr)).astype(np.int64)  # a compressed outer level: nonempty rows
+    top = np.array([0, len(rows)], dtype=np.int64)
+    if kinds == ("compressed", "compressed"):
+        return Packed(fmt, shape, [top, np.concatenate([[0], indptr[rows + 1]])], [rows, indices], _flat(csr.data))
+    return Packed(fmt, shape, [top, None], [rows, None], _flat(arr[rows]))  # compressed, dense
+
+
+def _pack_general(arr: np.ndarray, fmt: Format, shape: tuple[int, ...]) -> Packed:
+    dims = arr.shape
     nz = np.stack(np.nonzero(arr), axis=1) if fmt.rank else np.zeros((1, 0), np.int64)
     prefixes = np.zeros((1, 0), dtype=np.int64)
     segs: list[np.ndarray | None] = []
@@ -166,7 +188,7 @@ def pack(dense: np.ndarray, fmt: Format) -> Packed:
         crds.append(cand[:, lvl].astype(np.int64))
         prefixes = cand.astype(np.int64)
     vals = arr[tuple(prefixes.T)] if fmt.rank else arr.reshape(1)
-    return Packed(fmt, tuple(dense.shape), segs, crds, np.ascontiguousarray(vals, dtype=np.float32))
+    return Packed(fmt, shape, segs, crds, np.ascontiguousarray(vals, dtype=np.float32))
 
 
 def _flat(arr: np.ndarray) -> np.ndarray:

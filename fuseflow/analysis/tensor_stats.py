@@ -92,8 +92,15 @@ def _dense_prefix_counts(mask: np.ndarray, mode_order: Sequence[int]) -> list[in
 
 
 def _sparse_prefix_counts(matrix, mode_order: Sequence[int]) -> list[int]:
-    m = matrix.tocoo()
-    keep = m.data != 0
-    rows, cols = m.row[keep], m.col[keep]
-    outer = rows if tuple(mode_order) == (0, 1) else cols
-    return [int(np.unique(outer).size), int(np.unique(rows.astype(np.int64) * matrix.shape[1] + cols).size)]
+    """Nonempty outer fibers and nonzeros, in O(nnz): the compressed form of the storage order
+    with duplicates summed (no sort or hash over the entries: a 2.6M-entry graph took 1.2 s per
+    count through np.unique, and the order search counts every candidate)."""
+    rowwise = tuple(mode_order) == (0, 1)
+    m = scipy.sparse.csr_matrix(matrix) if rowwise else scipy.sparse.csc_matrix(matrix)
+    if not m.has_canonical_format:
+        m = m.copy()
+        m.sum_duplicates()
+    nz = m.data != 0
+    seen = np.concatenate([[0], np.cumsum(nz, dtype=np.int64)])
+    per_fiber = seen[m.indptr[1:]] - seen[m.indptr[:-1]]
+    return [int(np.count_nonzero(per_fiber)), int(seen[-1])]

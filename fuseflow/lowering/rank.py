@@ -97,7 +97,10 @@ class OrderRanker:
                 continue
             declared = self.declared.get(source)
             if declared is not None and declared.mode_order != t.fmt.mode_order:
-                extra += relayout_cycles(level_counts(self.data[source], declared.levels, declared.mode_order, t.block))
+                key = ("relayout", source, declared.levels, declared.mode_order, t.block)
+                if key not in self._measured:
+                    self._measured[key] = level_counts(self.data[source], declared.levels, declared.mode_order, t.block)
+                extra += relayout_cycles(self._measured[key])
         return est.cycles + extra, est
 
     def _is_model_input(self, name: str) -> bool:
