@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -66,12 +67,11 @@ TIERS = {
     },
 }
 GPT_MEDIUM = dict(seq=256, d_model=128, heads=2, d_ff=512, layers=12)
-ESTIMATE_ONLY = {
-    # points whose simulation does not fit a tier's hour: the cycle model's estimate instead. GPT
-    # full fusion recomputes Q/K/V per mask nonzero (640x unfused's ALU work at seq 64, 45 s)
-    "medium": {("gpt", "full")},
-    "paper": set(),
-}
+SIM_BUDGET = {"medium": 2e9, "paper": float("inf")}
+"""Estimated ALU ops (the cycle model's, each structurally distinct region counted once: memoised
+repeats cost nothing) above which a tier takes the estimate instead of simulating. The simulator
+runs ~7-20M ALU ops per second on these graphs, so 2e9 is a few minutes."""
+MAX_CYCLES = 10**12  # paper-scale runs pass the default 10^9 (GCN full fusion on ogbl-collab: ~7e9)
 
 
 def build(app: str, dataset: str, tier: str):
@@ -99,9 +99,32 @@ def _rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
-def run_point(
-    app: str, dataset: str, schedule: str, tier: str, memo_dir: str | None, jobs: int, simulate: bool = True
-) -> None:
+def distinct_alu_ops(prog, est) -> float:
+    """The estimate's ALU ops with structurally identical regions (same graph, same shapes) once."""
+    from fuseflow.sim.arch import Arch
+    from fuseflow.sim.memo import structure_key
+
+    arch, seen, total = Arch.resolve("comal"), set(), 0.0
+    graphs = {g.name: g for g in prog.graphs}
+    for r in est.regions:
+        g = graphs.get(r.name)
+        key = structure_key(g, {}, arch) if g is not None else None
+        if key is None or key not in seen:
+            total += r.alu_ops
+        seen.add(key)
+    return total
+
+
+def study_arch() -> dict:
+    """The comal preset with the cycle limit raised for paper sizes."""
+    import tomllib
+    from importlib import resources
+
+    arch = tomllib.loads(resources.files("fuseflow").joinpath("configs", "comal.toml").read_text())["arch"]
+    return {**arch, "max_cycles": MAX_CYCLES}
+
+
+def run_point(app: str, dataset: str, schedule: str, tier: str, memo_dir: str | None, jobs: int) -> None:
     """One point, in this process: prints ``ESTIMATE {json}`` after compiling, then ``ROW {json}``."""
     import warnings
 
@@ -113,12 +136,17 @@ def run_point(
     t_build = time.perf_counter() - t0
     prog = fuseflow.compile(model, args, formats=formats, schedule=named.get(schedule, schedule))
     t_compile = time.perf_counter() - t0 - t_build
-    est = prog.estimate()
-    print("ESTIMATE " + json.dumps({"estimated_cycles": int(est.cycles), "regions": len(prog.graphs)}), flush=True)
-    if not simulate:
+    arch = study_arch()
+    est = prog.estimate(arch=arch)
+    work = distinct_alu_ops(prog, est)
+    first = {"estimated_cycles": int(est.cycles), "regions": len(prog.graphs), "estimated_alu_ops": int(work)}
+    first["seconds"] = {"build": t_build, "compile": t_compile}
+    print("ESTIMATE " + json.dumps(first), flush=True)
+    if work > SIM_BUDGET[tier]:
+        print("ROW " + json.dumps({"status": f"estimate only: {work:.2g} ALU ops over the {tier} budget"}))
         return
     t1 = time.perf_counter()
-    res = prog.simulate(memo=memo_dir or True, jobs=jobs)
+    res = prog.simulate(arch=arch, memo=memo_dir or True, jobs=jobs)
     t_sim = time.perf_counter() - t1
     err = res.check()
     t_check = time.perf_counter() - t1 - t_sim
@@ -182,11 +210,9 @@ def measure(point: dict, args: argparse.Namespace) -> dict:
             row.update(json.loads(line[9:]))
         elif line.startswith("ROW "):
             row.update(json.loads(line[4:]))
-    if status == "ok" and not point["simulate"]:
-        row["status"] = "estimate only"
-    elif status == "ok" and "cycles" not in row:
-        tail = out_path.read_text().strip().splitlines()[-1:] or ["no output"]
-        row["status"] = f"failed: {tail[0][:200]}"
+    if status == "ok" and "cycles" not in row and row.get("status", "ok") == "ok":
+        errors = [ln for ln in out_path.read_text().splitlines() if re.match(r"^[\w.]+(Error|Exception): ", ln)]
+        row["status"] = "failed: " + (errors[-1] if errors else "no result (see the log)")[:300]
     row["wall_s"] = round(time.perf_counter() - start, 2)
     row["peak_rss_gb"] = round(peak / 1e9, 3)
     return row
@@ -274,11 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.point:
         p = json.loads(args.point)
-        run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs, p["simulate"])
+        run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs)
         return 0
     wanted = set(args.datasets.split(",")) if args.datasets else None
     points = [
-        {"app": app, "dataset": ds, "schedule": s, "simulate": (app, s) not in ESTIMATE_ONLY[args.tier]}
+        {"app": app, "dataset": ds, "schedule": s}
         for app in args.only.split(",")
         for ds in TIERS[args.tier][app]
         if wanted is None or ds in wanted

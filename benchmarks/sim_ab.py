@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 
 
-def record(path: Path, n: int, degree: int) -> None:
-    """Compile the synthetic SpMM of benchmarks/sim_throughput.py and save the graph it simulates."""
+def record(path: Path, n: int, degree: int, kernel: str = "spmm") -> None:
+    """Save the C++ construction calls of one simulated graph: the synthetic SpMM of
+    benchmarks/sim_throughput.py (`n`, `degree`), or ``sddmm``, the issue's small-kernel anchor
+    (B 128x128 5% CSR, C 128x256, D 256x128, order i,j,k, `sam` preset)."""
     import numpy as np
     import torch
 
@@ -38,13 +40,21 @@ def record(path: Path, n: int, degree: int) -> None:
     import fuseflow
     import fuseflow.sim.graph as sim_graph
 
-    A = st.synthetic(n, degree)
-    X = np.random.default_rng(0).random((n, 16), dtype=np.float32)
-    prog = fuseflow.compile(
-        st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"}
-    )
-    prog.example_args = ()
-    As = st.csr_tensor(A)
+    if kernel == "sddmm":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+        import kernels
+
+        model, args, formats = kernels.build(kernel="sddmm", n=128, k=256, density=0.05)
+        prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": "i,j,k"})
+        sim_args, arch = args, "sam"
+    else:
+        A = st.synthetic(n, degree)
+        X = np.random.default_rng(0).random((n, 16), dtype=np.float32)
+        prog = fuseflow.compile(
+            st.MatMul(), (torch.tensor(A.toarray()), torch.tensor(X)), formats={"A": "csr", "X": "dense"}
+        )
+        prog.example_args = ()
+        sim_args, arch = (st.csr_tensor(A), torch.tensor(X)), "comal"
     calls: dict = {"nodes": []}
     real = sim_graph._simulator.Graph
 
@@ -66,12 +76,12 @@ def record(path: Path, n: int, degree: int) -> None:
 
     sim_graph._simulator.Graph = Recorder
     try:
-        prog.simulate(As, torch.tensor(X), engine="window")
+        prog.simulate(*sim_args, arch=arch, engine="window")
     finally:
         sim_graph._simulator.Graph = real
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(calls))
-    print(f"{path}: {len(calls['nodes'])} nodes, n={n}")
+    print(f"{path}: {len(calls['nodes'])} nodes, {kernel}" + (f" n={n}" if kernel == "spmm" else ""))
 
 
 def run(path: Path, so: Path, repeat: int, engine: str) -> list[float]:
@@ -130,6 +140,7 @@ def main() -> None:
     r.add_argument("graph", type=Path)
     r.add_argument("--n", type=int, default=27000, help="nodes of the synthetic graph (27000: 108k nnz)")
     r.add_argument("--degree", type=int, default=4)
+    r.add_argument("--kernel", choices=("spmm", "sddmm"), default="spmm", help="sddmm: the small-kernel anchor")
     for name in ("run", "compare"):
         p = sub.add_parser(name, help="time one build" if name == "run" else "interleave several builds")
         p.add_argument("graph", type=Path)
@@ -145,7 +156,7 @@ def main() -> None:
         if not f.is_file():
             ap.error(f"{f}: no such file (record the graph first; copy each build's _simulator*.so)")
     if a.cmd == "record":
-        record(a.graph, a.n, a.degree)
+        record(a.graph, a.n, a.degree, a.kernel)
     elif a.cmd == "run":
         rates = run(a.graph, a.builds[0], a.repeat, a.engine)
         print(json.dumps(rates) if a.json else " ".join(f"{x:.1f}" for x in rates))
