@@ -67,7 +67,7 @@ TIERS = {
     },
 }
 GPT_MEDIUM = dict(seq=256, d_model=128, heads=2, d_ff=512, layers=12)
-SIM_BUDGET = {"medium": 2e9, "paper": float("inf")}
+SIM_BUDGET = {"medium": 2e9, "paper": 5e10}
 """Estimated ALU ops (the cycle model's, each structurally distinct region counted once: memoised
 repeats cost nothing) above which a tier takes the estimate instead of simulating. The simulator
 runs ~7-20M ALU ops per second on these graphs, so 2e9 is a few minutes."""

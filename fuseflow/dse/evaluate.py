@@ -19,9 +19,9 @@ _MODELS: dict[tuple, tuple] = {}
 def _model(path: str, options: dict[str, Any]) -> tuple:
     key = (path, tuple(sorted(options.items())))
     if key not in _MODELS:
-        from fuseflow.cli.main import _load_module
+        from fuseflow.cli.common import load_module
 
-        mod = _load_module(path)
+        mod = load_module(path)
         _MODELS[key] = mod.build(**options)
     return _MODELS[key]
 

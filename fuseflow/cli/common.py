@@ -1,0 +1,147 @@
+"""What every ``fuseflow`` command shares: loading a model file and its build() options, tables,
+JSON output, and the argument groups (model, passes, engine, simulation shortcuts)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError
+
+
+def load_module(path: str):
+    p = Path(path)
+    if not p.exists():
+        raise FuseflowError(f"{path}: no such file")
+    sys.path.insert(0, str(p.parent.resolve()))
+    spec = importlib.util.spec_from_file_location(p.stem, p)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[p.stem] = mod
+    spec.loader.exec_module(mod)
+    if not hasattr(mod, "build"):
+        raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
+    return mod
+
+
+def option_dict(pairs: list[str] | None) -> dict:
+    out = {}
+    for item in pairs or []:
+        if "=" not in item:
+            raise FuseflowError(f"option {item!r} must be NAME=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def build_model(path: str, a) -> tuple:
+    mod = load_module(path)
+    opts = option_dict(getattr(a, "option", None))
+    if getattr(a, "graph", None):
+        opts["graph"] = a.graph
+    try:
+        return mod, mod.build(**opts)
+    except TypeError as e:
+        raise FuseflowError(f"{path}: build() rejected the options: {e}") from None
+
+
+def load_example(path: str, a=None):
+    return build_model(path, a)[1]
+
+
+def print_table(title: str, rows: list[list], headers: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*[str(x) for x in r])
+    Console(width=200).print(t)
+
+
+def write_json(result: dict, a) -> bool:
+    """Write `result` to `-o FILE` if given; print it and return True under `--json`."""
+    if a.output:
+        Path(a.output).write_text(json.dumps(result, indent=2))
+    if a.json:
+        print(json.dumps(result, indent=2))
+    return bool(a.json)
+
+
+def csv_list(text: str | None, kind=str) -> list:
+    if text is None:
+        return []
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            out.append(kind(item) if item or kind is str else kind(0))
+        except ValueError:
+            raise FuseflowError(f"expected a comma-separated list of {kind.__name__}s, got {text!r}") from None
+    return out
+
+
+def first_diagnostic(text: str, file: str) -> FuseflowError:
+    """The first MLIR diagnostic as a located error (``file:line:col: error: message``)."""
+    import re
+
+    m = re.search(r'"-":(\d+):(\d+): (?:error: )?(.*)', text)
+    if m:
+        return FuseflowError(m.group(3).strip(), f"{file}:{m.group(1)}:{m.group(2)}")
+    return FuseflowError(text.splitlines()[0] if text else "malformed input")
+
+
+def add_engine_arg(p: argparse.ArgumentParser) -> None:
+    from fuseflow.sim.graph import ENGINES
+
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="simulation engine (same results): auto picks window when FIFOs are deep and memory is off",
+    )
+
+
+def add_shortcut_args(p: argparse.ArgumentParser) -> None:
+    """Simulation shortcuts that never change a cycle (sim/memo.py, Program.simulate)."""
+    p.add_argument(
+        "--memo",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="DIR",
+        help="simulate structurally identical regions once (values from their index notation); "
+        "DIR keeps the memo on disk for later runs",
+    )
+    p.add_argument("--jobs", type=int, default=1, help="regions simulated at once in worker processes")
+
+
+def add_pass_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j"
+    )
+    p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
+
+
+def add_example_file_args(p: argparse.ArgumentParser) -> None:
+    """The model file and what its build() takes: every command that builds an example."""
+    p.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
+    p.add_argument("--graph", help="graph file for GNN examples (.npz, .mtx, edge list)")
+    p.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """What every command that compiles one model file takes."""
+    add_example_file_args(p)
+    p.add_argument("--schedule", default="unfused", help="unfused | layer | full | op | auto | FILE.json/.py (rules)")
+    p.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")
+    add_pass_args(p)

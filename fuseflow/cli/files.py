@@ -1,0 +1,119 @@
+"""``fuseflow compile``, ``simulate``, ``report`` and ``ops``: MLIR and result files, the op table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError
+from fuseflow.cli.common import load_example, print_table, first_diagnostic
+
+
+def cmd_report(a) -> int:
+    from rich.console import Console
+
+    from fuseflow.report.render import dot, perfetto, table
+
+    p = Path(a.result)
+    if not p.exists():
+        raise FuseflowError(f"{a.result}: no such file")
+    try:
+        result = json.loads(p.read_text())
+        _ = result["regions"], result["total_cycles"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise FuseflowError(f"{a.result}: not a fuseflow result (write one with `fuseflow run --save`)") from None
+    console = Console()
+    for t in table(result, nodes=a.nodes):
+        console.print(t)
+    if a.trace:
+        Path(a.trace).write_text(json.dumps(perfetto(result)))
+        print(f"wrote {a.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if a.dot:
+        Path(a.dot).write_text(dot(result))
+        print(f"wrote {a.dot} (render with: dot -Tsvg {a.dot} -o graph.svg)")
+    return 0
+
+
+def cmd_compile(a) -> int:
+    import fuseflow
+
+    model, args, formats = load_example(a.model, a)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    out = Path(a.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = Path(a.model).stem
+    (out / f"{stem}.linalg.mlir").write_text(prog.mlir("linalg"))
+    (out / f"{stem}.sam.mlir").write_text(prog.mlir("sam"))
+    print(prog.ops())
+    print(prog.regions())
+    print(f"wrote {out / (stem + '.linalg.mlir')} and {out / (stem + '.sam.mlir')}")
+    return 0
+
+
+def cmd_simulate(a) -> int:
+    import numpy as np
+    import scipy.sparse as sp
+
+    from fuseflow.dialects.sam import new_context
+    from fuseflow.mlir import MLIRError, ir
+    from fuseflow.progress import progress_reporter
+    from fuseflow.sim.arch import Arch
+    from fuseflow.sim.graph import parse_graphs, run_graph
+
+    path = Path(a.file)
+    if not path.exists():
+        raise FuseflowError(f"{a.file}: no such file")
+    with new_context():
+        try:
+            module = ir.Module.parse(path.read_text())
+        except MLIRError as e:
+            raise first_diagnostic(str(e), a.file) from None
+        graphs, outs = parse_graphs(module)
+    env = {}
+    if a.data:
+        d = Path(a.data)
+        if not d.is_dir():
+            raise FuseflowError(f"{a.data}: not a directory")
+        for f in d.iterdir():
+            if f.suffix == ".npy":
+                env[f.stem] = np.load(f)
+            elif f.suffix == ".npz":
+                env[f.stem] = sp.load_npz(f).toarray()
+    arch = Arch.resolve(a.arch)
+    rows, result = [], {"regions": [], "outputs": {}}
+    with progress_reporter(sys.stderr.isatty() or None) as report:
+        for g in graphs:
+            cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+            run = run_graph(g, env, arch, progress=cb, engine=a.engine)
+            env.update(run.outputs)
+            rows.append([g.name, run.cycles])
+            result["regions"].append({"name": g.name, "cycles": run.cycles, "engine": run.engine})
+    result["total_cycles"] = sum(r["cycles"] for r in result["regions"])
+    if a.output_dir:
+        od = Path(a.output_dir)
+        od.mkdir(parents=True, exist_ok=True)
+        for n in outs:
+            np.save(od / f"{n}.npy", env[n])
+    if a.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(str(path.name), rows + [["total", result["total_cycles"]]], ["region", "cycles"])
+    return 0
+
+
+def cmd_ops(a) -> int:
+    """The supported-op table and the formats (docs/ops.md is `--markdown`)."""
+    from fuseflow.formats import FORMAT_DOCS
+    from fuseflow.frontend.ops import SUPPORTED, markdown
+
+    if a.markdown:
+        print(markdown(), end="")
+        return 0
+    print_table(
+        "supported ops (as exported, after decomposition)",
+        [[s.name, s.kind, s.example] for s in SUPPORTED],
+        ["op", "kind", "example"],
+    )
+    print_table("formats", [list(f) for f in FORMAT_DOCS], ["format", "meaning"])
+    return 0

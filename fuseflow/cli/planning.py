@@ -1,0 +1,191 @@
+"""``fuseflow estimate``, ``plan`` and ``dse``: the cycle model's preview, the planner, sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError
+from fuseflow.cli.common import option_dict, load_example, print_table, csv_list
+
+
+def print_estimate(prog, a) -> int:
+    """The cycle model's preview of a compiled program (no simulation)."""
+    est = prog.estimate(arch=a.arch)
+    if getattr(a, "json", False):
+        print(json.dumps(est.to_json(detail=getattr(a, "nodes", False)), indent=2))
+        return 0
+    rows = [
+        [
+            r.name,
+            f"{r.cycles:,.0f}",
+            f"{r.tokens:,.0f}",
+            f"{r.alu_ops:,.0f}",
+            f"{r.mem_bytes:,.0f}",
+            f"{r.recompute:.2f}",
+            r.bottleneck,
+        ]
+        for r in est.regions
+    ]
+    rows.append(["total", f"{est.cycles:,}", "", f"{est.alu_ops:,}", f"{est.mem_bytes:,}", "", ""])
+    print_table(
+        f"{Path(a.model).name}: estimate, schedule {a.schedule}, arch {est.arch.name} (not simulated)",
+        rows,
+        ["region", "cycles", "tokens", "alu ops", "memory bytes", "recompute", "bottleneck"],
+    )
+    if getattr(a, "nodes", False):
+        for r in est.regions:
+            print_table(
+                f"region {r.name}",
+                [[n.name, f"{n.tokens:,.0f}", f"{n.busy:,.0f}"] for n in r.nodes],
+                ["node", "tokens", "busy cycles"],
+            )
+    for r in prog.relayouts:
+        print(
+            f"{r.name}: model input {r.source} converted from {r.declared} to {r.stored} at run time "
+            "(counting-sort transpose: 2 x nnz + extent cycles)"
+        )
+    return 0
+
+
+def cmd_estimate(a) -> int:
+    import fuseflow
+
+    model, args, formats = load_example(a.model, a)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    explain_plan(prog, a)
+    return print_estimate(prog, a)
+
+
+def explain_plan(prog, a) -> None:
+    """The planner's account (schedule auto) on stderr: --explain in full, else the chosen schedule."""
+    if prog.plan is None:
+        return
+    print(prog.plan.explain() if a.explain else f"schedule auto chose: {prog.plan.schedule!r}", file=sys.stderr)
+
+
+def cmd_plan(a) -> int:
+    """Find a fusion schedule with the planner, print what it weighed, save the schedule."""
+    from fuseflow.planner import plan
+
+    model, args, formats = load_example(a.model, a)
+    found = plan(
+        model,
+        args,
+        formats,
+        arch=a.arch,
+        order=a.order,
+        top_k=a.top_k,
+        progress=(lambda m: print(m, file=sys.stderr)) if sys.stderr.isatty() else None,
+    )
+    if a.json:
+        print(json.dumps(_plan_json(found, a), indent=2))
+    else:
+        print(found.explain())
+    if a.output:
+        found.schedule.save(a.output)
+        print(f"schedule written to {a.output} (use: --schedule {a.output})", file=sys.stderr)
+    return 0
+
+
+def _plan_json(found, a) -> dict:
+    return {
+        "model": a.model,
+        "schedule": found.schedule.to_json(),
+        "units": [u.label for u in found.units],
+        "candidates": [
+            {
+                "regions": c.describe(found.units),
+                "estimate_cycles": c.estimate_cycles,
+                "mem_bytes": c.bytes,
+                "alu_ops": c.alu_ops,
+                "simulated_cycles": c.simulated_cycles,
+                "status": c.status,
+            }
+            for c in found.candidates
+        ],
+        "compiles": found.compiles,
+        "simulated_cycles": found.simulated_cycles,
+        "wall_s": found.wall_s,
+    }
+
+
+def cmd_dse(a) -> int:
+    """Sweep schedules x orders x lanes x blocks x arch parameters; rows, a table and a plot."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from fuseflow.dse import flat_rows, load_space, make_executor, pareto_plot, sweep, write_parquet
+
+    overrides: dict = {
+        "schedule": csv_list(a.schedule),
+        "order": csv_list(a.order),
+        "par": csv_list(a.par),
+        "block": csv_list(a.block, int),
+        "arch": csv_list(a.arch),
+    }
+    for item in a.param or []:
+        if "=" not in item:
+            raise FuseflowError(f"--param {item!r} must be KEY=V1,V2")
+        k, v = item.split("=", 1)
+        overrides[k] = csv_list(v, int)
+    space = load_space(a.space, overrides, prune=True if a.prune else None)
+    options = option_dict(a.option)
+    if a.graph:
+        options["graph"] = a.graph
+    if not Path(a.model).exists():
+        raise FuseflowError(f"{a.model}: no such file")
+    executor = make_executor(a.executor, a.address, a.jobs)
+    cache = None if a.no_cache else (a.cache or os.path.join(os.path.expanduser("~"), ".cache", "fuseflow", "dse"))
+    try:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+            disable=not sys.stderr.isatty(),
+        ) as bar:
+            task = bar.add_task(f"dse {Path(a.model).name} ({space.size} points, {executor.name})", total=None)
+            result = sweep(
+                a.model, options, space, executor, cache, progress=lambda d, t: bar.update(task, completed=d, total=t)
+            )
+    finally:
+        executor.close()
+    rows = result.rows
+    if a.output:
+        Path(a.output).write_text(json.dumps(result.to_json(), indent=2))
+    if a.parquet:
+        write_parquet(rows, a.parquet)
+    if a.plot:
+        pareto_plot(rows, a.plot, title=f"{Path(a.model).name}: {space.size} points")
+    if a.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        table = []
+        for r in flat_rows(rows):
+            params = " ".join(f"{k[5:]}={v}" for k, v in r.items() if k.startswith("arch."))
+            table.append(
+                [
+                    r["point"],
+                    r["schedule"],
+                    r["order"],
+                    r["par"] or "-",
+                    r["block"] or "-",
+                    (r["arch"] + (" " + params if params else "")),
+                    r.get("est_cycles", "-"),
+                    r.get("cycles", "-"),
+                    r.get("est_mem_bytes", "-"),
+                    r.get("alu_ops", r.get("est_alu_ops", "-")),
+                    f"{r['wall_s']:.2f}" + (" (cached)" if r.get("cached") else ""),
+                    r["status"][:50],
+                ]
+            )
+        headers = ["#", "schedule", "order", "par", "block", "arch", "estimate", "cycles"]
+        headers += ["bytes", "alu ops", "wall s", "status"]
+        print_table(f"dse {Path(a.model).name}: {space.size} points, {result.cached} from cache", table, headers)
+    failed = sum(r["status"].startswith("failed") for r in rows)
+    if failed:
+        print(f"fuseflow: {failed} of {len(rows)} points failed (see status)", file=sys.stderr)
+    return 0

@@ -1,0 +1,244 @@
+"""``fuseflow run``, ``study`` and ``order-sweep``: compile, simulate and check model files."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from fuseflow.errors import FuseflowError
+from fuseflow.cli.common import option_dict, build_model, load_example, print_table, write_json
+from fuseflow.cli.planning import print_estimate, explain_plan
+
+
+def cmd_run(a) -> int:
+    import fuseflow
+
+    model, args, formats = load_example(a.model, a)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    explain_plan(prog, a)
+    if a.estimate:
+        return print_estimate(prog, a)
+    res = prog.simulate(
+        arch=a.arch,
+        spans=bool(a.save),
+        progress=sys.stderr.isatty() or None,
+        engine=a.engine,
+        memo=a.memo,
+        jobs=a.jobs,
+    )
+    err = res.check()
+    if a.save:
+        Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
+    if a.json:
+        print(json.dumps(res.to_json(), indent=2))
+        return 0
+    err_of = dict(zip(prog.output_names, res.output_errors))
+    rows = []
+    for r in res.regions:
+        errs = [err_of[t] for t in r.writes if t in err_of]
+        rows.append(
+            [
+                r.name + (" (memo)" if r.memoised else ""),
+                r.cycles,
+                r.totals()["tokens_out"],
+                r.totals()["alu_ops"],
+                f"{max(errs):.3g}" if errs else "-",
+            ]
+        )
+    rows.append(
+        [
+            "total",
+            res.cycles,
+            sum(r.totals()["tokens_out"] for r in res.regions),
+            sum(r.totals()["alu_ops"] for r in res.regions),
+            f"{err:.3g}",
+        ]
+    )
+    print_table(
+        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}",
+        rows,
+        ["region", "cycles", "tokens", "alu ops", "max abs error"],
+    )
+    print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
+    return 0
+
+
+def cmd_study(a) -> int:
+    """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
+
+    import fuseflow
+    from rich.progress import Progress
+
+    mod, (model, args, formats) = build_model(a.model, a)
+    base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order)
+    schedules: list = [("unfused", "unfused"), ("layer", "layer"), ("full", "full")]
+    if hasattr(mod, "schedules"):
+        schedules += list(mod.schedules(base.op_infos).items())
+    if a.schedules:
+        keep = a.schedules.split(",")
+        schedules = [s for s in schedules if s[0] in keep]
+    rows = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task("schedules", total=len(schedules))
+        for name, sched in schedules:
+            progress.update(task, description=f"{name}: compile")
+            t0 = time.perf_counter()
+            try:
+                prog = (
+                    base
+                    if name == "unfused"
+                    else fuseflow.compile(
+                        model, args, formats=formats, schedule=sched, node_budget=a.node_budget, order=a.order
+                    )
+                )
+                t1 = time.perf_counter()
+                progress.update(task, description=f"{name}: simulate")
+                res = prog.simulate(
+                    arch=a.arch,
+                    engine=a.engine,
+                    memo=a.memo,
+                    jobs=a.jobs,
+                    progress=lambda region, cycle, name=name: progress.update(
+                        task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
+                    ),
+                )
+                t2 = time.perf_counter()
+                err = res.check()
+            except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
+                first = str(e).splitlines()[0]
+                rows.append({"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None})
+                progress.advance(task)
+                continue
+            tot = [r.totals() for r in res.regions]
+            rows.append(
+                {
+                    "schedule": name,
+                    "regions": len(prog.graphs),
+                    "cycles": res.cycles,
+                    "alu_ops": sum(t["alu_ops"] for t in tot),
+                    "reductions": sum(t["reductions"] for t in tot),
+                    "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
+                    "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
+                    "max_abs_error": err,
+                    "compile_s": round(t1 - t0, 2),
+                    "simulate_s": round(t2 - t1, 2),
+                }
+            )
+            progress.advance(task)
+    base_cycles = rows[0].get("cycles") if rows and rows[0]["schedule"] == "unfused" else None
+    for r in rows:
+        r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
+    result = {
+        "model": a.model,
+        "options": option_dict(a.option) | ({"graph": a.graph} if a.graph else {}),
+        "arch": a.arch,
+        "schedules": rows,
+    }
+    if write_json(result, a):
+        return 0
+    print_table(
+        f"fusion study: {Path(a.model).name} (arch {a.arch})",
+        [
+            [
+                r["schedule"],
+                r["regions"],
+                r["cycles"],
+                r["speedup_vs_unfused"],
+                r["alu_ops"],
+                r["mem_read_bytes"] + r["mem_write_bytes"],
+                f"{r['max_abs_error']:.2g}",
+                r["compile_s"],
+                r["simulate_s"],
+            ]
+            if "error" not in r
+            else [r["schedule"], "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
+            for r in rows
+        ],
+        [
+            "schedule",
+            "regions",
+            "cycles",
+            "speedup",
+            "FLOPs (alu ops)",
+            "memory bytes",
+            "max abs err",
+            "compile s",
+            "simulate s",
+        ],
+    )
+    return 0
+
+
+def cmd_order_sweep(a) -> int:
+    """Simulate every enumerated dataflow order of one region: cycles (with the conversion of every
+    model input the order re-lays out), the cycle model's prediction, and auto's pick."""
+    import fuseflow
+    from rich.progress import Progress
+
+    model, args, formats = load_example(a.model, a)
+    first = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order="auto")
+    regions = list(first.order_candidates)
+    region = a.region or (regions[0] if len(regions) == 1 else None)
+    if region is None or region not in first.order_candidates:
+        raise FuseflowError(
+            f"choose a region with --region: {', '.join(regions)}"
+            if region is None
+            else f"no region {region!r}; regions: {', '.join(regions)}"
+        )
+    cands = [c for c in first.order_candidates[region]][: a.cap]
+    auto = first.orders[region]
+    rows = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"orders of {region}", total=len(cands))
+        for c in cands:
+            row = {
+                "index": c.index,
+                "order": c.name,
+                "relayouts": list(c.relayouts),
+                "estimate": round(c.estimate.cost),
+                "auto": c.name == auto,
+            }
+            try:
+                prog = first.reorder({region: c.name})
+                res = prog.simulate(arch=a.arch, engine=a.engine)
+                row["max_abs_error"] = res.check()
+                row["cycles"] = res.cycles
+                conversions = sum(r.cycles for r in res.regions if r.engine == "model")
+                row["relayout_cycles"] = conversions
+                row["region_cycles"] = next(r.cycles for r in res.regions if r.name == region) + conversions
+                est = prog.estimate(arch=a.arch)
+                row["predicted"] = round(
+                    next(r.cycles for r in est.regions if r.name == region)
+                    + sum(r.cycles for r in est.regions if r.bottleneck == "relayout")
+                )
+            except fuseflow.FuseflowError as e:  # one order failing does not lose the others
+                row["error"] = str(e).splitlines()[0][:300]
+            rows.append(row)
+            progress.advance(task)
+    done = [r for r in rows if "cycles" in r]
+    best = min((r["region_cycles"] for r in done), default=None)
+    for r in done:
+        r["vs_best"] = round(r["region_cycles"] / best, 3) if best else None
+    result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto, "orders": rows}
+    if write_json(result, a):
+        return 0
+    print_table(
+        f"order sweep: {Path(a.model).name}, region {region} (arch {a.arch}; * = order=auto; cycles include "
+        "re-laying out model inputs)",
+        [
+            [
+                r["index"],
+                r["order"] + (" *" if r["auto"] else ""),
+                ",".join(r["relayouts"]) or "-",
+                r["estimate"],
+                r.get("predicted", "-"),
+                r.get("region_cycles", "failed"),
+                r.get("vs_best", r.get("error", "")[:60]),
+            ]
+            for r in rows
+        ],
+        ["#", "order", "re-laid out", "static estimate", "predicted cycles", "cycles", "x best"],
+    )
+    return 0
