@@ -133,7 +133,7 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
 def add_example_file_args(p: argparse.ArgumentParser) -> None:
     """The model file and what its build() takes: every command that builds an example."""
     p.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
-    p.add_argument("--graph", help="graph file for GNN examples (.npz, .mtx, edge list)")
+    p.add_argument("--graph", help="GNN examples: .npz, .mtx, edge list, or standin:NAME (examples/graphs.py)")
     p.add_argument("--option", "-O", action="append", metavar="NAME=VALUE", help="pass an option to build()")
 
 
