@@ -190,3 +190,20 @@ def test_random_programs_agree_region_by_region(tmp_path):
     report = fuzz.run(30, seed=21, out=tmp_path / "repro.py", check=_shortcut_oracle)
     assert report.failure is None, (report.failure, (tmp_path / "repro.py").read_text())
     assert report.outcomes["ok"] >= 20
+
+
+def test_regions_on_ray_give_the_plain_run():
+    """The dse executors are the one executor interface: regions mapped on a local Ray."""
+    ray = pytest.importorskip("ray")
+    from fuseflow.dse.executor import RayExecutor
+
+    model, args, formats = gpt_bigbird.build(**SMALL_GPT)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    plain = prog.simulate()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = prog.simulate(executor=RayExecutor(), memo=True)
+    finally:
+        ray.shutdown()
+    assert _counters(remote) == _counters(plain)
+    remote.check()
