@@ -124,7 +124,9 @@ def study_arch() -> dict:
     return {**arch, "max_cycles": MAX_CYCLES}
 
 
-def run_point(app: str, dataset: str, schedule: str, tier: str, memo_dir: str | None, jobs: int) -> None:
+def run_point(
+    app: str, dataset: str, schedule: str, tier: str, memo_dir: str | None, jobs: int, budget: float | None = None
+) -> None:
     """One point, in this process: prints ``ESTIMATE {json}`` after compiling, then ``ROW {json}``."""
     import warnings
 
@@ -142,8 +144,9 @@ def run_point(app: str, dataset: str, schedule: str, tier: str, memo_dir: str | 
     first = {"estimated_cycles": int(est.cycles), "regions": len(prog.graphs), "estimated_alu_ops": int(work)}
     first["seconds"] = {"build": t_build, "compile": t_compile}
     print("ESTIMATE " + json.dumps(first), flush=True)
-    if work > SIM_BUDGET[tier]:
-        print("ROW " + json.dumps({"status": f"estimate only: {work:.2g} ALU ops over the {tier} budget"}))
+    budget = SIM_BUDGET[tier] if budget is None else budget
+    if work > budget:
+        print("ROW " + json.dumps({"status": f"estimate only: {work:.2g} ALU ops over the budget ({budget:.2g})"}))
         return
     t1 = time.perf_counter()
     res = prog.simulate(arch=arch, memo=memo_dir or True, jobs=jobs)
@@ -182,6 +185,8 @@ def _tree_rss_bytes(pid: int) -> int:
 def measure(point: dict, args: argparse.Namespace) -> dict:
     """Run one point in a child process, watching its memory and time."""
     cmd = [sys.executable, __file__, "--point", json.dumps(point), "--tier", args.tier, "--jobs", str(args.jobs)]
+    if args.budget is not None:
+        cmd += ["--budget", str(args.budget)]
     if args.memo_dir:
         cmd += ["--memo-dir", args.memo_dir]
     start = time.perf_counter()
@@ -291,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedules", default="", help="comma list (default: unfused, partial, full)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per point")
     ap.add_argument("--max-rss-gb", type=float, default=8.0)
+    ap.add_argument("--budget", type=float, help="estimated distinct ALU ops above which a point is not simulated")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes per point (simulate(jobs=))")
     ap.add_argument("--memo-dir", default="", help="share memoised regions between points")
     ap.add_argument("--scratch", default=str(ROOT / "build" / "figure12"), help="per-point logs")
@@ -300,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.point:
         p = json.loads(args.point)
-        run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs)
+        run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs, args.budget)
         return 0
     wanted = set(args.datasets.split(",")) if args.datasets else None
     points = [
