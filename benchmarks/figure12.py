@@ -67,10 +67,10 @@ TIERS = {
     },
 }
 GPT_MEDIUM = dict(seq=256, d_model=128, heads=2, d_ff=512, layers=12)
-SIM_BUDGET = {"medium": 2e9, "paper": 5e10}
+SIM_BUDGET = {"medium": 5e9, "paper": 5e10}
 """Estimated ALU ops (the cycle model's, each structurally distinct region counted once: memoised
 repeats cost nothing) above which a tier takes the estimate instead of simulating. The simulator
-runs ~7-20M ALU ops per second on these graphs, so 2e9 is a few minutes."""
+runs ~7-30M ALU ops per second on these graphs, so 5e9 is a few minutes."""
 MAX_CYCLES = 10**12  # paper-scale runs pass the default 10^9 (GCN full fusion on ogbl-collab: ~7e9)
 
 
