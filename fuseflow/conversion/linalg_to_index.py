@@ -152,8 +152,10 @@ class RegionParser:
     region_ops: set  # Operation handles of compute ops inside the region
     tensor_name: Callable[[ir.Value], str | None]  # name of an external tensor, or None
     dims: dict[str, int] = field(default_factory=dict)
+    max_ops: int = 200_000  # compute ops unfolded into the expressions (lower_module: 2 x the node budget)
     _vars: int = 0
     _uses: int = 0
+    _computed: int = 0
 
     def fresh(self, size: int) -> str:
         letters = "ijklmnpqrstuvwxyzabcdefgh"
@@ -232,6 +234,15 @@ class RegionParser:
         return tuple(out)
 
     def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:
+        self._computed += 1
+        if self._computed > self.max_ops:
+            raise unsupported(
+                op,
+                f"the fused region's expression passes {self.max_ops:,} operations: fusing this much "
+                "recomputes every use of an intermediate (a residual, a LayerNorm statistic) once per use, "
+                "and the uses multiply from layer to layer; materialise an intermediate or fuse less "
+                "(schedule 'layer', or rules)",
+            )
         maps, iters = _maps(op)
         ins, outs = _segments(op)
         n_in = len(ins)

@@ -163,7 +163,7 @@ def lower_module(
         def external(v, in_region=in_region, own=own):
             return None if _produced_in(v, in_region) or v in own else names.get(v)
 
-        parser = RegionParser(in_region, external)
+        parser = RegionParser(in_region, external, max_ops=2 * node_budget)
         asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         assigns[region] = asgs
         region_block = blocks.get(region, blocks.get("*", 0))

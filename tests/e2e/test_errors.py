@@ -142,3 +142,15 @@ def test_run_cli_pipeline_errors_are_one_line():
     assert r.stderr.strip().count("\n") == 0 and "no such index variable" in r.stderr
     r = run_cli("fuseflow", "run", str(ROOT / "examples" / "gcn_layer.py"), "--order", "i,q")
     assert r.returncode == 1 and "unknown index variable(s) q" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_fusing_decoders_whose_recomputation_multiplies_is_an_error_not_a_hang():
+    """Full fusion of two GPT decoders recomputes every use of the first decoder's output inside
+    the second, and the uses multiply: the expression is refused once it passes 2 x the node
+    budget of operations (before: compile ran for more than 10 minutes)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    import gpt_bigbird
+
+    model, args, formats = gpt_bigbird.build(seq=16, d_model=8, d_ff=16, block=8, layers=2)
+    with pytest.raises(fuseflow.UnsupportedError, match=r"expression passes 10,000 operations.*fuse less"):
+        fuseflow.compile(model, args, formats=formats, schedule="full", order="plain", node_budget=5_000)
