@@ -209,7 +209,8 @@ def measure(point: dict, args: argparse.Namespace) -> dict:
                 break
             time.sleep(0.2)
     lines = rows_path.read_text().splitlines()
-    row = {**point, "standin": GRAPHS.get(point["dataset"], (None, None, False))[2], "status": status}
+    row = {**point, "size": size_of(point["app"], args.tier), "status": status}
+    row["standin"] = GRAPHS.get(point["dataset"], (None, None, False))[2]
     for line in lines:
         if line.startswith("ESTIMATE "):
             row.update(json.loads(line[9:]))
@@ -223,11 +224,35 @@ def measure(point: dict, args: argparse.Namespace) -> dict:
     return row
 
 
+def size_of(app: str, tier: str) -> str:
+    """What differs between tiers: GPT's geometry (the other applications run at paper size)."""
+    if app != "gpt":
+        return "paper"
+    g = GPT3_SMALL if tier == "paper" else GPT_MEDIUM
+    return f"{g['layers']} decoders, seq {g['seq']}, d_model {g['d_model']}, {g['heads']} heads, FFN {g['d_ff']}"
+
+
+def label(r: dict) -> str:
+    """The application as tables and charts name it (GPT with its sequence length)."""
+    if r["app"] != "gpt":
+        return r["app"]
+    return "gpt3-small" if "seq 1024" in r.get("size", "") else "gpt (seq 256)"
+
+
+def merge(paths: list[str]) -> list[dict]:
+    """Rows of several runs; a later file's row replaces an earlier one of the same point."""
+    rows: dict[tuple, dict] = {}
+    for path in paths:
+        for r in json.loads(Path(path).read_text())["rows"]:
+            rows[(r["app"], r.get("size", "paper"), r["dataset"], r["schedule"])] = r
+    return list(rows.values())
+
+
 def speedups(rows: list[dict]) -> None:
     """Adds `speedup` (unfused cycles / cycles) and `estimated_speedup` to every row."""
-    base = {(r["app"], r["dataset"]): r for r in rows if r["schedule"] == "unfused"}
+    base = {(r["app"], r.get("size"), r["dataset"]): r for r in rows if r["schedule"] == "unfused"}
     for r in rows:
-        b = base.get((r["app"], r["dataset"]))
+        b = base.get((r["app"], r.get("size"), r["dataset"]))
         if b and r.get("cycles") and b.get("cycles"):
             r["speedup"] = round(b["cycles"] / r["cycles"], 3)
         if b and r.get("estimated_cycles") and b.get("estimated_cycles"):
@@ -246,7 +271,7 @@ def table(rows: list[dict]) -> str:
         est = f"{r['estimated_cycles']:,}" if r.get("estimated_cycles") else "—"
         err = f"{r['max_abs_error']:.1e}" if r.get("max_abs_error") is not None else "—"
         out.append(
-            f"| {r['app']} | {name} | {r['schedule']} | {cyc} | {r.get('speedup', '—')} | {est} "
+            f"| {label(r)} | {name} | {r['schedule']} | {cyc} | {r.get('speedup', '—')} | {est} "
             f"| {r.get('estimated_speedup', '—')} | {r['wall_s']} | {r['peak_rss_gb']} | {err} | {r['status']} |"
         )
     return "\n".join(out)
@@ -259,12 +284,12 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = list(dict.fromkeys((r["app"], r["dataset"]) for r in rows))
+    groups = list(dict.fromkeys((label(r), r["dataset"]) for r in rows))
     fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(groups)), 4))
     for k, kind in enumerate(("partial", "full")):
         xs, ys, hatch = [], [], []
         for g, (app, ds) in enumerate(groups):
-            r = next((r for r in rows if (r["app"], r["dataset"]) == (app, ds) and PARTIAL[r["schedule"]] == kind), {})
+            r = next((r for r in rows if (label(r), r["dataset"]) == (app, ds) and PARTIAL[r["schedule"]] == kind), {})
             value, estimated = r.get("speedup"), False
             if value is None and r.get("estimated_speedup") is not None:
                 value, estimated = r["estimated_speedup"], True
@@ -303,7 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--point", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier runs' rows (later files win)")
     args = ap.parse_args(argv)
+    if args.merge:
+        rows = merge(args.merge)
+        speedups(rows)
+        doc = {"merged": args.merge, "rows": rows}
+        if args.output:
+            Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
+        if args.plot:
+            plot(rows, args.plot)
+        print(table(rows))
+        return 0
     if args.point:
         p = json.loads(args.point)
         run_point(p["app"], p["dataset"], p["schedule"], args.tier, args.memo_dir or None, args.jobs, args.budget)
