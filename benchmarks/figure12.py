@@ -218,7 +218,9 @@ def measure(point: dict, args: argparse.Namespace) -> dict:
             row.update(json.loads(line[4:]))
     if status == "ok" and "cycles" not in row and row.get("status", "ok") == "ok":
         errors = [ln for ln in out_path.read_text().splitlines() if re.match(r"^[\w.]+(Error|Exception): ", ln)]
-        row["status"] = "failed: " + (errors[-1] if errors else "no result (see the log)")[:300]
+        message = errors[-1].split(" error: ", 1)[-1] if errors else "no result (see the log)"
+        kind = errors[-1].split(":", 1)[0].rsplit(".", 1)[-1] if errors else ""
+        row["status"] = f"failed: {kind + ': ' if kind else ''}{message}"[:300]
     row["wall_s"] = round(time.perf_counter() - start, 2)
     row["peak_rss_gb"] = round(peak / 1e9, 3)
     return row
