@@ -218,9 +218,7 @@ def measure(point: dict, args: argparse.Namespace) -> dict:
             row.update(json.loads(line[4:]))
     if status == "ok" and "cycles" not in row and row.get("status", "ok") == "ok":
         errors = [ln for ln in out_path.read_text().splitlines() if re.match(r"^[\w.]+(Error|Exception): ", ln)]
-        message = errors[-1].split(" error: ", 1)[-1] if errors else "no result (see the log)"
-        kind = errors[-1].split(":", 1)[0].rsplit(".", 1)[-1] if errors else ""
-        row["status"] = f"failed: {kind + ': ' if kind else ''}{message}"[:300]
+        row["status"] = short_failure("failed: " + (errors[-1] if errors else "no result (see the log)"))
     row["wall_s"] = round(time.perf_counter() - start, 2)
     row["peak_rss_gb"] = round(peak / 1e9, 3)
     return row
@@ -234,6 +232,12 @@ def size_of(app: str, tier: str) -> str:
     return f"{g['layers']} decoders, seq {g['seq']}, d_model {g['d_model']}, {g['heads']} heads, FFN {g['d_ff']}"
 
 
+def short_failure(status: str) -> str:
+    """``failed: Kind: message`` without the module path of the error class or the location."""
+    m = re.match(r"failed: (?:[\w.]+\.)?(\w+(?:Error|Exception)): (?:.* error: )?(.*)", status)
+    return (f"failed: {m.group(1)}: {m.group(2)}" if m else status)[:300]
+
+
 def label(r: dict) -> str:
     """The application as tables and charts name it (GPT with its sequence length)."""
     if r["app"] != "gpt":
@@ -245,8 +249,11 @@ def merge(paths: list[str]) -> list[dict]:
     """Rows of several runs; a later file's row replaces an earlier one of the same point."""
     rows: dict[tuple, dict] = {}
     for path in paths:
-        for r in json.loads(Path(path).read_text())["rows"]:
-            rows[(r["app"], r.get("size", "paper"), r["dataset"], r["schedule"])] = r
+        doc = json.loads(Path(path).read_text())
+        for r in doc["rows"]:
+            r.setdefault("size", size_of(r["app"], doc.get("tier", "medium")))
+            r["status"] = short_failure(r["status"])
+            rows[(r["app"], r["size"], r["dataset"], r["schedule"])] = r
     return list(rows.values())
 
 
@@ -274,9 +281,13 @@ def table(rows: list[dict]) -> str:
         err = f"{r['max_abs_error']:.1e}" if r.get("max_abs_error") is not None else "—"
         out.append(
             f"| {label(r)} | {name} | {r['schedule']} | {cyc} | {r.get('speedup', '—')} | {est} "
-            f"| {r.get('estimated_speedup', '—')} | {r['wall_s']} | {r['peak_rss_gb']} | {err} | {r['status']} |"
+            f"| {r.get('estimated_speedup', '—')} | {r['wall_s']} | {r['peak_rss_gb']} | {err} | {_clip(r['status'])} |"
         )
     return "\n".join(out)
+
+
+def _clip(text: str, n: int = 110) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def plot(rows: list[dict], path: str) -> None:
