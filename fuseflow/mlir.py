@@ -15,13 +15,21 @@ MLIRError = ir.MLIRError
 
 
 def location_str(loc: ir.Location) -> str | None:
-    """``file:line:col`` of the innermost file location inside `loc` (None if unknown)."""
+    """``file:line:col`` of the innermost frame inside `loc` that is the user's code (not a
+    library's: torch's LayerNorm is not where the user can act), else the innermost frame."""
     text = str(loc)
     import re
 
     found = re.findall(r'"([^"]+)":(\d+):(\d+)', text)
     if not found:
         return None
-    # callsite(callee at caller): the first file location is the innermost frame.
-    f, line, col = found[0]
+    # callsite(callee at caller): file locations run from the innermost frame outwards.
+    user = [f for f in found if not _library(f[0])]
+    f, line, col = (user or found)[0]
     return f"{f}:{line}:{col}"
+
+
+def _library(path: str) -> bool:
+    from pathlib import Path
+
+    return "site-packages" in path or "dist-packages" in path or path.startswith(str(Path(__file__).parent))

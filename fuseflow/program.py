@@ -345,7 +345,13 @@ class Program:
                     evaluated[i] = values
                 else:  # in order, here: later regions read its outputs
                     cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                    run = run_packed(g, packed, arch, progress=cb, engine=engine)
+                    once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them
+                    packed = None
+
+                    def inputs(g=g, once=once):
+                        return once.pop() if once else pack_inputs(g, env)
+
+                    run = run_packed(g, inputs, arch, progress=cb, engine=engine)
                     memo.put(key, run)
                     values = run.outputs
                     results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)

@@ -7,7 +7,7 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import scipy.sparse
@@ -217,22 +217,27 @@ def run_graph(
 ) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
     `progress(cycle)` is called about every million simulated cycles."""
-    return run_packed(spec, pack_inputs(spec, data), arch, record, spans, progress, engine)
+    return run_packed(spec, lambda: pack_inputs(spec, data), arch, record, spans, progress, engine)
 
 
 def run_packed(
     spec: GraphSpec,
-    packed: Mapping[str, Any],
+    packed: "Mapping[str, Any] | Callable[[], Mapping[str, Any]]",
     arch: Arch,
     record: bool = False,
     spans: bool = False,
     progress=None,
     engine: str = "auto",
 ) -> GraphRun:
-    """`run_graph` on inputs already packed (`pack_inputs`): what a worker process receives."""
+    """`run_graph` on inputs already packed (`pack_inputs`): what a worker process receives.
+
+    `packed` may be a function that packs: its arrays are then dropped once the C++ graph holds
+    its copies (a 736k-node graph's packed levels are gigabytes), and packed again only if the
+    window engine hands the run to the event engine."""
     if engine not in ENGINES:
         raise SimulationError(f"unknown simulation engine {engine!r} (one of {', '.join(ENGINES)})")
-    g = _build(spec, packed, arch)
+    repack = packed if callable(packed) else (lambda: packed)
+    g = _build(spec, repack(), arch)
     chosen = engine
     if engine == "auto":
         chosen = "window" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
@@ -242,7 +247,7 @@ def run_packed(
         except _simulator.WindowUnsafe as e:
             if engine != "auto":
                 raise SimulationError(f"graph {spec.name}: the window engine cannot run this graph: {e}") from None
-            g = _build(spec, packed, arch)  # the window run spent the graph
+            g = _build(spec, repack(), arch)  # the window run spent the graph
             chosen = "event"
             res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
     except _simulator.SimError as e:
@@ -264,7 +269,13 @@ def run_packed(
         else:
             level_dims = [t.shape[m] for m in t.fmt.mode_order]
             outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
-    return GraphRun(spec.name, int(res["cycles"]), res["nodes"], outputs, res.get("traces"), chosen)
+    # counters only: the writers' arrays are in `outputs` now (kept, they would hold every
+    # region's output twice for the whole program run)
+    nodes = [{k: v for k, v in nd.items() if k not in _WRITTEN} for nd in res["nodes"]]
+    return GraphRun(spec.name, int(res["cycles"]), nodes, outputs, res.get("traces"), chosen)
+
+
+_WRITTEN = ("seg", "crd", "vals")
 
 
 def check_protocol(tokens: list) -> str | None:
