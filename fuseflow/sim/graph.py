@@ -270,8 +270,14 @@ def run_packed(
             level_dims = [t.shape[m] for m in t.fmt.mode_order]
             outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
     # counters only: the writers' arrays are in `outputs` now (kept, they would hold every
-    # region's output twice for the whole program run)
-    nodes = [{k: v for k, v in nd.items() if k not in _WRITTEN} for nd in res["nodes"]]
+    # region's output twice for the whole program run); a writer keeps how many it wrote
+    nodes = []
+    for nd in res["nodes"]:
+        counters = {k: v for k, v in nd.items() if k not in _WRITTEN}
+        written = nd.get("crd", nd.get("vals"))
+        if written is not None:
+            counters["written"] = len(written)
+        nodes.append(counters)
     return GraphRun(spec.name, int(res["cycles"]), nodes, outputs, res.get("traces"), chosen)
 
 

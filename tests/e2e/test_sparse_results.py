@@ -27,8 +27,8 @@ def _written(res, tensor: str) -> dict[int, int]:
     out = {}
     for r in res.regions:
         for n in r.nodes:
-            if n["kind"] == "write_crd" and n["name"].endswith(f"_{tensor}") and "crd" in n:
-                out[len(out)] = len(n["crd"])
+            if n["kind"] == "write_crd" and n["name"].endswith(f"_{tensor}") and "written" in n:
+                out[len(out)] = n["written"]
     return out
 
 
