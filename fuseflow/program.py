@@ -72,9 +72,8 @@ class SimResult:
         reassociate differently in the simulator and in PyTorch). NaN must match NaN.
         """
         expected = self.program.reference(*self.args)
-        scale = max(1, self.program.max_reduction)
-        rtol = 1e-5 * scale if rtol is None else rtol
-        atol = 1e-5 * scale if atol is None else atol
+        rtol = self.program.tolerance if rtol is None else rtol
+        atol = self.program.tolerance if atol is None else atol
         worst = 0.0
         self.output_errors = []
         for i, (got, want) in enumerate(zip(self.outputs, expected)):
@@ -240,6 +239,12 @@ class Program:
     def max_reduction(self) -> int:
         return max((max(t.shape) if t.shape else 1 for g in self.graphs for t in g.tensors.values()), default=1)
 
+    @property
+    def tolerance(self) -> float:
+        """Default rtol and atol of comparisons: 1e-5 scaled by the longest reduction (f32 sums
+        reassociate differently in the simulator, numpy and PyTorch)."""
+        return 1e-5 * max(1, self.max_reduction)
+
     def ops(self) -> str:
         """The PyTorch-level ops, numbered: the indices a ``Schedule`` may name."""
         return "\n".join(
@@ -397,7 +402,7 @@ class Program:
 
     def _agrees(self, region: str, simulated: Mapping[str, np.ndarray], evaluated: Mapping[str, np.ndarray]) -> None:
         """A region simulated on evaluated inputs must reproduce the evaluation (check()'s tolerance)."""
-        tol = 1e-5 * max(1, self.max_reduction)
+        tol = self.tolerance
         for name, got in simulated.items():
             want = evaluated[name]
             if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):

@@ -206,18 +206,11 @@ def _build(spec: GraphSpec, packed: dict, arch: Arch) -> "_simulator.Graph":
     return g
 
 
-def run_graph(
-    spec: GraphSpec,
-    data: Mapping[str, np.ndarray],
-    arch: Arch,
-    record: bool = False,
-    spans: bool = False,
-    progress=None,
-    engine: str = "auto",
-) -> GraphRun:
+def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, **options: Any) -> GraphRun:
     """Simulate one graph on dense numpy inputs; returns cycles, counters and dense outputs.
-    `progress(cycle)` is called about every million simulated cycles."""
-    return run_packed(spec, lambda: pack_inputs(spec, data), arch, record, spans, progress, engine)
+    `options` are `run_packed`'s (record, spans, progress, engine); `progress(cycle)` is called
+    about every million simulated cycles."""
+    return run_packed(spec, lambda: pack_inputs(spec, data), arch, **options)
 
 
 def run_packed(

@@ -207,3 +207,23 @@ def test_regions_on_ray_give_the_plain_run():
         ray.shutdown()
     assert _counters(remote) == _counters(plain)
     remote.check()
+
+
+def test_intermediates_are_released_after_their_last_reader():
+    """simulate drops each intermediate once no later region reads it (GPT-3 Small kept ~4 GB
+    alive): every tensor a region reads is released exactly once, at its last reader."""
+    model, args, formats = gpt_bigbird.build(**SMALL_GPT)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    released = [n for names in prog._last_reader.values() for n in names]
+    assert len(released) == len(set(released))
+    for k, names in prog._last_reader.items():
+        for n in names:
+            readers = [i for i, g in enumerate(prog.graphs) if n in {t.copy_of or m for m, t in g.tensors.items()}]
+            assert max(readers) == k
+    env = prog.bind(args)
+    env.update({n: None for n in released})
+    for k in range(len(prog.graphs)):
+        prog._release(env, k)
+    kept = {n for n in released if n in env}
+    assert kept == {n for n in released if n in set(prog.output_names) | set(prog.imported.input_names)}
+    prog.simulate().check()
