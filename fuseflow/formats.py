@@ -166,8 +166,30 @@ def _pack_matrix(arr: np.ndarray, fmt: Format, shape: tuple[int, ...]) -> Packed
 
 
 def _pack_general(arr: np.ndarray, fmt: Format, shape: tuple[int, ...]) -> Packed:
-    dims = arr.shape
-    nz = np.stack(np.nonzero(arr), axis=1) if fmt.rank else np.zeros((1, 0), np.int64)
+    nz = np.stack(np.nonzero(arr), axis=1)
+    return _pack_entries(nz, arr[tuple(nz.T)], arr.shape, fmt, shape)
+
+
+def pack_coo(entries, fmt: Format) -> Packed:
+    """Encode an N-D ``scipy.sparse.coo_array`` (or 2-D sparse matrix) in `fmt` from its
+    coordinates: what `pack` gives for its dense form, without building that form."""
+    coo = scipy.sparse.coo_array(entries)
+    coo.sum_duplicates()
+    keep = coo.data != 0
+    nz = np.stack([np.asarray(c, dtype=np.int64)[keep] for c in coo.coords], axis=1).reshape(-1, coo.ndim)
+    nz = nz[:, list(fmt.mode_order)]
+    order = np.lexsort(nz.T[::-1]) if len(nz) else np.zeros(0, np.int64)
+    shape = tuple(int(s) for s in coo.shape)
+    dims = tuple(shape[m] for m in fmt.mode_order)
+    if fmt.block:
+        raise FormatError(f"blocked format {fmt} needs a 2-D matrix, got shape {shape}")
+    return _pack_entries(nz[order], np.asarray(coo.data, np.float32)[keep][order], dims, fmt, shape)
+
+
+def _pack_entries(
+    nz: np.ndarray, nz_vals: np.ndarray, dims: Sequence[int], fmt: Format, shape: tuple[int, ...]
+) -> Packed:
+    """CSF levels of the nonzeros `nz` (storage-order coordinates, sorted lexicographically)."""
     prefixes = np.zeros((1, 0), dtype=np.int64)
     segs: list[np.ndarray | None] = []
     crds: list[np.ndarray | None] = []
@@ -187,7 +209,11 @@ def _pack_general(arr: np.ndarray, fmt: Format, shape: tuple[int, ...]) -> Packe
         segs.append(seg)
         crds.append(cand[:, lvl].astype(np.int64))
         prefixes = cand.astype(np.int64)
-    vals = arr[tuple(prefixes.T)] if fmt.rank else arr.reshape(1)
+    # every stored position's value: the nonzero at that coordinate, 0 for a dense level's filler
+    keys, where = _keys(nz, dims), _keys(prefixes, dims)
+    pos = np.minimum(np.searchsorted(keys, where), max(len(keys) - 1, 0))
+    found = (keys[pos] == where) if len(keys) else np.zeros(len(where), bool)
+    vals = np.where(found, nz_vals[pos] if len(keys) else 0.0, 0.0)
     return Packed(fmt, shape, segs, crds, np.ascontiguousarray(vals, dtype=np.float32))
 
 
@@ -337,6 +363,8 @@ def pack_sparse(matrix, fmt: Format) -> Packed:
     straight from scipy's compressed arrays; explicit zeros are dropped, as `pack` would."""
     import scipy.sparse as sp
 
+    if matrix.ndim != 2:
+        return pack_coo(matrix, fmt)
     m = sp.csr_matrix(matrix, dtype=np.float32)
     if fmt.block or fmt.levels not in (("dense", "compressed"), ("compressed", "compressed")):
         return pack(m.toarray(), fmt)

@@ -15,6 +15,7 @@ import torch
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
+from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.passes import run_pipeline
 from fuseflow.passes.context import PassContext
@@ -422,11 +423,9 @@ class Program:
         return out
 
 
-_SPARSE_2D = (torch.sparse_csr, torch.sparse_csc, torch.sparse_coo, torch.sparse_bsr, torch.sparse_bsc)
-
-
 def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
-    """Model inputs by name (2-D sparse ones as scipy matrices, never densified) plus parameters."""
+    """Model inputs by name (sparse ones as scipy matrices or N-D COO arrays, never densified)
+    plus parameters."""
     expected = imported.n_call_args if imported.n_call_args is not None else imported.n_user_args
     if len(args) != expected:
         raise FuseflowError(f"simulate() takes {expected} arguments, got {len(args)}")
@@ -434,8 +433,12 @@ def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
         args = imported.adapt(args)
     data: dict[str, Any] = {}
     for name, a in zip(imported.input_names, args):
-        if isinstance(a, torch.Tensor) and a.dim() == 2 and a.layout in _SPARSE_2D:
-            data[name] = _to_scipy(a)  # packed without densifying (large graphs)
+        if is_sparse(a):  # packed without densifying (large graphs)
+            if is_plain_2d(a):
+                validate(a, name)
+                data[name] = _to_scipy(a)
+            else:
+                data[name] = to_coo_array(a, name)
             continue
         d, _ = densify(a, name)
         data[name] = d.float().numpy()

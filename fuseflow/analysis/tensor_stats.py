@@ -57,7 +57,9 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
     dims = tuple(shape[m] for m in mode_order)
     if all(k == "dense" for k in levels):
         return TensorStats.dense(dims)
-    if scipy.sparse.issparse(data) and not block:
+    if scipy.sparse.issparse(data) and data.ndim != 2:
+        prefix_counts = _coordinate_prefix_counts(data, mode_order)
+    elif scipy.sparse.issparse(data) and not block:
         prefix_counts = _sparse_prefix_counts(data, mode_order)
     else:
         prefix_counts = _dense_prefix_counts(_nonzero_mask(data, block), mode_order)
@@ -88,6 +90,23 @@ def _dense_prefix_counts(mask: np.ndarray, mode_order: Sequence[int]) -> list[in
         out[lvl] = int(np.count_nonzero(m))
         if lvl:
             m = m.any(axis=-1)
+    return out
+
+
+def _coordinate_prefix_counts(entries, mode_order: Sequence[int]) -> list[int]:
+    """Distinct nonzero coordinate prefixes per level of an N-D COO array, in O(nnz log nnz)."""
+    coo = scipy.sparse.coo_array(entries)
+    coo.sum_duplicates()
+    keep = coo.data != 0
+    nz = np.stack([np.asarray(coo.coords[m])[keep] for m in mode_order], axis=1).reshape(-1, len(mode_order))
+    if not len(nz):
+        return [0] * len(mode_order)
+    nz = nz[np.lexsort(nz.T[::-1])]
+    new = np.zeros(len(nz), dtype=bool)  # a row starts a new prefix at level l when any coordinate
+    out = []  # up to l differs from the previous row's
+    for lvl in range(nz.shape[1]):
+        new[1:] |= nz[1:, lvl] != nz[:-1, lvl]
+        out.append(int(np.count_nonzero(new[1:])) + 1)
     return out
 
 

@@ -22,6 +22,7 @@ from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
+from fuseflow.frontend.torch_sparse import implied_format, is_sparse, stored_entries
 from fuseflow.frontend.torch_lowering import lower_to_linalg
 from fuseflow.dialects.sam import new_context
 from fuseflow.mlir import ir
@@ -74,34 +75,19 @@ def arg_names(model: torch.nn.Module, n: int) -> list[str]:
     return names + [f"arg{i}" for i in range(len(names), n)]
 
 
-def densify(arg: Any, name: str) -> tuple[torch.Tensor, str | None]:
-    """What torch.export traces an input as, and the format implied by a torch sparse layout.
+def densify(arg: Any, name: str) -> tuple[torch.Tensor, Format | str | None]:
+    """What torch.export traces an input as, and the format implied by a torch sparse layout
+    (`torch_sparse.implied_format`: N-D COO, batched and hybrid CSR/CSC, 2-D BSR/BSC).
 
     A sparse input is traced as a zero-stride view of one zero: export reads only its shape and
     dtype, and a dense copy of a paper-scale graph (736k nodes: 2 TB) would not fit."""
     if not isinstance(arg, torch.Tensor):
         raise UnsupportedError(f"input {name!r} is a {type(arg).__name__}; only tensors are supported")
-    implied = {torch.sparse_csr: "csr", torch.sparse_csc: "csc", torch.sparse_coo: "coo"}.get(arg.layout)
-    if arg.layout in (torch.sparse_bsr, torch.sparse_bsc):
-        b = tuple(arg.values().shape[-2:])
-        kind = "bsr" if arg.layout == torch.sparse_bsr else "bsc"
-        if b[0] != b[1]:
-            raise UnsupportedError(
-                f"input {name!r}: {kind.upper()} with {b[0]}x{b[1]} blocks is not supported; square blocks map to "
-                f"bc{kind[1:]}<b> (to_sparse_{kind}(blocksize=(b, b)))"
-            )
-        implied = f"bc{kind[1:]}<{b[0]}>"
-    if implied:
-        dtype = torch.float32 if arg.is_floating_point() else arg.dtype
-        return torch.zeros((), dtype=dtype).expand(arg.shape), implied
-    return arg.detach(), implied
-
-
-def _nonzeros(arg: torch.Tensor) -> int:
-    """Stored nonzeros of a torch sparse tensor, without densifying it."""
-    if arg.layout == torch.sparse_coo:
-        arg = arg.coalesce()
-    return int(torch.count_nonzero(arg.values()))
+    if not is_sparse(arg):
+        return arg.detach(), None
+    implied = implied_format(arg, name)
+    dtype = torch.float32 if arg.is_floating_point() else arg.dtype
+    return torch.zeros((), dtype=dtype).expand(arg.shape), implied
 
 
 def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
@@ -227,7 +213,7 @@ def import_model(
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
     given = dict(zip(names, args))
     density = {
-        name: (_nonzeros(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
+        name: (stored_entries(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
         for name, t in zip(all_names, inputs)
         if "compressed" in fmts[name].levels
     }
