@@ -269,8 +269,9 @@ def _attach(
                 t = ir.RankedTensorType(arg.type)
                 arg.set_type(ir.RankedTensorType.get(list(t.shape), t.element_type, ir.Attribute.parse(enc)))
         ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        ret = block.operations[len(block.operations) - 1]  # a returned input now has its encoding
         func.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get([a.type for a in block.arguments], list(ftype.results))
+            ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in ret.operands])
         )
         f64 = ir.F64Type.get()
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(

@@ -38,17 +38,8 @@ def strip_to_sparse(ep) -> dict[str, str]:
                 node_location(node),
             )
         src = node.args[0]
-        if src.op == "placeholder":
-            raise UnsupportedError(
-                "to_sparse() of a model input: declare the input's format with formats= instead",
-                node_location(node),
-            )
-        if any(u.op == "output" for u in node.users):
-            raise UnsupportedError(
-                "a to_sparse() result returned by the model is not supported; return it dense",
-                node_location(node),
-            )
-        out[src.name] = TO_SPARSE[target]
+        if src.op != "placeholder":  # a conversion of an input is the input (a copy region if returned)
+            out[src.name] = TO_SPARSE[target]
         node.replace_all_uses_with(src)
         ep.graph.erase_node(node)
     if out:

@@ -112,21 +112,24 @@ def lower_module(
             density[name] = DEFAULT_DENSITY
     ret = [op for op in body_ops(func) if op.name == "func.return"][0]
     out_names = []
+    copies: dict[str, ir.Value] = {}  # copy regions: outputs that are inputs (or views of inputs)
     for i, v in enumerate(ret.operands):
         name = f"out{i}"
         if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
             name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
         out_names.append(name)
-        if v in names or _view_of_argument(v):  # returns an input (or a view of one) unchanged
-            raise UnsupportedError(f"output {name} is an input passed through unchanged; nothing to compute")
+        if v in names or _view_of_argument(v):  # returns an input (or a view of one): a copy region
+            copies[f"copy_{name}"] = v
+            continue
         names[v] = name
 
     ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
     region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
-    order = region_order(func)
+    order = region_order(func) + list(copies)
     # Boundary values: results read by another region or returned.
     k = 0
     outputs_of: dict[str, list[ir.Value]] = {r: [] for r in order}
+    copy_names = {v_name: v for v_name, v in copies.items()}
     for op in ops:
         for res in op.results:
             cons = _consumers(res)
@@ -164,7 +167,10 @@ def lower_module(
             return None if _produced_in(v, in_region) or v in own else names.get(v)
 
         parser = RegionParser(in_region, external, max_ops=2 * node_budget)
-        asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
+        if region in copy_names:  # out(vs) = input(vs): scanned and written in the output's format
+            asgs = [parser.output(copy_names[region], region[len("copy_") :])]
+        else:
+            asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
         assigns[region] = asgs
         region_block = blocks.get(region, blocks.get("*", 0))
 

@@ -102,11 +102,25 @@ class ToSparseInput(torch.nn.Module):
         return a.to_sparse() @ b
 
 
-def test_to_sparse_of_an_input_points_to_formats():
-    with pytest.raises(
-        fuseflow.UnsupportedError, match=r"test_sparse_results\.py:\d+:0: error: to_sparse\(\) of a model input"
-    ):
-        fuseflow.compile(ToSparseInput(), (torch.rand(3, 4), torch.rand(4, 2)))
+def test_to_sparse_of_an_input_reads_the_input():
+    args = (torch.rand(3, 4) * (torch.rand(3, 4) < 0.5), torch.rand(4, 2))
+    fuseflow.compile(ToSparseInput(), args).simulate().check()
+
+
+class PassThrough(torch.nn.Module):
+    """Returns its sparse input, a view of it, its conversions and its ReLU (copy regions)."""
+
+    def forward(self, a, b):
+        return a, b.t(), a.to_dense(), b.to_sparse_csr(), torch.relu(a)
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full", "op"])
+def test_pass_through_and_conversion_outputs_are_copy_regions(schedule):
+    a = torch.tensor([[1.0, 0, -2], [0, 0, 3]])
+    args = (a.to_sparse_csr(), torch.rand(2, 3))
+    prog = fuseflow.compile(PassThrough(), args, schedule=schedule)
+    assert {"copy_out0", "copy_out1", "copy_out2", "copy_out3"} <= set(prog.summary)
+    prog.simulate(*args).check()
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
