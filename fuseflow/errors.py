@@ -6,6 +6,10 @@ readable line (``file:line:col: error: ...`` when a source location is known) an
 
 from __future__ import annotations
 
+import traceback
+from pathlib import Path
+from types import TracebackType
+
 
 class FuseflowError(Exception):
     """Base class of fuseflow's user-facing errors; `location` is ``file:line:col`` or ``None``."""
@@ -47,3 +51,22 @@ class SimulationError(FuseflowError):
 
 class MismatchError(FuseflowError):
     """Simulated outputs differ from eager PyTorch beyond the stated tolerance."""
+
+
+class EagerError(UnsupportedError):
+    """The model fails in eager PyTorch on the given inputs: nothing to compare with."""
+
+
+_LIBRARY_ROOTS = ("site-packages", "dist-packages", "/fuseflow/", "<frozen", "<string>")
+
+
+def user_location(tb: TracebackType | None) -> str | None:
+    """``file:line:0`` of the innermost frame of a traceback in the user's code (not torch's,
+    numpy's or fuseflow's own), so an error in a model can be reported at the line that raised it."""
+    here = str(Path(__file__).resolve().parent)
+    for frame in reversed(traceback.extract_tb(tb)):
+        name = frame.filename
+        if name.startswith(here) or any(root in name for root in _LIBRARY_ROOTS):
+            continue
+        return f"{name}:{frame.lineno}:0"
+    return None

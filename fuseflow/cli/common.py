@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from fuseflow.errors import FuseflowError
+from fuseflow.errors import FuseflowError, user_location
 
 
 def load_module(path: str):
@@ -20,7 +20,10 @@ def load_module(path: str):
     spec = importlib.util.spec_from_file_location(p.stem, p)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[p.stem] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise _user_error(e, path) from None
     if not hasattr(mod, "build"):
         raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
     return mod
@@ -46,8 +49,20 @@ def build_model(path: str, a) -> tuple:
         opts["graph"] = a.graph
     try:
         return mod, mod.build(**opts)
+    except FuseflowError:
+        raise
     except TypeError as e:
-        raise FuseflowError(f"{path}: build() rejected the options: {e}") from None
+        if user_location(e.__traceback__) is None:  # the call itself: build() takes other options
+            raise FuseflowError(f"{path}: build() rejected the options: {e}") from None
+        raise _user_error(e, path) from None
+    except Exception as e:  # the model file's own code failed
+        raise _user_error(e, path) from None
+
+
+def _user_error(e: Exception, path: str) -> FuseflowError:
+    """One located line for an exception raised by a model file's code."""
+    first = (str(e).strip().splitlines() or [""])[0]
+    return FuseflowError(f"{type(e).__name__}: {first}", user_location(e.__traceback__) or path)
 
 
 def load_example(path: str, a=None):

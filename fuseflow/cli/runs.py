@@ -65,6 +65,26 @@ def cmd_run(a) -> int:
     return 0
 
 
+def _requested(known: list, spec: str) -> list:
+    """The schedules `--schedules` names, in its order: built-in names (``op`` included), the
+    model's own (`schedules()`) and schedule files; an unknown name is an error listing the valid ones."""
+    from fuseflow.schedule.rules import BUILTIN
+
+    by_name = dict(known)
+    out = []
+    for name in (s.strip() for s in spec.split(",") if s.strip()):
+        if name in by_name or name in BUILTIN:
+            out.append((name, by_name.get(name, name)))
+        elif name.endswith((".json", ".py")):
+            out.append((Path(name).stem, name))
+        else:
+            valid = list(dict.fromkeys([*by_name, *BUILTIN]))
+            raise FuseflowError(
+                f"unknown schedule {name!r} in --schedules; valid: {', '.join(valid)}, or FILE.json/.py"
+            )
+    return out
+
+
 def cmd_study(a) -> int:
     """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
 
@@ -77,8 +97,7 @@ def cmd_study(a) -> int:
     if hasattr(mod, "schedules"):
         schedules += list(mod.schedules(base.op_infos).items())
     if a.schedules:
-        keep = a.schedules.split(",")
-        schedules = [s for s in schedules if s[0] in keep]
+        schedules = _requested(schedules, a.schedules)
     rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("schedules", total=len(schedules))
@@ -127,7 +146,7 @@ def cmd_study(a) -> int:
                 }
             )
             progress.advance(task)
-    base_cycles = rows[0].get("cycles") if rows and rows[0]["schedule"] == "unfused" else None
+    base_cycles = next((r.get("cycles") for r in rows if r["schedule"] == "unfused"), None)
     for r in rows:
         r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
     result = {

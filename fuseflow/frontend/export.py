@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from fuseflow.errors import UnsupportedError
+from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
@@ -220,7 +220,14 @@ def import_model(
     out_names = _attach(module, all_names, fmts, density)
     with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
         # inputs are traced as zero views: run the user's model on the user's arguments then
-        example = lifted(*inputs) if adapt is None and not implied else source(*user_args)
+        try:
+            example = lifted(*inputs) if adapt is None and not implied else source(*user_args)
+        except Exception as e:  # the user's model, as PyTorch runs it: no reference to compare with
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise EagerError(
+                f"the model fails in eager PyTorch on these inputs: {type(e).__name__}: {first}",
+                user_location(e.__traceback__),
+            ) from None
     single = not isinstance(example, (tuple, list))
     containers = {
         name

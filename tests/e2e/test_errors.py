@@ -155,3 +155,56 @@ def test_fusing_decoders_whose_recomputation_multiplies_is_an_error_not_a_hang()
     # located at the user's line (examples/gpt_bigbird.py), not inside torch's LayerNorm
     with pytest.raises(fuseflow.UnsupportedError, match=r"gpt_bigbird.py:\d+:0: error: .*passes 10,000 operations"):
         fuseflow.compile(model, args, formats=formats, schedule="full", order="plain", node_budget=5_000)
+
+
+def _model_file(tmp_path, body: str, build: str) -> Path:
+    path = tmp_path / "model.py"
+    path.write_text(
+        "import torch\n\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, a):\n"
+        f"        {body}\n\n"
+        "def build():\n"
+        f"    {build}\n"
+    )
+    return path
+
+
+def test_a_model_eager_pytorch_cannot_run_is_one_located_line(tmp_path, capsys):
+    path = _model_file(
+        tmp_path, "return a.sum(dim=0)", "return M(), (torch.eye(3).to_sparse_csr(),), {}"
+    )  # torch: reductions on CSR need keepdim
+    assert fuseflow_main(["run", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"{path}:5:0: error: the model fails in eager PyTorch on these inputs: RuntimeError: ")
+
+
+def test_an_exception_in_a_model_files_build_is_one_located_line(tmp_path, capsys):
+    path = _model_file(tmp_path, "return a", "return M(), (torch.zeros(2) @ torch.zeros(3),), {}")
+    assert fuseflow_main(["run", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{path}:8:0: error: RuntimeError: ")
+
+
+def test_study_refuses_an_unknown_schedule_and_runs_op(tmp_path, capsys):
+    path = _model_file(tmp_path, "return torch.relu(a) * 2", "return M(), (torch.rand(3, 4),), {}")
+    assert fuseflow_main(["study", str(path), "--schedules", "op,nonsense"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "fuseflow: unknown schedule 'nonsense' in --schedules; valid: unfused, layer, full, op, or FILE.json/.py"
+    ]
+    out = tmp_path / "study.json"
+    assert fuseflow_main(["study", str(path), "--schedules", "op,unfused", "-o", str(out)]) == 0
+    import json
+
+    rows = json.loads(out.read_text())["schedules"]
+    assert [r["schedule"] for r in rows] == ["op", "unfused"]
+    assert rows[1]["speedup_vs_unfused"] == 1.0 and rows[0]["speedup_vs_unfused"] is not None
+
+
+def test_run_refuses_an_unknown_schedule_listing_the_valid_ones(tmp_path, capsys):
+    path = _model_file(tmp_path, "return torch.relu(a)", "return M(), (torch.rand(3, 4),), {}")
+    assert fuseflow_main(["run", str(path), "--schedule", "nonsense"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown schedule 'nonsense'; expected unfused, layer, full, op, auto" in err[0]
