@@ -1,6 +1,7 @@
 """fuseflow: sparse PyTorch models → fused sparse streaming-dataflow graphs → cycle-level simulation."""
 
 from fuseflow.errors import (
+    EagerError,
     FormatError,
     FuseflowError,
     MismatchError,
@@ -24,5 +25,6 @@ __all__ = [
     "VerificationError",
     "SimulationError",
     "MismatchError",
+    "EagerError",
 ]
 __version__ = "0.1.0"

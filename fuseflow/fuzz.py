@@ -1,12 +1,15 @@
 """Differential fuzzing: random sparse programs x formats x schedules x orders vs eager PyTorch.
 
 ``python -m fuseflow.fuzz --cases 10000`` draws programs (einsum chains, elementwise mixes,
-row reductions, softmax and masked softmax, sparse activations, transposes, full sums) over
-random integer-valued sparse inputs in random formats, compiles each under a random schedule
-and order, simulates it and compares with eager PyTorch (`SimResult.check`, its default
-tolerance). A wrong answer, a crash, a deadlock or an internal error is a failure; hypothesis
-then shrinks it to a minimal case, written as a model file that ``fuseflow run FILE`` reproduces.
-An `UnsupportedError` the compiler raises on purpose is counted, not failed.
+row reductions, softmax and masked softmax, sparse activations, transposes, full sums,
+pass-through outputs) over random integer-valued sparse inputs of ranks 1-4 (leading batch
+dims, size-1 and size-0 dims, all-zero inputs) in random storage: named formats, per-level
+lists in any arrangement, and torch's own layouts (COO, hybrid COO, CSR/CSC, batched and
+hybrid CSR); it compiles each under a random schedule and order, simulates it and compares
+with eager PyTorch (`SimResult.check`, its default tolerance). A wrong answer, a crash, a
+deadlock or an internal error is a failure; hypothesis then shrinks it to a minimal case,
+written as a model file that ``fuseflow run FILE`` reproduces. An `UnsupportedError` the
+compiler raises on purpose is counted, not failed, and so is a model eager PyTorch cannot run.
 
 Cases are generated as Python source, so a reproducer is an ordinary model file.
 """
@@ -42,11 +45,39 @@ UNARY = {  # ops that keep the running tensor's shape and read nothing else
     "relu": "torch.relu(h)",
     "scale": "h * 0.5",
     "exp": "torch.exp(h * 0.1)",
-    "rowsum": "h + h.sum(dim=1, keepdim=True)",
-    "rowmax": "h - torch.amax(h, dim=1, keepdim=True)",
-    "softmax": "torch.softmax(h, dim=1)",
+    "rowsum": "h + h.sum(dim=-1, keepdim=True)",
+    "rowmax": "h - torch.amax(h, dim=-1, keepdim=True)",
+    "softmax": "torch.softmax(h, dim=-1)",
 }
 FORMATS = ("dense", "csr", "csc", "dcsr", "dcsc", "coo")
+"""The named formats of 2-D inputs (`storage_choices` lists every choice at every rank)."""
+TORCH_LAYOUTS = {  # how build() converts a dense input (`_same_batches`: torch's batched CSR rule)
+    "torch:coo": "{t}.to_sparse()",
+    "torch:hybrid-coo": "{t}.to_sparse(sparse_dim={t}.dim() - 1)",
+    "torch:csr": "_same_batches({t}).to_sparse_csr()",
+    "torch:csc": "_same_batches({t}).to_sparse_csc()",
+    "torch:hybrid-csr": "{t}.to_sparse_csr(dense_dim=1)",
+}
+
+
+def storage_choices(rank: int) -> list:
+    """Every storage an input of `rank` can be given: dense first (hypothesis shrinks to it)."""
+    import itertools
+
+    out: list = ["dense"]
+    if rank == 1:
+        out.append("compressed")
+    if rank >= 2:
+        out += list(FORMATS[1:])
+    out += [list(k) for k in itertools.product(("dense", "compressed"), repeat=rank) if "compressed" in k]
+    out.append("torch:coo")
+    if rank >= 2:
+        out += ["torch:hybrid-coo", "torch:csr", "torch:csc"]
+    if rank == 3:
+        out.append("torch:hybrid-csr")
+    return out
+
+
 SCHEDULES = ("unfused", "layer", "full", "op")
 ORDERS = ("auto", "plain", "0")
 
@@ -60,11 +91,15 @@ class Case:
     cols: int
     widths: list[int]  # output width of each matmul, in order
     densities: list[float]  # per input (x first), fraction of nonzeros
-    formats: list[str]  # per input
+    formats: list  # per input: a name, or an int picking from `storage_choices` of its rank
     final_sum: bool
     schedule: str
     order: str
     seed: int
+    lead: tuple[int, ...] = ()  # leading (batch) dims of every same-shaped tensor
+    vector: bool = False  # rank 1: no row dimension
+    passthrough: bool = False  # also return the input x unchanged
+    empty: bool = False  # the row dimension has size 0
     inputs: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)  # (name, shape, kind)
     body: list[str] = field(default_factory=list)
 
@@ -73,8 +108,13 @@ class Case:
 
     def _build(self) -> None:
         """Lay out the forward's statements and the inputs they read (shapes follow the ops)."""
-        n, m = self.rows, self.cols
-        self.inputs = [("x", (n, m), "data")]
+        n, m = (0 if self.empty else self.rows), self.cols
+        lead = tuple(self.lead)
+
+        def shape(n, m):
+            return lead + ((m,) if self.vector else (n, m))
+
+        self.inputs = [("x", shape(n, m), "data")]
         self.body = ["h = x"]
         widths = iter(self.widths)
 
@@ -90,23 +130,33 @@ class Case:
                 self.body.append(f"h = h @ {w}" if op == "matmul" else f"h = torch.relu(h).to_sparse_csr() @ {w}")
                 m = c
             elif op in ("mul", "add", "sub"):
-                w = new((n, m))
+                w = new(shape(n, m))
                 self.body.append(f"h = h {dict(mul='*', add='+', sub='-')[op]} {w}")
             elif op in UNARY:
                 self.body.append(f"h = {UNARY[op]}")
             elif op == "masked_softmax":
-                k = new((n, m), "mask")
-                self.body.append(f"h = torch.softmax(h.masked_fill({k} == 0, float('-inf')), dim=1)")
-            elif op == "transpose":
-                self.body.append("h = h.t()")
+                k = new(shape(n, m), "mask")
+                self.body.append(f"h = torch.softmax(h.masked_fill({k} == 0, float('-inf')), dim=-1)")
+            elif op == "transpose" and not self.vector:
+                self.body.append("h = h.transpose(-1, -2)")
                 n, m = m, n
         if self.final_sum:
             self.body.append("h = h.sum()")
 
+    def storage(self, i: int):
+        """Input i's storage: a format name, a per-level list or a torch layout (``torch:...``)."""
+        f = self.formats[i]
+        if isinstance(f, int):
+            choices = storage_choices(len(self.inputs[i][1]))
+            return choices[f % len(choices)]
+        return f
+
     def source(self) -> str:
         """A model file: `build()` returns (model, example args, formats); SCHEDULE and ORDER say how."""
         names = [nm for nm, _, _ in self.inputs]
-        fmts = {nm: f for (nm, _, _), f in zip(self.inputs, self.formats)}
+        stores = [self.storage(i) for i in range(len(self.inputs))]
+        fmts = {nm: f for (nm, _, _), f in zip(self.inputs, stores) if not str(f).startswith("torch:")}
+        ret = "h, x" if self.passthrough else "h"
         lines = [
             f'"""fuseflow.fuzz case (seed {self.seed}): fuseflow run THIS_FILE --schedule {self.schedule}"""',
             "",
@@ -119,25 +169,37 @@ class Case:
             "class Fuzzed(torch.nn.Module):",
             f"    def forward(self, {', '.join(names)}):",
             *[f"        {s}" for s in self.body],
-            "        return h",
+            f"        return {ret}",
+            "",
+            "",
+            "def _same_batches(t):",
+            '    """torch\'s batched CSR needs as many nonzeros in every batch: repeat the first."""',
+            "    if t.dim() <= 2 or t.numel() == 0:",
+            "        return t",
+            "    flat = t.reshape(-1, *t.shape[-2:])",
+            "    return flat[:1].expand(flat.shape).reshape(t.shape).clone()",
             "",
             "",
             "def build():",
             f"    g = torch.Generator().manual_seed({self.seed})",
             "    args = []",
         ]
-        for (_, shape, kind), dens in zip(self.inputs, self.densities):
+        for (_, shape, kind), dens, store in zip(self.inputs, self.densities, stores):
+            dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
             if kind == "mask":
                 lines += [
-                    f"    m = (torch.rand({shape[0]}, {shape[1]}, generator=g) < {dens}).float()",
-                    "    m[:, 0] = 1.0  # every row keeps one entry: a fully masked row is NaN",
+                    f"    m = (torch.rand(({dims}), generator=g) < {dens}).float()",
+                    "    if m.shape[-1]:",
+                    "        m[..., 0] = 1.0  # every row keeps one entry: a fully masked row is NaN",
                     "    args.append(m)",
                 ]
             else:
                 lines.append(
-                    f"    args.append(torch.randint(-3, 4, ({shape[0]}, {shape[1]}), generator=g).float()"
-                    f" * (torch.rand({shape[0]}, {shape[1]}, generator=g) < {dens}))"
+                    f"    t = torch.randint(-3, 4, ({dims}), generator=g).float()"
+                    f" * (torch.rand(({dims}), generator=g) < {dens})"
                 )
+                conv = TORCH_LAYOUTS[store].format(t="t") if str(store).startswith("torch:") else "t"
+                lines.append(f"    args.append({conv})")
         lines += [f"    return Fuzzed(), tuple(args), {fmts!r}", ""]
         return "\n".join(lines)
 
@@ -162,11 +224,16 @@ def run_case(case: Case) -> str:
     import fuseflow
 
     mod = load(case.source())
-    model, args, formats = mod.build()
+    try:
+        model, args, formats = mod.build()
+    except RuntimeError as e:  # torch cannot build this layout (a CSR over a size-0 dim, say)
+        return "torch cannot build the input: " + _kind(str(e))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a schedule rule matching nothing in a tiny program
             prog = fuseflow.compile(model, args, formats=formats, schedule=case.schedule, order=case.order)
+    except fuseflow.EagerError as e:
+        return "eager PyTorch fails: " + _kind(str(e).split("inputs: ", 1)[-1])
     except fuseflow.UnsupportedError as e:
         msg = str(e)
         if "internal" in msg:
@@ -201,17 +268,26 @@ def cases():
     def draw_case(draw):
         ops = draw(st.lists(st.sampled_from(OPS), min_size=1, max_size=5))
         n_inputs = 1 + sum(op in ("matmul", "sparsify_matmul", "mul", "add", "sub", "masked_softmax") for op in ops)
+        nd = draw(st.booleans())  # N-D shapes and torch layouts (False: the 2-D programs, named formats)
         return Case(
             ops=ops,
             rows=draw(st.integers(1, 6)),
             cols=draw(st.integers(1, 6)),
             widths=draw(st.lists(st.integers(1, 6), min_size=len(ops), max_size=len(ops))),
             densities=draw(st.lists(st.sampled_from([1.0, 0.5, 0.2, 0.0]), min_size=n_inputs, max_size=n_inputs)),
-            formats=draw(st.lists(st.sampled_from(FORMATS), min_size=n_inputs, max_size=n_inputs)),
+            formats=draw(
+                st.lists(st.integers(0, 40), min_size=n_inputs, max_size=n_inputs)
+                if nd
+                else st.lists(st.sampled_from(FORMATS), min_size=n_inputs, max_size=n_inputs)
+            ),
             final_sum=draw(st.booleans()),
             schedule=draw(st.sampled_from(SCHEDULES)),
             order=draw(st.sampled_from(ORDERS)),
             seed=draw(st.integers(0, 2**16)),
+            lead=tuple(draw(st.lists(st.integers(1, 3), max_size=2))) if nd else (),
+            vector=draw(st.booleans()) if nd else False,
+            passthrough=draw(st.booleans()),
+            empty=draw(st.booleans()) if nd else False,
         )
 
     return draw_case()
@@ -291,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
     def show(r: Report) -> None:
         print(f"  {r.cases} cases, {r.outcomes['ok']} ok, {r.outcomes['failed']} failed", file=sys.stderr, flush=True)
 
+    import logging
+
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # torch.export's own traces
+    print(f"fuseflow.fuzz: {a.cases} cases, seed {a.seed}", flush=True)
     r = run(a.cases, a.seed, Path(a.output), progress=show)
     print(f"{r.cases} cases in {r.seconds:.0f} s (shrinking included)")
     for outcome, n in r.outcomes.most_common():

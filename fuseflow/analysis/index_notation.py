@@ -80,6 +80,7 @@ def fold(op: str, args: tuple[float, ...]) -> float:
         "erf": lambda: math.erf(a),
         "eqz": lambda: 1.0 if a == 0 else 0.0,
         "nez": lambda: 0.0 if a == 0 else 1.0,
+        "log": lambda: math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan),
         "mask": lambda: a if b != 0 else -math.inf,
     }
     return table[op]()

@@ -35,6 +35,7 @@ UNARY = {
     "math.tanh": "tanh",
     "math.absf": "abs",
     "math.erf": "erf",
+    "math.log": "log",
 }
 BINARY = {
     "arith.addf": "add",
@@ -303,6 +304,10 @@ class RegionParser:
                 if mm is not None:
                     kind, x, c = mm
                     return call(kind, scalar(x), Const(c))
+                ext = _select_extremum(o)
+                if ext is not None:
+                    kind, x, y = ext
+                    return call(kind, scalar(x), scalar(y))
                 masked = _masked(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]))
                 if masked is not None:
                     return masked
@@ -407,6 +412,23 @@ def _masked(cond, a, b):
     if isinstance(cond, Call) and cond.op == "nez" and isinstance(b, Const) and b.value == -math.inf:
         return call("mask", a, cond.args[0])
     return None
+
+
+def _select_extremum(select: ir.Operation) -> tuple[str, ir.Value, ir.Value] | None:
+    """select(x > y, x, y) is max(x, y) and select(x < y, x, y) min(x, y) (torch.maximum and
+    minimum, and the halves of leaky_relu); the swapped select is the other one."""
+    cond, t, f = select.operands
+    c = cond.owner.operation if isinstance(cond.owner, ir.OpView) else cond.owner
+    if not isinstance(c, ir.Operation) or c.name != "arith.cmpf":
+        return None
+    pred = c.attributes["predicate"]
+    pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
+    greater, less = pv in (2, 3, 9, 10), pv in (4, 5, 11, 12)
+    x, y = c.operands
+    if not (greater or less) or {t, f} != {x, y} or x == y:
+        return None
+    same = t == x
+    return ("max" if greater == same else "min"), x, y
 
 
 def _relu_operand(select: ir.Operation) -> ir.Value | None:

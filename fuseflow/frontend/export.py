@@ -184,6 +184,12 @@ def import_model(
         dense_args.append(d.float() if d.is_floating_point() else d)
         if fmt:
             implied[name] = fmt
+    for name, d in zip(names, dense_args):
+        if 0 in d.shape:
+            raise UnsupportedError(
+                f"input {name!r} has shape {tuple(d.shape)}: tensors without elements (a size-0 dimension) "
+                "are not supported"
+            )
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     state_names = list(state)

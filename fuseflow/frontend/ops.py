@@ -62,6 +62,12 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
         ("aten.gelu", "torch.nn.functional.gelu(a)"),
         ("aten.clamp", "a.sum(dim=1).clamp(min=1.0)"),
         ("aten.pow.Tensor_Scalar", "a ** 2"),
+        ("aten.reciprocal", "torch.reciprocal(a + 1.0)"),
+        ("aten.log", "torch.log(a + 1.0)"),
+        ("aten.sigmoid", "torch.sigmoid(a - c)"),
+        ("aten.leaky_relu", "torch.nn.functional.leaky_relu(a - c, 0.1)"),
+        ("aten.maximum", "torch.maximum(a, c)"),
+        ("aten.minimum", "torch.minimum(a - c, c)"),
     )
     + _ops(
         "reduction",
@@ -106,6 +112,14 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
     )
 )
 """Every op fuseflow lowers, by kind. Formats: see `fuseflow.formats` (`FORMATS`)."""
+
+COMPOSITES: tuple[tuple[str, str], ...] = (
+    ("torch.nn.functional.silu", "torch.nn.functional.silu(a - c)"),
+    ("torch.log_softmax", "torch.log_softmax(a + c, dim=1)"),
+    ("torch.nn.functional.dropout (eval)", "torch.nn.functional.dropout(a, 0.5, training=False) * c"),
+    ("torch.diag(1 / x.sum(1)) @ x", "torch.diag(1 / (a.sum(1) + 1.0)).to_sparse() @ a"),
+)
+"""PyTorch functions that export as ops of the table (checked the same way): what users write."""
 
 STRUCTURAL = frozenset(
     {"getitem", "sym_size.int", "_assert_scalar", "_assert_tensor_metadata", "alias", "detach", "lift_fresh_copy"}
@@ -188,6 +202,16 @@ def markdown() -> str:
         out.append(f"| `{s.name}` | `{s.example}` |")
         if s is SUPPORTED[-1] or SUPPORTED[SUPPORTED.index(s) + 1].kind != kind:
             out.append("")
+    out += [
+        "## composites",
+        "",
+        "PyTorch functions that export as the ops above.",
+        "",
+        "| function | example |",
+        "|---|---|",
+    ]
+    out += [f"| `{name}` | `{example}` |" for name, example in COMPOSITES]
+    out.append("")
     out += ["## formats", "", "| format | meaning |", "|---|---|"]
     out += [f"| `{name}` | {text} |" for name, text in FORMAT_DOCS]
     return "\n".join(out) + "\n"

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Mapping
 
 from fuseflow.dialects.sam_ir import module_text
-from fuseflow.errors import UnsupportedError
 from fuseflow.formats import Format, parse_format
 from fuseflow.analysis.index_notation import Assign, render
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined

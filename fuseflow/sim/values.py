@@ -52,6 +52,7 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "erf": scipy.special.erf,
     "eqz": lambda a: (a == 0).astype(np.float32),
     "nez": lambda a: (a != 0).astype(np.float32),
+    "log": np.log,
 }
 
 

@@ -8,7 +8,7 @@ import torch
 
 import fuseflow
 from fuseflow.cli.main import main as fuseflow_main
-from fuseflow.frontend.ops import SUPPORTED, graph_name, markdown
+from fuseflow.frontend.ops import COMPOSITES, SUPPORTED, graph_name, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +43,12 @@ def test_every_listed_op_compiles_and_matches_pytorch(entry):
     prog = fuseflow.compile(model, args, formats={"a": "csr", "m": "csr"}, schedule="full")
     res = prog.simulate()
     res.check()  # default tolerance: rtol = atol = 1e-5 x the longest reduction
+
+
+@pytest.mark.parametrize("example", [e for _, e in COMPOSITES], ids=[n for n, _ in COMPOSITES])
+def test_every_listed_composite_compiles_and_matches_pytorch(example):
+    prog = fuseflow.compile(Expr(example), _inputs(), formats={"a": "csr", "m": "csr"})
+    prog.simulate().check()
 
 
 class TwoBad(torch.nn.Module):

@@ -9,14 +9,14 @@
 namespace fuseflow::sim {
 
 // Binary ops first, then unary (is_unary relies on the order). mask(x, m) = m != 0 ? x : -inf.
-enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Mask, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs, Erf, Eqz, Nez };
+enum class Op { Add, Sub, Mul, Div, Max, Min, RSub, RDiv, Mask, Neg, Relu, Exp, Sqrt, Rsqrt, Tanh, Abs, Erf, Eqz, Nez, Log };
 
 // The ALU op names, the one table Python reads (`_simulator.alu_ops()`).
 inline const std::pair<const char*, Op> kAluOps[] = {
     {"add", Op::Add}, {"sub", Op::Sub}, {"mul", Op::Mul}, {"div", Op::Div}, {"max", Op::Max},
     {"min", Op::Min}, {"rsub", Op::RSub}, {"rdiv", Op::RDiv}, {"neg", Op::Neg}, {"relu", Op::Relu},
     {"exp", Op::Exp}, {"sqrt", Op::Sqrt}, {"rsqrt", Op::Rsqrt}, {"tanh", Op::Tanh}, {"abs", Op::Abs},
-    {"mask", Op::Mask}, {"erf", Op::Erf}, {"eqz", Op::Eqz}, {"nez", Op::Nez}};
+    {"mask", Op::Mask}, {"erf", Op::Erf}, {"eqz", Op::Eqz}, {"nez", Op::Nez}, {"log", Op::Log}};
 
 inline Op parse_op(const std::string& s) {
   for (auto& [name, op] : kAluOps) if (s == name) return op;
@@ -46,6 +46,7 @@ inline float apply(Op op, float a, float b) {
     case Op::Erf: return std::erf(a);
     case Op::Eqz: return a == 0.0f ? 1.0f : 0.0f;
     case Op::Nez: return a != 0.0f ? 1.0f : 0.0f;
+    case Op::Log: return std::log(a);
   }
   return 0.0f;
 }
