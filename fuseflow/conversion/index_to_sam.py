@@ -9,6 +9,8 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -18,7 +20,7 @@ from fuseflow.formats import Format
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.analysis.absent import absent, identity
 from fuseflow.analysis.alpha import share_equivalent
-from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, plan
+from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
 
 ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
@@ -81,10 +83,12 @@ class IterCtx:
         return absent(e, v, self.virtual, self.memo)
 
 
-def iteration(e: Expr, v: str, cx: IterCtx):
+def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
     """How `e` must iterate variable `v` so that every coordinate where `e` differs from its
     absent value (see absent.py) is visited: a product intersects, other ops union their
     operands when the absent value is a constant, and iterate the full range otherwise.
+    `summed`: `e` is (a factor of) the body of a sum over `v`, whose skipped coordinates are
+    dropped, never rebuilt.
     Sparse-accumulated sums (``cx.virtual``) are leaves at the variable their spacc outputs."""
     if isinstance(e, Access):
         return Leaf(e) if v in e.vars else None
@@ -93,14 +97,14 @@ def iteration(e: Expr, v: str, cx: IterCtx):
     if isinstance(e, Reduce):
         if cx.virtual.get(id(e)) == v:
             return VLeaf(e)
-        t = iteration(e.body, v, cx)
+        t = iteration(e.body, v, cx, summed=v in e.vars and e.kind == "sum")
         if v in e.vars and cx.absent(e.body, v) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
         return t
     bound = [a for a in e.args if v in cx.bound.get(id(a), ())]
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it
         return iteration(bound[0], v, cx)
-    subs = [iteration(a, v, cx) for a in e.args]
+    subs = [iteration(a, v, cx, summed=summed and e.op == "mul") for a in e.args]
     if all(t is None for t in subs):
         return None  # constant along v: its value is repeated, not iterated
     if e.op == "mask" and subs[0] is not None and _may_skip(subs[0], cx, v):
@@ -112,13 +116,48 @@ def iteration(e: Expr, v: str, cx: IterCtx):
         # A product skips a coordinate only where a factor is 0. A factor that is not 0 where its
         # operands are absent (exp(T), 1 + x) covers v's whole range: intersecting with its
         # operands' coordinates would drop products it contributes to (found by fuseflow.fuzz).
-        subs = [t if t is None or cx.absent(a, v) == 0.0 else Full(t) for a, t in zip(e.args, subs)]
+        absent = [cx.absent(a, v) if t is not None else 0.0 for a, t in zip(e.args, subs)]
+        if not summed and any(x is None or math.isinf(x) for x in absent):
+            # A skipped coordinate's value is rebuilt from absent operands (a dense writer, a
+            # union): 0 x (that factor there). A factor that is not finite there (mask(x, m) is
+            # -inf where m is absent, a softmax of an absent row is NaN) would make it NaN where
+            # PyTorch, reading the factor's real value, has 0: every coordinate is computed
+            # instead (found by fuseflow.fuzz). A sum drops skipped coordinates: no rebuild.
+            return Full(_join(Union_, subs))
+        subs = [t if t is None or x == 0.0 else Full(t) for x, t in zip(absent, subs)]
         return _join(Inter, subs)
     if e.op == "mask":
         return _join(Inter, subs)
     if cx.absent(e, v) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
+
+
+def _shared_over_renamed(e: Expr, renamed: dict[str, str]) -> bool:
+    """Does a reduction occurring twice in `e` (alpha sharing) have a free variable that a
+    Gustavson body renames (``j`` -> ``j_k``)? Its copy inside that body then reads other
+    coordinates than the one outside, and one subgraph cannot serve both (a stream protocol
+    violation, found by fuseflow.fuzz)."""
+    originals = set(renamed.values())
+    if not originals:
+        return False
+    seen: dict[int, int] = {}
+
+    def walk(x: Expr) -> None:
+        if isinstance(x, Reduce):
+            seen[id(x)] = seen.get(id(x), 0) + 1
+            if seen[id(x)] == 2 and free_vars(x) & originals:
+                raise StopIteration
+            walk(x.body)
+        elif isinstance(x, Call):
+            for a in x.args:
+                walk(a)
+
+    try:
+        walk(e)
+    except StopIteration:
+        return True
+    return False
 
 
 def _may_skip(t, cx: IterCtx, v: str) -> bool:
@@ -372,6 +411,8 @@ class SamLowering:
         snapshot = (dict(self.tensors), dict(self.aliases), list(self.notes))
         try:
             p = self._plan_concordant(shared, out_vars, asg, order)
+            if shared is not asg.expr and _shared_over_renamed(shared, p.renamed):
+                raise SharedInTwoNests("a shared reduction reads a variable a Gustavson body renames", asg.loc)
         except SharedInTwoNests:  # shared copies land in different nests: keep them apart
             self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
             p = self._plan_concordant(asg.expr, out_vars, asg, order)

@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
+import fuseflow
 from fuseflow import fuzz
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +35,7 @@ def test_a_failure_shrinks_to_a_minimal_reproducer(tmp_path):
     report = fuzz.run(200, seed=3, out=out, check=oracle)
     assert report.failure == "softmax is wrong (test oracle)"
     text = out.read_text()
-    assert "torch.softmax(h, dim=1)" in text and text.count("h = ") == 2  # h = x, then the softmax alone
+    assert "torch.softmax(h, dim=-1)" in text and text.count("h = ") == 2  # h = x, then the softmax alone
     case = fuzz.load(text.split("\n", 1)[1])
     model, args, formats = case.build()
     assert [tuple(a.shape) for a in args] == [(1, 1)]
@@ -54,3 +57,35 @@ def test_cli_reports_counts(tmp_path):
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "cases in" in res.stdout and " ok" in res.stdout
+
+
+class _Expr(torch.nn.Module):
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def forward(self, x, m, w):
+        return eval(self.text, {"torch": torch}, {"x": x, "m": m, "w": w})
+
+
+def test_masked_value_times_an_empty_sparse_row_is_zero_not_nan():
+    """mask(x, m) * w with w's row absent: the dense writer rebuilt the product from absent
+    operands, -inf x 0 = NaN, where PyTorch reads m's real value (fuzz seed 101)."""
+    x, m, w = torch.tensor([[1.0], [0.0]]), torch.ones(2, 1), torch.tensor([[3.0], [0.0]])
+    for text in [
+        "x.masked_fill(m == 0, float('-inf')) * w",
+        "torch.softmax(x.masked_fill(m == 0, float('-inf')), -1) * w + m",
+    ]:
+        for order in ("plain", "auto"):
+            prog = fuseflow.compile(_Expr(text), (x, m, w), formats={"w": "dcsr"}, schedule="full", order=order)
+            prog.simulate().check()
+
+
+def test_a_shared_statistic_inside_and_outside_a_gustavson_body_is_not_shared():
+    """(x / x.sum(-1) @ w + x.sum(-1)).t() in the plain order: the row sum appears inside the
+    Gustavson body (its row variable renamed) and outside; one shared subgraph broke the stream
+    protocol (fuzz seed 202)."""
+    x, w = torch.rand(3, 2), torch.rand(2, 3)
+    text = "(x / x.sum(-1, keepdim=True) @ w + x.sum(dim=-1, keepdim=True)).t()"
+    prog = fuseflow.compile(_Expr(text), (x, torch.ones(1), w), schedule="full", order="plain")
+    prog.simulate().check()

@@ -190,3 +190,17 @@ def test_nd_torch_sparse_inputs_give_pytorchs_values(make):
     y = torch.rand(tuple(x.shape))
     ran, refused = _check_all(texts, "xy", (x, y))
     assert not refused and ran
+
+
+def test_feature_normalisation_with_reciprocal_and_a_csr_row_sum():
+    """Row-normalising features: `sum(dim, keepdim=True)` of a torch CSR input (PyTorch returns
+    it sparse) and `reciprocal` of it."""
+    f = _values((5, 4), seed=4).abs()
+    f[:, 0] = 1.0
+    texts = [
+        "torch.reciprocal(x.sum(dim=1, keepdim=True)) * y",
+        "x.sum(dim=1, keepdim=True)",
+        "x / x.sum(1, keepdim=True)",
+    ]
+    ran, refused = _check_all(texts, "xy", (f.to_sparse_csr(), f))
+    assert not refused and len(ran) >= 2, (ran, refused)
