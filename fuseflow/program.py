@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from fuseflow import views
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
@@ -395,7 +396,7 @@ class Program:
         for k, g in enumerate(self.graphs):
             for name, t in g.tensors.items():
                 if t.role == "input":
-                    last[t.copy_of or name] = k
+                    last[views.base_of(t.copy_of or name)] = k  # a reshaped view reads its source
         out: dict[int, list[str]] = {}
         for name, k in last.items():
             out.setdefault(k, []).append(name)

@@ -551,6 +551,7 @@ def stats_for_inputs(
     by earlier regions, in the format they were written), exact ones counted from `data`, and
     uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
     measured ones across graphs that read the same tensor in the same format."""
+    from fuseflow import views
     from fuseflow.analysis.tensor_stats import level_counts
 
     known = known or {}
@@ -564,11 +565,11 @@ def stats_for_inputs(
             st = known[source]
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
             out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
-        elif source in data:
+        elif views.has(data, source):
             key = (source, t.fmt.levels, t.fmt.mode_order, b)
             st = cache.get(key) if cache is not None else None
             if st is None:
-                st = level_counts(data[source], t.fmt.levels, t.fmt.mode_order, b)
+                st = level_counts(views.lookup(data, source), t.fmt.levels, t.fmt.mode_order, b)
                 if cache is not None:
                     cache[key] = st
             out[name] = st

@@ -23,6 +23,7 @@ from fuseflow.analysis.index_notation import (
     Reduce,
     call,
 )
+from fuseflow.views import perm_name, view_name
 from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
 
@@ -48,6 +49,21 @@ BINARY = {
     "arith.minnumf": "min",
 }
 PASS_THROUGH = ("arith.extf", "arith.truncf")
+def renames_only(op: ir.Operation) -> bool:
+    """Does an expand/collapse_shape only add or drop size-1 dimensions (a renaming of loop
+    variables), rather than split or merge dimensions?"""
+    groups = [[ir.IntegerAttr(x).value for x in ir.ArrayAttr(g)] for g in op.attributes["reassociation"]]
+    src = list(ir.RankedTensorType(op.operands[0].type).shape)
+    dst = list(ir.RankedTensorType(op.results[0].type).shape)
+    wide = dst if op.name == "tensor.expand_shape" else src
+    return all(len([d for d in g if wide[d] != 1]) <= 1 for g in groups)
+
+
+def _owner_op(v: ir.Value) -> ir.Operation | None:
+    o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+    return o if isinstance(o, ir.Operation) else None
+
+
 VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast", "tensor.expand_shape", "tensor.collapse_shape")
 COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
 IGNORED_OPS = ("tensor.empty", "linalg.fill", "arith.constant", "func.return")
@@ -194,6 +210,8 @@ class RegionParser:
                 src[p] = vs[i]
             return self.expr(op.operands[0], tuple(src))
         if name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            if not renames_only(op):  # splits or merges dimensions: the reshaped tensor is read by name
+                return self._reshaped(op, vs)
             return self.expr(op.operands[0], self._reshape(op, vs))
         if name == "linalg.broadcast":
             added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
@@ -212,6 +230,40 @@ class RegionParser:
                 raise unsupported(op, f"internal: '{name}' result crosses a region boundary unnamed")
             return self.compute(op, value.result_number, vs)
         raise unsupported(op, f"unsupported op '{name}': fuseflow cannot lower it to sam")
+
+    def _reshaped(self, op, vs: tuple[str, ...]) -> Expr:
+        """A reshape that splits or merges dimensions of a named tensor (a model input or a
+        region's output: the partition puts a boundary before it) reads its view
+        ``base@view...`` (`fuseflow.views`), whose data are the source's, reshaped."""
+        base = self._named_view(op.operands[0])
+        if base is None:
+            raise unsupported(
+                op,
+                "a reshape that splits or merges dimensions of a computed value inside a region is not "
+                "supported (internal: the partition ends a region before it)",
+            )
+        self._uses += 1
+        return Access(view_name(base, list(ir.RankedTensorType(op.results[0].type).shape)), vs, self._uses)
+
+    def _named_view(self, v: ir.Value) -> str | None:
+        """The name of `v` when it is a named tensor seen through casts, transposes and reshapes
+        (``t3@perm1x0x2``), else None."""
+        ext = self.tensor_name(v)
+        if ext is not None:
+            return ext
+        o = _owner_op(v)
+        if o is None:
+            return None
+        if o.name == "tensor.cast":
+            return self._named_view(o.operands[0])
+        inner = self._named_view(o.operands[0]) if o.name in VIEW_OPS else None
+        if inner is None:
+            return None
+        if o.name == "linalg.transpose":
+            return perm_name(inner, list(ir.DenseI64ArrayAttr(o.attributes["permutation"])))
+        if o.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+            return view_name(inner, list(ir.RankedTensorType(o.results[0].type).shape))
+        return None
 
     def _reshape(self, op, vs: tuple[str, ...]) -> tuple[str, ...]:
         """Source variables of an expand/collapse_shape that only adds or drops size-1 dimensions."""

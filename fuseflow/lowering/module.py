@@ -14,12 +14,13 @@ from typing import Mapping
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.formats import Format, parse_format
 from fuseflow.analysis.index_notation import Assign, render
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, renames_only
 from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
 from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.mlir import ir
+from fuseflow import views
 
 
 def _format_of(t: ir.RankedTensorType) -> Format:
@@ -117,7 +118,7 @@ def lower_module(
         if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
             name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
         out_names.append(name)
-        if v in names or _view_of_argument(v):  # returns an input (or a view of one): a copy region
+        if v in names or _view_of_argument(v) or _splits_or_merges(v):  # an input, a view of one, a reshape: a copy
             copies[f"copy_{name}"] = v
             continue
         names[v] = name
@@ -134,7 +135,7 @@ def lower_module(
             cons = _consumers(res)
             returned = res in list(ret.operands)  # through views it is returned as the view (below)
             crossing = [c for c in cons if (returned if c.name == "func.return" else region_of.get(c) != region_of[op])]
-            if crossing:
+            if crossing or _feeds_reshape(res):  # a reshaped result is read by name (fuseflow.views)
                 if res not in names:
                     names[res] = f"t{k}"
                     k += 1
@@ -153,7 +154,7 @@ def lower_module(
     # result, as the view: the expression reads through it.
     for v in ret.operands:
         src = _view_source(v)
-        if src is not None:
+        if src is not None and v not in copies.values():
             outputs_of[region_of[_op_of(src)]].append(v)
     graphs, summary, chosen, assigns = [], {}, {}, {}
     if ranker is not None:
@@ -179,6 +180,10 @@ def lower_module(
             lw.declared = sparse_results
             for asg in asgs:
                 used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
+                for n in used:
+                    if n not in tensors and views.parse(n) is not None:  # a reshaped tensor, read by name
+                        shape = views.shape_of(n, tensors[views.base_of(n)].shape)
+                        tensors[n] = TensorInfo(n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input")
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
             return lw
 
@@ -226,6 +231,29 @@ def _view_of_argument(v: ir.Value) -> bool:
         op = owner.operation if isinstance(owner, ir.OpView) else owner
         if op.name not in VIEW_OPS:
             return False
+        v = op.operands[0]
+
+
+def _feeds_reshape(value: ir.Value) -> bool:
+    """Does `value` reach, through views, a reshape that splits or merges dimensions?"""
+    for use in value.uses:
+        op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op):
+            return True
+        if op.name in VIEW_OPS and any(_feeds_reshape(r) for r in op.results):
+            return True
+    return False
+
+
+def _splits_or_merges(v: ir.Value) -> bool:
+    """Is `v` seen through views one of which reshapes (splits or merges dimensions)? Its data are
+    then its source's reshaped (`fuseflow.views`), written by a copy region of its own."""
+    while True:
+        op = _op_of(v)
+        if not isinstance(op, ir.Operation) or op.name not in VIEW_OPS:
+            return False
+        if op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op):
+            return True
         v = op.operands[0]
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from fuseflow.errors import UnsupportedError
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined, renames_only
 from fuseflow.mlir import ir, location_str
 from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
 
@@ -164,6 +164,7 @@ def assign_regions(
     infos, index_of = op_listing(func)
     compute = set(ops)
     pos = {op: i for i, op in enumerate(ops)}
+    reshaped = reshaped_sources(func)
     views = [OpView(o.index, o.node, o.path, classes or {}) for o in infos]
     res = resolve(
         sched,
@@ -174,13 +175,33 @@ def assign_regions(
         [[pos[p] for p in _producers(op, compute)] for op in ops],
         lambda path: _layer_of(path, containers or set()),
         strict_groups=sched.groups is not None,
-        materialized=frozenset(index_of[i] for i, op in enumerate(ops) if FORMAT_ATTR in op.attributes),
+        materialized=frozenset(
+            index_of[i] for i, op in enumerate(ops) if FORMAT_ATTR in op.attributes or op in reshaped
+        ),
     )
     for op, name in zip(ops, res.names):
         with op.context:
             op.attributes[REGION_ATTR] = ir.StringAttr.get(name)
     region_order(func)  # reject schedules whose regions depend on each other cyclically
     return res
+
+
+def reshaped_sources(func) -> set:
+    """Compute ops whose result a reshape splits or merges (`views`): they end their region, so
+    the reshaped tensor is read by name, the source's data reshaped."""
+    out = set()
+    for op in body_ops(func):
+        if op.name not in ("tensor.expand_shape", "tensor.collapse_shape") or renames_only(op):
+            continue
+        v = op.operands[0]
+        while True:
+            o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+            if not isinstance(o, ir.Operation) or o.name not in VIEW_OPS:
+                break
+            v = o.operands[0]
+        if isinstance(o, ir.Operation) and o.name in COMPUTE_OPS:
+            out.add(o)
+    return out
 
 
 def region_order(func) -> list[str]:

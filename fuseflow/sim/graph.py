@@ -15,6 +15,7 @@ import scipy.sparse
 from fuseflow import _simulator
 from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
+from fuseflow import views
 from fuseflow.formats import Format, pack, pack_blocked, pack_bsr, pack_sparse, packs_as_bsr, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.primitives import ALU_UNARY
@@ -165,9 +166,9 @@ def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
         if t.role != "input":
             continue
         source = t.copy_of or name
-        if source not in data:
+        if not views.has(data, source):
             raise SimulationError(f"graph {spec.name}: no data for input tensor {source!r}")
-        arr = data[source]
+        arr = views.lookup(data, source)
         sparse = scipy.sparse.issparse(arr)
         if not sparse:
             arr = np.asarray(arr, dtype=np.float32)

@@ -18,6 +18,8 @@ import numpy as np
 import scipy.sparse
 import scipy.special
 
+from fuseflow import views
+
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 
 MAX_DENSE_ELEMENTS = 1 << 28
@@ -119,7 +121,7 @@ class _Evaluator:
 
     def _tensor(self, name: str) -> np.ndarray:
         if name not in self.dense:
-            value = self.env[name]
+            value = views.lookup(self.env, name)
             size = int(np.prod(value.shape)) if value.shape else 1
             if size > MAX_DENSE_ELEMENTS:
                 raise Unevaluable(f"{name} has {size:,} elements")
