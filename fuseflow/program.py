@@ -396,7 +396,8 @@ class Program:
         for k, g in enumerate(self.graphs):
             for name, t in g.tensors.items():
                 if t.role == "input":
-                    last[views.base_of(t.copy_of or name)] = k  # a reshaped view reads its source
+                    for base in views.bases_of(t.copy_of or name):  # a derived tensor reads its sources
+                        last[base] = k
         out: dict[int, list[str]] = {}
         for name, k in last.items():
             out.setdefault(k, []).append(name)

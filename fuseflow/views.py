@@ -1,77 +1,160 @@
-"""Reshaped views of tensors that cross a region boundary: ``base@view2x4x3``.
+"""Derived tensors read by name at region boundaries: reshapes, transposes, slices, concatenations.
 
 A reshape that splits or merges dimensions (``(seq, d) -> (seq, heads, d / heads)``, a batched
-matmul's ``(b, n, k) -> (b * n, k)``) is no loop-index renaming: the lowering reads the reshaped
-tensor as a tensor of its own, named after its source and shape. The source is a model input or
-a region's output (the partition puts a boundary before every such reshape), so its data exist
-when a region reads the view, and the view's data are the source's in row-major order
-reshaped (`derive`). Everything that reads tensors by name (packing, the values evaluator, the
-tensor statistics, releasing intermediates) goes through `lookup` / `base_of`.
+matmul's ``(b, n, k) -> (b * n, k)``), a slice (``narrow``, ``select``, ``chunk``) and a
+concatenation (``cat``, ``stack``) are no loop-index renamings: the lowering reads the result as
+a tensor of its own whose name says how it is made from its sources:
+
+- ``t3@view2x4x3``: t3 reshaped (row-major) to 2 x 4 x 3;
+- ``t3@perm1x0x2``: t3 transposed (dimension i is t3's ``perm[i]``);
+- ``x@slice0:4:1,2:3:1``: x[0:4:1, 2:5:1] (offset:size:stride per dimension);
+- ``cat1[a;b@slice0:4:1,0:2:1]``: a and that slice of b concatenated along dimension 1.
+
+The sources are model inputs or regions' outputs (the partition ends a region before every
+such op), so their data exist when a region reads the derived tensor, and `lookup` derives it
+on the host. Everything that reads tensors by name (packing, the values evaluator, the tensor
+statistics, releasing intermediates) goes through `lookup`, `has` and `bases_of`. The data
+movement itself costs no cycles (docs/architecture.md, "Derived tensors").
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse
 
-_VIEW = re.compile(r"^(?P<base>.+)@(?P<kind>view|perm)(?P<dims>\d+(?:x\d+)*)$")
+_SUFFIX = re.compile(r"(?P<kind>view|perm)(?P<dims>\d+(?:x\d+)*)|slice(?P<slices>\d+:\d+:\d+(?:,\d+:\d+:\d+)*)")
+_CAT = re.compile(r"cat(?P<dim>\d+)\[(?P<inner>.*)\]")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """How a derived tensor is made: `kind` of `sources` with `params` (see the module doc)."""
+
+    kind: str  # view | perm | slice | cat
+    sources: tuple[str, ...]
+    params: tuple  # view: shape; perm: permutation; slice: ((offset, size, stride), ...); cat: (dim,)
 
 
 def view_name(base: str, shape: Sequence[int]) -> str:
-    """The name of `base` reshaped to `shape` (row-major)."""
     return f"{base}@view{'x'.join(str(int(d)) for d in shape)}"
 
 
 def perm_name(base: str, perm: Sequence[int]) -> str:
-    """The name of `base` transposed by `perm` (dimension i of the result is `perm[i]` of the base)."""
     return f"{base}@perm{'x'.join(str(int(p)) for p in perm)}"
 
 
-def parse(name: str) -> tuple[str, str, tuple[int, ...]] | None:
-    """(source name, ``view`` or ``perm``, shape or permutation) of a derived name; None for any other."""
-    m = _VIEW.match(name)
-    if m is None:
-        return None
-    return m.group("base"), m.group("kind"), tuple(int(d) for d in m.group("dims").split("x"))
+def slice_name(base: str, slices: Sequence[tuple[int, int, int]]) -> str:
+    return f"{base}@slice{','.join(f'{o}:{s}:{st}' for o, s, st in slices)}"
 
 
-def shape_of(name: str, base_shape: Sequence[int]) -> tuple[int, ...]:
-    v = parse(name)
-    if v is None:
-        return tuple(base_shape)
-    inner = shape_of(v[0], base_shape)
-    return v[2] if v[1] == "view" else tuple(inner[p] for p in v[2])
+def cat_name(sources: Sequence[str], dim: int) -> str:
+    return f"cat{dim}[{';'.join(sources)}]"
 
 
-def base_of(name: str) -> str:
-    """The tensor whose data a (possibly nested) derived tensor reads."""
-    while (v := parse(name)) is not None:
-        name = v[0]
-    return name
+def _split_top(text: str, sep: str) -> list[str]:
+    """`text` split at `sep` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return parts + [text[start:]]
 
 
-def derive(value: Any, kind: str, dims: tuple[int, ...]) -> Any:
-    """`value` (a dense array or a scipy sparse array) reshaped in row-major order, or transposed."""
-    if scipy.sparse.issparse(value):
-        coo = scipy.sparse.coo_array(value)
-        return coo.reshape(dims) if kind == "view" else coo.transpose(dims)
-    arr = np.asarray(value)
-    return arr.reshape(dims) if kind == "view" else np.ascontiguousarray(np.transpose(arr, dims))
+def parse(name: str) -> Derived | None:
+    """How `name` is derived; None for a plain tensor (``x``, a re-laid copy ``x@1``, ``t3``)."""
+    pieces = _split_top(name, "@")
+    if len(pieces) > 1:
+        m = _SUFFIX.fullmatch(pieces[-1])
+        if m is not None:
+            base = "@".join(pieces[:-1])
+            if m.group("slices"):
+                slices = tuple(tuple(int(x) for x in s.split(":")) for s in m.group("slices").split(","))
+                return Derived("slice", (base,), slices)
+            return Derived(m.group("kind"), (base,), tuple(int(d) for d in m.group("dims").split("x")))
+    m = _CAT.fullmatch(name)
+    if m is not None:
+        return Derived("cat", tuple(_split_top(m.group("inner"), ";")), (int(m.group("dim")),))
+    return None
+
+
+def bases_of(name: str) -> list[str]:
+    """The plain tensors whose data a derived tensor reads (itself for a plain one)."""
+    d = parse(name)
+    if d is None:
+        return [name]
+    return [b for s in d.sources for b in bases_of(s)]
+
+
+def shape_of(name: str, shapes: Callable[[str], Sequence[int]]) -> tuple[int, ...]:
+    """The shape of `name`, given the shapes of plain tensors."""
+    d = parse(name)
+    if d is None:
+        return tuple(shapes(name))
+    if d.kind == "view":
+        return tuple(d.params)
+    if d.kind == "slice":
+        return tuple(s for _, s, _ in d.params)
+    inner = [shape_of(s, shapes) for s in d.sources]
+    if d.kind == "perm":
+        return tuple(inner[0][p] for p in d.params)
+    dim = d.params[0]
+    return tuple(sum(sh[dim] for sh in inner) if i == dim else x for i, x in enumerate(inner[0]))
 
 
 def has(data: Mapping[str, Any], name: str) -> bool:
-    v = parse(name)
-    return name in data or (v is not None and has(data, v[0]))
+    d = parse(name)
+    return name in data or (d is not None and all(has(data, s) for s in d.sources))
 
 
 def lookup(data: Mapping[str, Any], name: str) -> Any:
-    """`data[name]`, or the view's data derived from its source's."""
+    """`data[name]`, or the derived tensor made from its sources' data."""
     if name in data:
         return data[name]
-    v = parse(name)
-    if v is None:
+    d = parse(name)
+    if d is None:
         raise KeyError(name)
-    return derive(lookup(data, v[0]), v[1], v[2])
+    return derive(d, [lookup(data, s) for s in d.sources])
+
+
+def derive(d: Derived, values: Sequence[Any]) -> Any:
+    """Apply `d` to its sources' values (dense arrays, or scipy sparse arrays kept sparse)."""
+    if any(scipy.sparse.issparse(v) for v in values):
+        return _derive_sparse(d, [scipy.sparse.coo_array(v) for v in values])
+    arrs = [np.asarray(v) for v in values]
+    if d.kind == "view":
+        return arrs[0].reshape(d.params)
+    if d.kind == "perm":
+        return np.ascontiguousarray(np.transpose(arrs[0], d.params))
+    if d.kind == "slice":
+        return np.ascontiguousarray(arrs[0][tuple(slice(o, o + s * st, st) for o, s, st in d.params)])
+    return np.concatenate(arrs, axis=d.params[0])
+
+
+def _derive_sparse(d: Derived, coos: list) -> Any:
+    if d.kind == "view":
+        return coos[0].reshape(d.params)
+    if d.kind == "perm":
+        return coos[0].transpose(d.params)
+    if d.kind == "slice":
+        c = coos[0]
+        coords = [np.asarray(x) for x in c.coords]
+        keep = np.ones(len(c.data), bool)
+        for x, (o, s, st) in zip(coords, d.params):
+            keep &= (x >= o) & (x < o + s * st) & ((x - o) % st == 0)
+        new = tuple((x[keep] - o) // st for x, (o, _, st) in zip(coords, d.params))
+        return scipy.sparse.coo_array((c.data[keep], new), shape=tuple(s for _, s, _ in d.params))
+    dim, offset, datas, parts = d.params[0], 0, [], [[] for _ in coos[0].shape]
+    for c in coos:
+        for i, x in enumerate(c.coords):
+            parts[i].append(np.asarray(x) + (offset if i == dim else 0))
+        datas.append(c.data)
+        offset += c.shape[dim]
+    shape = tuple(offset if i == dim else x for i, x in enumerate(coos[0].shape))
+    return scipy.sparse.coo_array((np.concatenate(datas), tuple(np.concatenate(p) for p in parts)), shape=shape)

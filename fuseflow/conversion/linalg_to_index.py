@@ -23,7 +23,7 @@ from fuseflow.analysis.index_notation import (
     Reduce,
     call,
 )
-from fuseflow.views import perm_name, view_name
+from fuseflow.views import cat_name, perm_name, slice_name, view_name
 from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
 
@@ -49,6 +49,8 @@ BINARY = {
     "arith.minnumf": "min",
 }
 PASS_THROUGH = ("arith.extf", "arith.truncf")
+
+
 def renames_only(op: ir.Operation) -> bool:
     """Does an expand/collapse_shape only add or drop size-1 dimensions (a renaming of loop
     variables), rather than split or merge dimensions?"""
@@ -64,7 +66,25 @@ def _owner_op(v: ir.Value) -> ir.Operation | None:
     return o if isinstance(o, ir.Operation) else None
 
 
-VIEW_OPS = ("tensor.cast", "linalg.transpose", "linalg.broadcast", "tensor.expand_shape", "tensor.collapse_shape")
+VIEW_OPS = (
+    "tensor.cast",
+    "linalg.transpose",
+    "linalg.broadcast",
+    "tensor.expand_shape",
+    "tensor.collapse_shape",
+    "tensor.extract_slice",
+    "tensor.concat",
+)
+
+
+def derives(op: ir.Operation) -> bool:
+    """Is `op` a view that makes a tensor of its own (`fuseflow.views`): a slice, a
+    concatenation, or a reshape that splits or merges dimensions? Its sources end their region."""
+    if op.name in ("tensor.extract_slice", "tensor.concat"):
+        return True
+    return op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op)
+
+
 COMPUTE_OPS = ("linalg.generic", "linalg.matmul", "linalg.batch_matmul")
 IGNORED_OPS = ("tensor.empty", "linalg.fill", "arith.constant", "func.return")
 
@@ -209,9 +229,9 @@ class RegionParser:
             for i, p in enumerate(perm):
                 src[p] = vs[i]
             return self.expr(op.operands[0], tuple(src))
+        if derives(op):  # a slice, a concatenation, a reshape that splits or merges: read by name
+            return self._reshaped(op, vs)
         if name in ("tensor.expand_shape", "tensor.collapse_shape"):
-            if not renames_only(op):  # splits or merges dimensions: the reshaped tensor is read by name
-                return self._reshaped(op, vs)
             return self.expr(op.operands[0], self._reshape(op, vs))
         if name == "linalg.broadcast":
             added = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
@@ -235,15 +255,15 @@ class RegionParser:
         """A reshape that splits or merges dimensions of a named tensor (a model input or a
         region's output: the partition puts a boundary before it) reads its view
         ``base@view...`` (`fuseflow.views`), whose data are the source's, reshaped."""
-        base = self._named_view(op.operands[0])
-        if base is None:
+        name = self._named_view(op.results[0])
+        if name is None:
             raise unsupported(
                 op,
-                "a reshape that splits or merges dimensions of a computed value inside a region is not "
-                "supported (internal: the partition ends a region before it)",
+                f"internal: '{op.name}' of a value computed inside its region (the partition ends a region "
+                "before every slice, concatenation and reshape)",
             )
         self._uses += 1
-        return Access(view_name(base, list(ir.RankedTensorType(op.results[0].type).shape)), vs, self._uses)
+        return Access(name, vs, self._uses)
 
     def _named_view(self, v: ir.Value) -> str | None:
         """The name of `v` when it is a named tensor seen through casts, transposes and reshapes
@@ -256,9 +276,23 @@ class RegionParser:
             return None
         if o.name == "tensor.cast":
             return self._named_view(o.operands[0])
+        if o.name == "tensor.concat":
+            parts = [self._named_view(x) for x in o.operands]
+            if any(p is None for p in parts):
+                return None
+            return cat_name(parts, ir.IntegerAttr(o.attributes["dim"]).value)
         inner = self._named_view(o.operands[0]) if o.name in VIEW_OPS else None
         if inner is None:
             return None
+        if o.name == "tensor.extract_slice":
+            offs = list(ir.DenseI64ArrayAttr(o.attributes["static_offsets"]))
+            sizes = list(ir.DenseI64ArrayAttr(o.attributes["static_sizes"]))
+            strides = list(ir.DenseI64ArrayAttr(o.attributes["static_strides"]))
+            if len(o.operands) > 1 or min(offs + sizes + strides, default=0) < 0:
+                return None  # dynamic offsets, sizes or strides
+            if len(sizes) != len(ir.RankedTensorType(o.results[0].type).shape):  # rank-reducing
+                return None
+            return slice_name(inner, list(zip(offs, sizes, strides)))
         if o.name == "linalg.transpose":
             return perm_name(inner, list(ir.DenseI64ArrayAttr(o.attributes["permutation"])))
         if o.name in ("tensor.expand_shape", "tensor.collapse_shape"):

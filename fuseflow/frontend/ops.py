@@ -101,10 +101,19 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
         ("aten._to_sparse", "torch.relu(a - c).to_sparse() @ b"),
     )
     + _ops(
+        "data movement",
+        "a tensor of its own read by name (`fuseflow/views.py`): the region before it ends, and the slice, "
+        "concatenation or reshape is made from its sources' data between regions",
+        ("aten.slice.Tensor", "torch.relu(a.narrow(1, 1, 3)) * c[:, :3]"),
+        ("aten.select.int", "a[:, 2] * c[:, 0]"),
+        ("aten.split_with_sizes", "a.chunk(2, dim=1)[1] @ b[:3]"),
+        ("aten.cat", "torch.cat([a, c * 2], dim=1) @ torch.cat([b, b], dim=0)"),
+    )
+    + _ops(
         "view",
         "no node: index variables are permuted, added or dropped",
         ("aten.permute", "a.permute(1, 0) @ c"),
-        ("aten.view", "a.unsqueeze(0).view(4, 6) + c"),
+        ("aten.view", "a.unsqueeze(0).view(4, 6) + c + (a.view(4, 2, 3) * c.view(4, 2, 3)).sum(2).sum(1, True)"),
         ("aten.unsqueeze", "(a.unsqueeze(0) * c.unsqueeze(0)).sum(0)"),
         ("prims.squeeze", "a.sum(dim=1, keepdim=True).squeeze(1)"),
         ("aten.expand", "a.sum(dim=1, keepdim=True).expand(4, 6) * c"),
@@ -117,7 +126,11 @@ COMPOSITES: tuple[tuple[str, str], ...] = (
     ("torch.nn.functional.silu", "torch.nn.functional.silu(a - c)"),
     ("torch.log_softmax", "torch.log_softmax(a + c, dim=1)"),
     ("torch.nn.functional.dropout (eval)", "torch.nn.functional.dropout(a, 0.5, training=False) * c"),
-    ("torch.diag(1 / x.sum(1)) @ x", "torch.diag(1 / (a.sum(1) + 1.0)).to_sparse() @ a"),
+    (
+        "multi-head attention (view, transpose, matmul)",
+        "(a.view(4, 2, 3).transpose(0, 1) @ c.view(4, 2, 3).transpose(0, 1).transpose(1, 2)).sum(0)",
+    ),
+    ("torch.stack", "torch.stack([a, c]).sum(0) * 2"),
 )
 """PyTorch functions that export as ops of the table (checked the same way): what users write."""
 

@@ -14,7 +14,7 @@ from typing import Mapping
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.formats import Format, parse_format
 from fuseflow.analysis.index_notation import Assign, render
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, is_inlined, renames_only
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
 from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
@@ -181,9 +181,11 @@ def lower_module(
             for asg in asgs:
                 used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
                 for n in used:
-                    if n not in tensors and views.parse(n) is not None:  # a reshaped tensor, read by name
-                        shape = views.shape_of(n, tensors[views.base_of(n)].shape)
-                        tensors[n] = TensorInfo(n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input")
+                    if n not in tensors and views.parse(n) is not None:  # a derived tensor, read by name
+                        shape = views.shape_of(n, lambda b: tensors[b].shape)
+                        tensors[n] = TensorInfo(
+                            n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input"
+                        )
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
             return lw
 
@@ -238,7 +240,7 @@ def _feeds_reshape(value: ir.Value) -> bool:
     """Does `value` reach, through views, a reshape that splits or merges dimensions?"""
     for use in value.uses:
         op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
-        if op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op):
+        if derives(op):
             return True
         if op.name in VIEW_OPS and any(_feeds_reshape(r) for r in op.results):
             return True
@@ -252,7 +254,7 @@ def _splits_or_merges(v: ir.Value) -> bool:
         op = _op_of(v)
         if not isinstance(op, ir.Operation) or op.name not in VIEW_OPS:
             return False
-        if op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op):
+        if derives(op):
             return True
         v = op.operands[0]
 

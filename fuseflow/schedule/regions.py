@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from fuseflow.errors import UnsupportedError
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, is_inlined, renames_only
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, derives, is_inlined
 from fuseflow.mlir import ir, location_str
 from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
 
@@ -187,21 +187,25 @@ def assign_regions(
 
 
 def reshaped_sources(func) -> set:
-    """Compute ops whose result a reshape splits or merges (`views`): they end their region, so
-    the reshaped tensor is read by name, the source's data reshaped."""
+    """Compute ops whose result a slice, concatenation or splitting/merging reshape reads
+    (`linalg_to_index.derives`): they end their region, so the derived tensor is read by name,
+    made from the source's data (`fuseflow.views`)."""
     out = set()
     for op in body_ops(func):
-        if op.name not in ("tensor.expand_shape", "tensor.collapse_shape") or renames_only(op):
+        if op.name not in VIEW_OPS or not derives(op):
             continue
-        v = op.operands[0]
-        while True:
-            o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
-            if not isinstance(o, ir.Operation) or o.name not in VIEW_OPS:
-                break
-            v = o.operands[0]
-        if isinstance(o, ir.Operation) and o.name in COMPUTE_OPS:
-            out.add(o)
+        stack = list(op.operands)
+        while stack:
+            o = _op_of_value(stack.pop())
+            if isinstance(o, ir.Operation) and o.name in COMPUTE_OPS:
+                out.add(o)
+            elif isinstance(o, ir.Operation) and o.name in VIEW_OPS:
+                stack.extend(o.operands)
     return out
+
+
+def _op_of_value(v: ir.Value):
+    return v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
 
 
 def region_order(func) -> list[str]:
