@@ -100,6 +100,11 @@ def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
         t = iteration(e.body, v, cx, summed=v in e.vars and e.kind == "sum")
         if v in e.vars and cx.absent(e.body, v) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
+        if id(e) in cx.virtual and v not in e.vars and cx.absent(e.body, v) != 0.0:
+            # a Gustavson sum whose body is not 0 where its operands are absent (sum_l(x + 1)):
+            # the spacc must see every coordinate of its free variables, or the consumer reads
+            # 0 for rows it skipped (found by fuseflow.fuzz on 3-D inputs)
+            return Full(t)
         return t
     bound = [a for a in e.args if v in cx.bound.get(id(a), ())]
     if bound:  # v is a reduction variable inside that argument: the others do not iterate it

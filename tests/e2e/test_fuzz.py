@@ -89,3 +89,17 @@ def test_a_shared_statistic_inside_and_outside_a_gustavson_body_is_not_shared():
     text = "(x / x.sum(-1, keepdim=True) @ w + x.sum(dim=-1, keepdim=True)).t()"
     prog = fuseflow.compile(_Expr(text), (x, torch.ones(1), w), schedule="full", order="plain")
     prog.simulate().check()
+
+
+class _Softmax3(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(torch.relu(x), dim=-1), x * 0 + (x + 1).sum(-1, keepdim=True)
+
+
+def test_a_gustavson_sum_whose_body_is_not_zero_where_absent_sees_every_row():
+    """sum_l(x + 1) accumulated Gustavson-style under an outer loop skipped the rows where a
+    3-D x has no entries (softmax gave inf, the row sums 0; fuzz seed 101)."""
+    x = torch.tensor([[[1.0, 0], [0, 0]], [[0, 2.0], [0, 0]]])
+    for order in ("plain", "0", "auto"):
+        prog = fuseflow.compile(_Softmax3(), (x,), formats={"x": ["dense", "compressed", "compressed"]}, order=order)
+        prog.simulate().check()
