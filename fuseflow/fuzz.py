@@ -1,8 +1,8 @@
 """Differential fuzzing: random sparse programs x formats x schedules x orders vs eager PyTorch.
 
 ``python -m fuseflow.fuzz --cases 10000`` draws programs (einsum chains, elementwise mixes,
-row reductions, softmax and masked softmax, sparse activations, transposes, full sums,
-pass-through outputs) over random integer-valued sparse inputs of ranks 1-4 (leading batch
+row reductions, softmax and masked softmax, sparse activations, transposes, slices,
+concatenations, reshapes into heads, full sums, pass-through outputs) over random integer-valued sparse inputs of ranks 1-4 (leading batch
 dims, size-1 and size-0 dims, all-zero inputs) in random storage: named formats, per-level
 lists in any arrangement, and torch's own layouts (COO, hybrid COO, CSR/CSC, batched and
 hybrid CSR); it compiles each under a random schedule and order, simulates it and compares
@@ -40,6 +40,9 @@ OPS = (
     "masked_softmax",
     "sparsify_matmul",
     "transpose",
+    "slice",
+    "cat",
+    "split_heads",
 )
 UNARY = {  # ops that keep the running tensor's shape and read nothing else
     "relu": "torch.relu(h)",
@@ -140,6 +143,15 @@ class Case:
             elif op == "transpose" and not self.vector:
                 self.body.append("h = h.transpose(-1, -2)")
                 n, m = m, n
+            elif op == "slice" and m > 1:  # a narrow of the last dim (a region boundary before it)
+                self.body.append(f"h = h[..., 1:{m}]")
+                m -= 1
+            elif op == "cat":  # concatenated with a scaled copy along the last dim
+                self.body.append("h = torch.cat([h, h * 0.5], dim=-1)")
+                m *= 2
+            elif op == "split_heads" and m % 2 == 0 and m > 1:  # (.., m) -> (.., 2, m / 2), summed back
+                self.body.append(f"h = h.reshape(*h.shape[:-1], 2, {m // 2}).sum(-2)")
+                m //= 2
         if self.final_sum:
             self.body.append("h = h.sum()")
 
@@ -289,7 +301,7 @@ def cases():
             lead=tuple(draw(st.lists(st.integers(1, 3), max_size=2))) if nd else (),
             vector=draw(st.booleans()) if nd else False,
             passthrough=draw(st.booleans()),
-            empty=draw(st.booleans()) if nd else False,
+            empty=draw(st.sampled_from([False] * 7 + [True])) if nd else False,  # a size-0 row dim: refused
         )
 
     return draw_case()
