@@ -2,8 +2,9 @@
 
 ``python -m fuseflow.fuzz --cases 10000`` draws programs (einsum chains, elementwise mixes,
 row reductions, softmax and masked softmax, sparse activations, transposes, slices,
-concatenations, reshapes into heads, full sums, pass-through outputs) over random integer-valued sparse inputs of ranks 1-4 (leading batch
-dims, size-1 and size-0 dims, all-zero inputs) in random storage: named formats, per-level
+concatenations, reshapes into heads, full sums, pass-through outputs) over random
+integer-valued sparse inputs of ranks 1-4 (leading batch dims, size-1 and size-0 dims,
+all-zero inputs) in random storage: named formats, per-level
 lists in any arrangement, and torch's own layouts (COO, hybrid COO, CSR/CSC, batched and
 hybrid CSR); it compiles each under a random schedule and order, simulates it and compares
 with eager PyTorch (`SimResult.check`, its default tolerance). A wrong answer, a crash, a
