@@ -78,6 +78,7 @@ class IterCtx:
     bound: dict[int, frozenset]
     memo: dict = field(default_factory=dict)
     compressed_at: Callable[[Access, str], bool] = lambda a, v: True  # can a skip coordinates of v?
+    accumulated: dict[int, str] = field(default_factory=dict)  # spacc'd sum (by id) -> its variable a'
 
     def absent(self, e: Expr, v: str) -> float | None:
         return absent(e, v, self.virtual, self.memo)
@@ -100,10 +101,10 @@ def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
         t = iteration(e.body, v, cx, summed=v in e.vars and e.kind == "sum")
         if v in e.vars and cx.absent(e.body, v) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
-        if id(e) in cx.virtual and v not in e.vars and cx.absent(e.body, v) != 0.0:
+        if cx.accumulated.get(id(e)) == v and cx.absent(e.body, v) != 0.0:
             # a Gustavson sum whose body is not 0 where its operands are absent (sum_l(x + 1)):
-            # the spacc must see every coordinate of its free variables, or the consumer reads
-            # 0 for rows it skipped (found by fuseflow.fuzz on 3-D inputs)
+            # the spacc must see every coordinate it accumulates into, or the consumer reads 0
+            # for the rows it skipped (found by fuseflow.fuzz on 3-D inputs)
             return Full(t)
         return t
     bound = [a for a in e.args if v in cx.bound.get(id(a), ())]
@@ -427,7 +428,12 @@ class SamLowering:
         for inner, orig in p.renamed.items():
             self.dims[inner] = self.dims[orig]
         self.vval: dict[Reduce, str] = {}
-        cx = IterCtx(self.virtual, p.bound, compressed_at=self._compressed_at)
+        cx = IterCtx(
+            self.virtual,
+            p.bound,
+            compressed_at=self._compressed_at,
+            accumulated={rid: a2 for rid, (_, a2) in p.spacc.items()},
+        )
         accs = list(p.access_nest)
         for a in accs:
             real = [v for v in a.vars if v != UNIT]  # size-1 dimensions all share the unit variable
