@@ -19,6 +19,7 @@ import torch
 
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
+from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
@@ -133,7 +134,7 @@ def _named_location_cache(importer):
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
 
-def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str]]:
+def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str], list[int]]:
     """Decompose, check every op against the table, import to the torch dialect in process, and
     lower to linalg in a child process (`torch_lowering`): a crash there cannot kill the caller.
     Also returns the results that ``to_sparse*()`` declared sparse ({FX node: format})."""
@@ -144,10 +145,11 @@ def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         try:
-            ep = ep.run_decompositions(get_decomposition_table())
+            ep = ep.run_decompositions(without_diag(get_decomposition_table()))
         except Exception as e:
             raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
         sparse_results = strip_to_sparse(ep)
+        eyes = rewrite_diag(ep)  # diag(v) = v(j) * I(i, j): identities become trailing inputs
         check_graph(ep.graph.nodes, origin)
         ctx = new_context()
         torch_d.register_dialect(ctx)
@@ -159,7 +161,7 @@ def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple
             raise UnsupportedError(f"torch-mlir's FX importer failed: {str(e).splitlines()[0]}") from None
     text = lower_to_linalg(importer.module.operation.get_asm(enable_debug_info=True), verbose)
     try:
-        return ir.Module.parse(text, context=ctx), sparse_results
+        return ir.Module.parse(text, context=ctx), sparse_results, eyes
     except ir.MLIRError as e:
         raise UnsupportedError(f"torch-mlir's linalg output did not parse: {str(e).splitlines()[0]}") from None
 
@@ -208,13 +210,17 @@ def import_model(
         except Exception as e:  # torch.export reports many kinds of errors
             raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
     _normalise_sparse_mm(ep)
-    module, sparse_results = _to_linalg(ep, verbose)
+    module, sparse_results, eyes = _to_linalg(ep, verbose)
+    eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
+    graph_names = all_names + list(eye_values)
+    graph_inputs = inputs + [torch.zeros(n, n) for n in eyes]
+    formats.update({name: "csr" for name in eye_values})
     if sparse_results or intermediate:
         with module.context:
-            mark(module.body.operations[0].operation, sparse_results, intermediate, all_names)
+            mark(module.body.operations[0].operation, sparse_results, intermediate, graph_names)
 
     fmts: dict[str, Format] = {}
-    for name, t in zip(all_names, inputs):
+    for name, t in zip(graph_names, graph_inputs):
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
     given = dict(zip(names, args))
@@ -223,7 +229,8 @@ def import_model(
         for name, t in zip(all_names, inputs)
         if "compressed" in fmts[name].levels
     }
-    out_names = _attach(module, all_names, fmts, density)
+    density.update({name: 1.0 / max(1, v.shape[0]) for name, v in eye_values.items()})
+    out_names = _attach(module, graph_names, fmts, density)
     with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
         # inputs are traced as zero views: run the user's model on the user's arguments then
         try:
@@ -242,9 +249,9 @@ def import_model(
     }
     return ImportedModel(
         module,
-        all_names,
+        graph_names,
         fmts,
-        {n: state[n].detach().float().numpy() for n in state_names},
+        {**{n: state[n].detach().float().numpy() for n in state_names}, **eye_values},
         len(args),
         out_names,
         single,

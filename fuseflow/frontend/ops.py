@@ -131,6 +131,7 @@ COMPOSITES: tuple[tuple[str, str], ...] = (
         "(a.view(4, 2, 3).transpose(0, 1) @ c.view(4, 2, 3).transpose(0, 1).transpose(1, 2)).sum(0)",
     ),
     ("torch.stack", "torch.stack([a, c]).sum(0) * 2"),
+    ("torch.diag(v) of a vector (a diagonal CSR matrix)", "torch.diag(1 / (a.sum(1) + 1.0)).to_sparse() @ a"),
 )
 """PyTorch functions that export as ops of the table (checked the same way): what users write."""
 

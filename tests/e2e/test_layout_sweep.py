@@ -193,7 +193,8 @@ def test_nd_torch_sparse_inputs_give_pytorchs_values(make):
 
 def test_feature_normalisation_with_reciprocal_and_a_csr_row_sum():
     """Row-normalising features: `sum(dim, keepdim=True)` of a torch CSR input (PyTorch returns
-    it sparse) and `reciprocal` of a row sum (eager PyTorch has neither on a CSR tensor)."""
+    it sparse), `reciprocal` of a row sum (eager PyTorch has neither on a CSR tensor) and
+    `diag` of a vector."""
     f = _values((5, 4), seed=4).abs()
     f[:, 0] = 1.0
     texts = [
@@ -201,6 +202,15 @@ def test_feature_normalisation_with_reciprocal_and_a_csr_row_sum():
         "torch.reciprocal(y.sum(dim=1, keepdim=True)) * y",
         "y / y.sum(1, keepdim=True)",
         "x.sum(dim=1, keepdim=True).to_dense() * y",
+        "torch.diag(1 / y.sum(1)).to_sparse() @ y",  # the issue's normalisation: diag is a CSR diagonal
+        "torch.diag(y.sum(1)) - y",
     ]
     ran, refused = _check_all(texts, "xy", (f.to_sparse_csr(), f))
-    assert not refused and len(ran) >= 3, (ran, refused)
+    assert not refused and len(ran) >= 5, (ran, refused)
+
+
+def test_diag_of_a_matrix_is_refused_with_its_line():
+    with pytest.raises(
+        fuseflow.UnsupportedError, match=r"test_layout_sweep\.py:\d+:0: error: aten.diag is not supported"
+    ):
+        fuseflow.compile(Many(["torch.diag(x)"], "x"), (torch.rand(3, 3),))
