@@ -8,7 +8,8 @@ a tensor of its own whose name says how it is made from its sources:
 - ``t3@view2x4x3``: t3 reshaped (row-major) to 2 x 4 x 3;
 - ``t3@perm1x0x2``: t3 transposed (dimension i is t3's ``perm[i]``);
 - ``x@slice0:4:1,2:3:1``: x[0:4:1, 2:5:1] (offset:size:stride per dimension);
-- ``cat1[a;b@slice0:4:1,0:2:1]``: a and that slice of b concatenated along dimension 1.
+- ``cat1[a;b@slice0:4:1,0:2:1]``: a and that slice of b concatenated along dimension 1;
+- ``gather0[emb.weight;ids]``: rows ``ids`` of emb.weight (``index_select``, ``embedding``).
 
 The sources are model inputs or regions' outputs (the partition ends a region before every
 such op), so their data exist when a region reads the derived tensor, and `lookup` derives it
@@ -26,15 +27,17 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import scipy.sparse
 
+from fuseflow.errors import FuseflowError
+
 _SUFFIX = re.compile(r"(?P<kind>view|perm)(?P<dims>\d+(?:x\d+)*)|slice(?P<slices>\d+:\d+:\d+(?:,\d+:\d+:\d+)*)")
-_CAT = re.compile(r"cat(?P<dim>\d+)\[(?P<inner>.*)\]")
+_CAT = re.compile(r"(?P<kind>cat|gather)(?P<dim>\d+)\[(?P<inner>.*)\]")
 
 
 @dataclass(frozen=True)
 class Derived:
     """How a derived tensor is made: `kind` of `sources` with `params` (see the module doc)."""
 
-    kind: str  # view | perm | slice | cat
+    kind: str  # view | perm | slice | cat | gather
     sources: tuple[str, ...]
     params: tuple  # view: shape; perm: permutation; slice: ((offset, size, stride), ...); cat: (dim,)
 
@@ -53,6 +56,10 @@ def slice_name(base: str, slices: Sequence[tuple[int, int, int]]) -> str:
 
 def cat_name(sources: Sequence[str], dim: int) -> str:
     return f"cat{dim}[{';'.join(sources)}]"
+
+
+def gather_name(table: str, index: str, dim: int) -> str:
+    return f"gather{dim}[{table};{index}]"
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -80,7 +87,7 @@ def parse(name: str) -> Derived | None:
             return Derived(m.group("kind"), (base,), tuple(int(d) for d in m.group("dims").split("x")))
     m = _CAT.fullmatch(name)
     if m is not None:
-        return Derived("cat", tuple(_split_top(m.group("inner"), ";")), (int(m.group("dim")),))
+        return Derived(m.group("kind"), tuple(_split_top(m.group("inner"), ";")), (int(m.group("dim")),))
     return None
 
 
@@ -105,6 +112,8 @@ def shape_of(name: str, shapes: Callable[[str], Sequence[int]]) -> tuple[int, ..
     if d.kind == "perm":
         return tuple(inner[0][p] for p in d.params)
     dim = d.params[0]
+    if d.kind == "gather":
+        return inner[0][:dim] + inner[1] + inner[0][dim + 1 :]
     return tuple(sum(sh[dim] for sh in inner) if i == dim else x for i, x in enumerate(inner[0]))
 
 
@@ -125,6 +134,8 @@ def lookup(data: Mapping[str, Any], name: str) -> Any:
 
 def derive(d: Derived, values: Sequence[Any]) -> Any:
     """Apply `d` to its sources' values (dense arrays, or scipy sparse arrays kept sparse)."""
+    if d.kind == "gather":
+        return _gather(d.params[0], *values)
     if any(scipy.sparse.issparse(v) for v in values):
         return _derive_sparse(d, [scipy.sparse.coo_array(v) for v in values])
     arrs = [np.asarray(v) for v in values]
@@ -158,3 +169,16 @@ def _derive_sparse(d: Derived, coos: list) -> Any:
         offset += c.shape[dim]
     shape = tuple(offset if i == dim else x for i, x in enumerate(coos[0].shape))
     return scipy.sparse.coo_array((np.concatenate(datas), tuple(np.concatenate(p) for p in parts)), shape=shape)
+
+
+def _gather(dim: int, table: Any, index: Any) -> Any:
+    """`table` indexed along `dim` by the integer values of `index` (rows of a sparse matrix stay sparse)."""
+    idx = np.asarray(index.toarray() if scipy.sparse.issparse(index) else index)
+    ids = idx.astype(np.int64)
+    extent = table.shape[dim]
+    if ids.size and (ids.min() < 0 or ids.max() >= extent or not np.array_equal(ids, idx)):
+        raise FuseflowError(f"gather: indices must be integers in [0, {extent}); got {idx.min()}..{idx.max()}")
+    if scipy.sparse.issparse(table) and table.ndim == 2 and dim == 0 and ids.ndim == 1:
+        return scipy.sparse.csr_array(table)[ids]
+    dense = table.toarray() if scipy.sparse.issparse(table) else np.asarray(table)
+    return np.take(dense, ids, axis=dim)

@@ -23,7 +23,7 @@ from fuseflow.analysis.index_notation import (
     Reduce,
     call,
 )
-from fuseflow.views import cat_name, perm_name, slice_name, view_name
+from fuseflow.views import cat_name, gather_name, perm_name, slice_name, view_name
 from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
 
@@ -78,10 +78,12 @@ VIEW_OPS = (
 
 
 def derives(op: ir.Operation) -> bool:
-    """Is `op` a view that makes a tensor of its own (`fuseflow.views`): a slice, a
-    concatenation, or a reshape that splits or merges dimensions? Its sources end their region."""
+    """Does `op` make a tensor of its own (`fuseflow.views`): a slice, a concatenation, a
+    reshape that splits or merges dimensions, a gather? Its sources end their region."""
     if op.name in ("tensor.extract_slice", "tensor.concat"):
         return True
+    if op.name == "linalg.generic":
+        return gather_of(op) is not None
     return op.name in ("tensor.expand_shape", "tensor.collapse_shape") and not renames_only(op)
 
 
@@ -93,11 +95,53 @@ _ACC = object()  # marker: the accumulator block argument of a reduction
 
 def is_inlined(op) -> bool:
     """Comparisons producing bool tensors (masks) belong to no region: every consumer
-    recomputes them, so a mask shared by several heads stays a mask in each."""
-    return op.name == "linalg.generic" and all(
-        isinstance(r.type, ir.RankedTensorType) and str(ir.RankedTensorType(r.type).element_type) == "i1"
-        for r in op.results
+    recomputes them, so a mask shared by several heads stays a mask in each. Gathers
+    (`gather_of`) belong to none either: they make a derived tensor (`fuseflow.views`)."""
+    return op.name == "linalg.generic" and (
+        all(
+            isinstance(r.type, ir.RankedTensorType) and str(ir.RankedTensorType(r.type).element_type) == "i1"
+            for r in op.results
+        )
+        or gather_of(op) is not None
     )
+
+
+def gather_of(op) -> tuple[ir.Value, ir.Value, int] | None:
+    """(table, index, dim) when a linalg.generic is a gather (``index_select``, ``embedding``):
+    it reads one integer tensor and yields ``tensor.extract %table[..., index_cast(%in), ...]``
+    with ``linalg.index`` loops elsewhere, its result being ``take(table, index, axis=dim)``."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return None
+    ins, _ = _segments(op)
+    if len(ins) != 1 or not isinstance(ins[0].type, ir.RankedTensorType):
+        return None
+    if not str(ir.RankedTensorType(ins[0].type).element_type).startswith("i"):
+        return None
+    block = op.regions[0].blocks[0]
+    ops = list(block.operations)
+    ex = _owner_op(ops[-1].operands[0]) if ops and ops[-1].operands else None
+    if ex is None or ex.name != "tensor.extract":
+        return None
+    maps, _ = _maps(op)
+    idx_dims = _dim_positions(maps[0], op, "index")
+    if _dim_positions(maps[1], op, "result") != list(range(len(ir.RankedTensorType(op.results[0].type).shape))):
+        return None
+    table, dim, rank = ex.operands[0], None, len(idx_dims)
+    for p, v in enumerate(list(ex.operands)[1:]):
+        o = _owner_op(v)
+        if o is not None and o.name == "arith.index_cast" and o.operands[0] == block.arguments[0]:
+            if dim is not None:
+                return None
+            dim = p
+        elif o is not None and o.name == "linalg.index":
+            d = ir.IntegerAttr(o.attributes["dim"]).value
+            if d != (p if dim is None else p - 1 + rank):
+                return None
+        else:
+            return None
+    if dim is None or idx_dims != list(range(dim, dim + rank)):
+        return None
+    return table, ins[0], dim
 
 
 def op_location(op) -> str | None:
@@ -229,7 +273,7 @@ class RegionParser:
             for i, p in enumerate(perm):
                 src[p] = vs[i]
             return self.expr(op.operands[0], tuple(src))
-        if derives(op):  # a slice, a concatenation, a reshape that splits or merges: read by name
+        if derives(op):  # a slice, a concatenation, a reshape that splits or merges, a gather: by name
             return self._reshaped(op, vs)
         if name in ("tensor.expand_shape", "tensor.collapse_shape"):
             return self.expr(op.operands[0], self._reshape(op, vs))
@@ -276,6 +320,10 @@ class RegionParser:
             return None
         if o.name == "tensor.cast":
             return self._named_view(o.operands[0])
+        g = gather_of(o)
+        if g is not None:
+            table, index = self._named_view(g[0]), self._named_view(g[1])
+            return None if table is None or index is None else gather_name(table, index, g[2])
         if o.name == "tensor.concat":
             parts = [self._named_view(x) for x in o.operands]
             if any(p is None for p in parts):

@@ -26,7 +26,7 @@ class OpSupport:
     """One supported op: its graph name, how it lowers, and an expression that uses it.
 
     `example` is a Python expression over ``a`` (4x6, sparse), ``b`` (6x5), ``c`` (4x6), ``m``
-    (a 0/1 4x6 mask) and ``torch``; the op must occur in its export."""
+    (a 0/1 4x6 mask), ``ids`` (int64 ``[0, 2, 2, 5]``) and ``torch``; the op must occur in its export."""
 
     name: str
     kind: str
@@ -103,11 +103,14 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
     + _ops(
         "data movement",
         "a tensor of its own read by name (`fuseflow/views.py`): the region before it ends, and the slice, "
-        "concatenation or reshape is made from its sources' data between regions",
+        "concatenation, reshape or gather (rows of a table by integer ids) is made from its sources' data "
+        "between regions",
         ("aten.slice.Tensor", "torch.relu(a.narrow(1, 1, 3)) * c[:, :3]"),
         ("aten.select.int", "a[:, 2] * c[:, 0]"),
         ("aten.split_with_sizes", "a.chunk(2, dim=1)[1] @ b[:3]"),
         ("aten.cat", "torch.cat([a, c * 2], dim=1) @ torch.cat([b, b], dim=0)"),
+        ("aten.index_select", "torch.relu(b.index_select(0, ids)) * a[:, :5]"),
+        ("aten.embedding", "torch.nn.functional.embedding(ids, b) @ b.t()"),
     )
     + _ops(
         "view",

@@ -192,7 +192,7 @@ def reshaped_sources(func) -> set:
     made from the source's data (`fuseflow.views`)."""
     out = set()
     for op in body_ops(func):
-        if op.name not in VIEW_OPS or not derives(op):
+        if not derives(op):
             continue
         stack = list(op.operands)
         while stack:

@@ -92,8 +92,9 @@ def test_every_table_op_in_every_2d_layout_matches_pytorch(layout):
     a[0, 0] = 0.5
     m = (torch.rand(4, 6, generator=g) < 0.5).float()
     m[:, 0] = 1.0
-    args = (LAYOUTS_2D[layout](a), torch.rand(6, 5, generator=g), torch.rand(4, 6, generator=g), m)
-    ran, refused = _check_all([s.example for s in SUPPORTED], "abcm", args)
+    ids = torch.tensor([0, 2, 2, 5])
+    args = (LAYOUTS_2D[layout](a), torch.rand(6, 5, generator=g), torch.rand(4, 6, generator=g), m, ids)
+    ran, refused = _check_all([s.example for s in SUPPORTED], ["a", "b", "c", "m", "ids"], args)
     assert ran or refused or layout not in ("strided", "coo", "csr"), f"nothing ran on {layout}"
     assert not refused, f"table examples refused on {layout}: {refused}"
 

@@ -18,8 +18,8 @@ class Expr(torch.nn.Module):
         super().__init__()
         self.text = text
 
-    def forward(self, a, b, c, m):
-        return eval(self.text, {"torch": torch}, {"a": a, "b": b, "c": c, "m": m})
+    def forward(self, a, b, c, m, ids):
+        return eval(self.text, {"torch": torch}, {"a": a, "b": b, "c": c, "m": m, "ids": ids})
 
 
 def _inputs(seed: int = 0):
@@ -28,7 +28,7 @@ def _inputs(seed: int = 0):
     a[0, 0] = 0.5  # no empty mask row: a fully masked softmax row is NaN in PyTorch too, but noisy
     m = (torch.rand(4, 6, generator=g) < 0.5).float()
     m[:, 0] = 1.0
-    return a, torch.rand(6, 5, generator=g), torch.rand(4, 6, generator=g), m
+    return a, torch.rand(6, 5, generator=g), torch.rand(4, 6, generator=g), m, torch.tensor([0, 2, 2, 5])
 
 
 @pytest.mark.parametrize("entry", SUPPORTED, ids=[s.name for s in SUPPORTED])
