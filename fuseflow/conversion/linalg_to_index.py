@@ -391,8 +391,8 @@ class RegionParser:
         bounds = self._loop_bounds(op, maps, ins + outs)
         red = [d for d, it in enumerate(iters) if it == "reduction"]
         for d in range(len(iters)):
-            if d not in env:
-                env[d] = self.fresh(bounds[d])
+            if d not in env:  # a size-1 loop is the unit variable, as in outputs: one name per index 0
+                env[d] = UNIT if bounds[d] == 1 else self.fresh(bounds[d])
         if op.name == "linalg.generic":
             block = op.regions[0].blocks[0]
             yielded = list(block.operations)[-1].operands[result]
@@ -484,7 +484,8 @@ class RegionParser:
         if not isinstance(body, tuple) or body[0] not in ("add", "max"):
             raise unsupported(op, f"'{op.name}' reduction must be out + f(ins) or max(out, f(ins))")
         kind = "sum" if body[0] == "add" else "max"
-        reduced = Reduce(kind, tuple(env[d] for d in red), body[1])
+        rvars = tuple(env[d] for d in red if env[d] != UNIT)
+        reduced = Reduce(kind, rvars, body[1]) if rvars else body[1]  # over size-1 dims only: the body
         init = self.expr(outs[result], vs)
         identity = 0.0 if kind == "sum" else -math.inf
         if isinstance(init, Const) and init.value == identity:
