@@ -99,7 +99,7 @@ def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
         if cx.virtual.get(id(e)) == v:
             return VLeaf(e)
         t = iteration(e.body, v, cx, summed=v in e.vars and e.kind == "sum")
-        if v in e.vars and cx.absent(e.body, v) != identity(e.kind):
+        if v in e.vars and _reduced_absent(e, v, cx) != identity(e.kind):
             return Full(t)  # e.g. a max over entries that are 0 where absent
         if cx.accumulated.get(id(e)) == v and cx.absent(e.body, v) != 0.0:
             # a Gustavson sum whose body is not 0 where its operands are absent (sum_l(x + 1)):
@@ -137,6 +137,22 @@ def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
     if cx.absent(e, v) is None:
         return Full(_join(Union_, subs))
     return _join(Union_, subs)
+
+
+def _reduced_absent(e: Reduce, v: str, cx: IterCtx) -> float | None:
+    """The value a reduction's body takes where its operands are absent along `v`. In a sum, a
+    product with a factor that is 0 there contributes 0 whatever the other factors would be
+    rebuilt to (a softmax over a row whose Gustavson denominator is absent is 1/0): the real
+    factors are finite, so the skipped coordinates add nothing."""
+    if e.kind == "sum" and any(cx.absent(f, v) == 0.0 for f in _product_factors(e.body)):
+        return 0.0
+    return cx.absent(e.body, v)
+
+
+def _product_factors(e: Expr) -> list[Expr]:
+    if isinstance(e, Call) and e.op == "mul":
+        return [f for a in e.args for f in _product_factors(a)]
+    return [e]
 
 
 def _shared_over_renamed(e: Expr, renamed: dict[str, str]) -> bool:
