@@ -103,3 +103,22 @@ def test_a_gustavson_sum_whose_body_is_not_zero_where_absent_sees_every_row():
     for order in ("plain", "0", "auto"):
         prog = fuseflow.compile(_Softmax3(), (x,), formats={"x": ["dense", "compressed", "compressed"]}, order=order)
         prog.simulate().check()
+
+
+class _SoftmaxTimesSparse(torch.nn.Module):
+    def forward(self, x, w):
+        return (torch.softmax(x, -1) * w).sum()
+
+
+def test_a_summed_product_with_an_empty_sparse_factor_is_zero_not_nan():
+    """sum(softmax(x) * w) with w (CSC) empty: the sum rebuilt the softmax where w is absent,
+    its Gustavson denominator absent too: 1/0 x 0 = NaN (fuzz seed 101). Also over a size-1
+    leading dimension, which was a loop variable in the sum and the unit elsewhere."""
+    for shape in [(2, 2, 2), (1, 2, 2), (1, 3, 2, 2)]:
+        x, w = torch.zeros(shape), torch.zeros(shape)
+        w[..., 0, 1] = 2.0
+        for wv in (torch.zeros(shape), w):
+            prog = fuseflow.compile(
+                _SoftmaxTimesSparse(), (x, wv), formats={"w": "csc"}, schedule="full", order="plain"
+            )
+            prog.simulate().check()
