@@ -77,8 +77,9 @@ def storage_choices(rank: int) -> list:
     out.append("torch:coo")
     if rank >= 2:
         out += ["torch:hybrid-coo", "torch:csr", "torch:csc"]
-    if rank == 3:
-        out.append("torch:hybrid-csr")
+    # torch:hybrid-csr is not drawn: eager `hybrid CSR + dense` crashes torch 2.13 (a general
+    # protection fault in libtorch, docs/dependencies.md), which would end the fuzzing process;
+    # tests/e2e/test_layout_sweep.py covers hybrid CSR/CSC inputs
     return out
 
 
