@@ -25,10 +25,16 @@ def _key(e: Expr, env: dict[str, str]) -> tuple:
     return ("K", e)
 
 
-def share_equivalent(e: Expr) -> Expr:
+def alpha_key(r: Reduce) -> tuple:
+    """A reduction's identity up to the names of its bound variables."""
+    return _key(r, {})
+
+
+def share_equivalent(e: Expr, apart: frozenset[tuple] = frozenset()) -> Expr:
     """`e` with every reduction replaced by the first alpha-equivalent one met (bottom-up);
-    `e` itself when nothing is shared. The caller must check that each shared reduction is
-    evaluated in one loop nest (`nests.SharedInTwoNests`)."""
+    `e` itself when nothing is shared. Reductions whose `alpha_key` is in `apart` keep one copy
+    per use. The caller must check that each shared reduction is evaluated in one loop nest
+    (`nests.SharedInTwoNests`)."""
     seen: dict[tuple, Reduce] = {}
     shared = [False]
 
@@ -38,6 +44,8 @@ def share_equivalent(e: Expr) -> Expr:
         if isinstance(x, Reduce):
             r = Reduce(x.kind, x.vars, walk(x.body))
             k = _key(r, {})
+            if k in apart:
+                return r
             if k in seen:
                 shared[0] = True
                 return seen[k]

@@ -18,6 +18,8 @@ model is on. `docs/cycle-model.md` states the rules and where they are approxima
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
@@ -77,13 +79,29 @@ class EstimateError(FuseflowError):
     """The model cannot cover this graph or architecture (the message says what)."""
 
 
+Atom = tuple
+"""One stored level's coordinate pattern: (tensor identity, level, index variable of each level
+down to it). Two streams whose innermost coordinates come from the same atom hold the same
+coordinates in every fiber, whatever primitives lie between them."""
+
+
 class Stream(NamedTuple):
     """Elements per depth (`counts[0]` = 1 for a root's reference), each depth's extent, and the
-    fraction of elements that are real (a union's payload carries N where its operand is absent)."""
+    fraction of elements that are real (a union's payload carries N where its operand is absent).
+
+    `vars` names each depth's index variable (where known). `pattern` is the set of atoms whose
+    intersection the innermost coordinates are (empty: every coordinate; None: unknown, treated
+    as independent of everything); `ref` says which stored level a reference stream points into,
+    as (identity, level, variables). Both exist so that a coordinate set met twice (GCN's
+    adjacency read for the degree and again for the edges) is intersected with itself as
+    itself, not as an independent set of the same density."""
 
     counts: tuple[float, ...]
     dims: tuple[int, ...]
     present: float = 1.0
+    vars: tuple[str, ...] = ()
+    pattern: frozenset | None = None
+    ref: tuple | None = None
 
     @property
     def depth(self) -> int:
@@ -104,7 +122,7 @@ class Stream(NamedTuple):
         return self.data + (max(self.counts[-2], 1.0) if self.depth >= 1 else 0.0) + 1.0
 
     def with_last(self, n: float, present: float = 1.0) -> "Stream":
-        return Stream(self.counts[:-1] + (n,), self.dims, present)
+        return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
 
 
 @dataclass(frozen=True)
@@ -247,6 +265,9 @@ class _Model:
         self.written: dict[str, dict[int, float]] = {}
         self.loaded: dict[str, float] = {}
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
+        self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent
+        self.level_freq: dict[tuple, np.ndarray] = {}  # (identity, level, m) -> TensorStats.frequencies
+        self.wpatterns: dict[str, dict[int, tuple[frozenset | None, tuple[str, ...]]]] = {}
 
     def inp(self, node: "NodeSpec", i: int) -> Stream:
         src, port = node.inputs[i]
@@ -285,12 +306,12 @@ class _Model:
         k = node.kind
         ii = self.t.kind_ii(k)
         if k == "root":
-            return [Stream((1.0,), (1,))], 2.0 * ii, 0.0, 0.0
+            return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
         if k == "scan":
             return self.scan(node, ii)
         if k == "locate":
             crd, ref = self.inp(node, 0), self.inp(node, 1)
-            out = Stream(crd.counts, crd.dims, ref.present)
+            out = Stream(crd.counts, crd.dims, ref.present, crd.vars, crd.pattern, self.deeper(ref.ref, node))
             return [out], crd.tokens * ii, 0.0, 0.0
         if k in ("intersect", "union"):
             return self.joiner(node, ii, k == "union")
@@ -299,7 +320,8 @@ class _Model:
             return [s], s.tokens * ii, 0.0, 0.0
         if k == "repeat":
             ref, sig = self.inp(node, 0), self.inp(node, 1)
-            return [Stream(sig.counts, sig.dims, ref.present)], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
+            out = Stream(sig.counts, sig.dims, ref.present, sig.vars, sig.pattern, ref.ref)
+            return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
         if k == "load":
             s = self.inp(node, 0)
             real = s.data * s.present
@@ -309,7 +331,8 @@ class _Model:
             return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
         if k == "alu":
             s = self.inp(node, 0)
-            return [Stream(s.counts, s.dims, 1.0)], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
+            out = Stream(s.counts, s.dims, 1.0, s.vars, s.pattern)
+            return [out], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
         if k == "reduce":
             return self.reduce(node, ii)
         if k == "spacc":
@@ -320,7 +343,7 @@ class _Model:
             N = max(inner.dims[-1], 1)
             keep = _union_fraction(L / N, N) if L > 0 else 0.0
             o = outer.with_last(outer.data * keep)
-            i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims)
+            i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims, 1.0, inner.vars)
             return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
         if k == "val_drop":
             crd, val = self.inp(node, 0), self.inp(node, 1)
@@ -328,6 +351,7 @@ class _Model:
         if k == "write_crd":
             s = self.inp(node, 0)
             self.written.setdefault(node.tensor or "", {})[node.level] = s.data
+            self.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
             return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
         if k == "write_val":
             s = self.inp(node, 0)
@@ -338,6 +362,77 @@ class _Model:
         if k == "join":
             return self.join(node, ii)
         raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{k}")
+
+    # -- where coordinates come from ---------------------------------------------------------
+    def identity(self, tensor: str | None) -> tuple | None:
+        """A stored tensor's identity across regions: its source name and level order."""
+        t = self.spec.tensors.get(tensor or "")
+        if t is None or t.block or self.spec.block:
+            return None
+        return (t.copy_of or t.name, tuple(t.fmt.mode_order))
+
+    def deeper(self, ref: tuple | None, node: "NodeSpec") -> tuple | None:
+        """The reference a scan or locate of `node`'s level emits, given its input reference."""
+        if ref is None or node.var is None:
+            return None
+        ident, level, vs = ref
+        if ident is None or ident != self.identity(node.tensor) or level != node.level - 1:
+            return None
+        return (ident, node.level, vs + (node.var,))
+
+    def level_pattern(self, node: "NodeSpec", ref: tuple, p: float) -> frozenset:
+        """The atoms of the coordinates a compressed scan emits: the level itself, or, for a
+        tensor an earlier region wrote, the atoms its writer's coordinates came from."""
+        _ident, level, vs = ref
+        st = self.stats.get(node.tensor or "")
+        t = self.spec.tensors[node.tensor or ""]
+        carried = self.carried(st, tuple(t.fmt.mode_order), level)
+        if carried is not None and st is not None:
+            out = set()
+            for (ident, lvl, placeholders), ap in carried:
+                atom = (ident, lvl, tuple(vs[int(v[1:])] for v in placeholders))
+                self.atom_p[atom] = ap
+                for m in range(lvl + 1):
+                    if (ident, lvl, m) in st.level_frequencies:
+                        self.level_freq[(ident, lvl, m)] = st.level_frequencies[(ident, lvl, m)]
+                out.add(atom)
+            return frozenset(out)
+        if p >= 1.0 - 1e-9:
+            return frozenset()  # every fiber full: no constraint
+        self.atom_p[ref] = p
+        for (lvl, m), f in (st.frequencies or {}).items() if st is not None else ():
+            self.level_freq[(ref[0], lvl, m)] = f
+        return frozenset({ref})
+
+    @staticmethod
+    def carried(st: TensorStats | None, order: tuple[int, ...], level: int) -> frozenset | None:
+        """A predicted tensor's atoms for `level` as read in `order`, with ``@m`` naming the
+        reader's level m. Read as written, each level keeps its own. Read in another order, a
+        level holds the stored entries projected onto the reader's levels down to it: the
+        conjunction of every atom, when every atom constrains only those levels (the rest of
+        the stored levels dense); otherwise unknown."""
+        if st is None or not st.patterns or st.pattern_order is None or len(order) != len(st.patterns):
+            return None
+        if order == st.pattern_order:
+            return st.patterns[level]
+        if any(p is None for p in st.patterns):
+            return None
+        where = {f"@{m}": order.index(mode) for m, mode in enumerate(st.pattern_order)}
+        atoms = [(ident, lvl, tuple(where[v] for v in vs), ap) for p in st.patterns for (ident, lvl, vs), ap in p or ()]
+        if any(m > level for *_, ms, _ap in atoms for m in ms):
+            return None
+        return frozenset(((ident, lvl, tuple(f"@{m}" for m in ms)), ap) for ident, lvl, ms, ap in atoms)
+
+    def visits(self, s: Stream, n: int) -> np.ndarray | None:
+        """How often each of `n` values of stream `s`'s innermost coordinate occurs (its atoms'
+        frequencies, independent ones multiplied), or None when no atom of it has them."""
+        out = None
+        var = s.vars[-1] if s.vars else None
+        for ident, lvl, vs in s.pattern or ():
+            f = self.level_freq.get((ident, lvl, vs.index(var))) if var in vs else None
+            if f is not None and len(f) == n:
+                out = f if out is None else out * f
+        return out
 
     def scan(self, node: "NodeSpec", ii: int):
         r = self.inp(node, 0)
@@ -352,8 +447,18 @@ class _Model:
                 if st is not None and node.level < len(st.level_counts)
                 else DEFAULT_FIBER_DENSITY * dim
             )
+            weights = self.visits(r, len(st.fiber_lengths)) if st is not None and st.fiber_lengths is not None else None
+            if weights is not None and st is not None:
+                fiber = st.weighted_fiber(node.level, weights) or fiber
         n = refs * fiber
-        out = Stream(r.counts + (n,), r.dims + (dim,))
+        ref = self.deeper(r.ref, node)
+        if node.params.get("format") == "dense":
+            pattern: frozenset | None = frozenset()
+        elif ref is None:
+            pattern = None
+        else:
+            pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
+        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref)
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
         mem = 0.0 if node.params.get("format") == "dense" else 8.0 * refs + 4.0 * n
@@ -367,25 +472,43 @@ class _Model:
         N = max(crds[0].dims[-1], 1)
         space = max(f * N, 1e-9)
         ps = [min(c.data / space, 1.0) for c in distinct]
+        pats = [c.pattern for c in distinct]
+        known = all(p is not None for p in pats)
+        pattern: frozenset | None = None
         if union:
-            n = space * (1.0 - math.prod(1.0 - p for p in ps))
+            core = min(distinct, key=lambda c: len(c.pattern or ())) if known else None
+            if core is not None and all(core.pattern <= p for p in pats):  # type: ignore[operator]
+                n, pattern = core.data, core.pattern  # the others' coordinates all lie within it
+            else:
+                n = space * (1.0 - math.prod(1.0 - p for p in ps))
             steps = n + f + 1.0
             payload_present = [min(c.data / max(n, 1e-9), 1.0) for c in crds]
         else:
-            n = space * math.prod(ps)
+            # independent operands multiply their densities; an atom two operands share is one
+            # constraint, not two (a level intersected with itself keeps all its coordinates)
+            shared = 1.0
+            seen: dict[Atom, int] = {}
+            for p in pats:
+                for atom in p or ():
+                    if seen.get(atom):
+                        shared *= max(self.atom_p.get(atom, 1.0), 1e-12)
+                    seen[atom] = seen.get(atom, 0) + 1
+            n = min(space * math.prod(ps) / shared, min(c.data for c in distinct))
+            if known:
+                pattern = frozenset().union(*pats)  # type: ignore[arg-type]
             steps = sum(c.data for c in distinct) - (len(distinct) - 1) * n + f + 1.0
             payload_present = [1.0] * len(crds)
-        crd = crds[0].with_last(n)
+        crd = crds[0].with_last(n)._replace(pattern=pattern)
         outs = [crd]
         for j in range(n_ops, len(node.inputs)):
             p = self.inp(node, j)
             present = payload_present[j - n_ops] * (p.present if union else 1.0)
-            outs.append(Stream(crd.counts, crd.dims, present))
+            outs.append(Stream(crd.counts, crd.dims, present, crd.vars, crd.pattern, p.ref))
         return outs, steps * ii, 0.0, 0.0
 
     def reduce(self, node: "NodeSpec", ii: int):
         v = self.inp(node, 0)
-        out = Stream(v.counts[:-1], v.dims[:-1])
+        out = Stream(v.counts[:-1], v.dims[:-1], 1.0, v.vars[:-1])
         steps = v.tokens
         if self.t.reduce_split_stop and v.depth >= 2:
             steps += v.counts[-3]  # one stop above S0 per enclosing fiber
@@ -403,7 +526,7 @@ class _Model:
             outer, k_per, inner = c[-3], c[-2] / max(c[-3], 1e-9), c[-1] / max(c[-2], 1e-9)
             N = max(d[-1], 1)
             U = outer * N * _union_fraction(inner / N, k_per)
-            outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],))] * 2
+            outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],), 1.0, v.vars[:-2] + v.vars[-1:])] * 2
             flushes = outer
         else:
             parent, r_per = c[-4], c[-3] / max(c[-4], 1e-9)
@@ -412,8 +535,8 @@ class _Model:
             Uk = parent * Nk * _union_fraction(k_len / Nk, r_per)
             l_len = c[-1] / max(c[-2], 1e-9)
             Ul = Uk * Nl * _union_fraction(l_len / Nl, c[-2] / max(Uk, 1e-9))
-            kk = Stream(c[:-3] + (Uk,), d[:-3] + (d[-2],))
-            ll = Stream(c[:-3] + (Uk, Ul), d[:-3] + (d[-2], d[-1]))
+            kk = Stream(c[:-3] + (Uk,), d[:-3] + (d[-2],), 1.0, v.vars[:-3] + v.vars[-2:-1])
+            ll = Stream(c[:-3] + (Uk, Ul), d[:-3] + (d[-2], d[-1]), 1.0, v.vars[:-3] + v.vars[-2:])
             outs = [kk, ll, ll]
             flushes = parent
         steps = v.tokens + max(s.tokens for s in outs)
@@ -427,7 +550,11 @@ class _Model:
     def fork(self, node: "NodeSpec", ii: int):
         s = self.inp(node, 0)
         P = int(node.params.get("factor", 1))
-        lane = s if int(node.params.get("depth", 0)) < 0 else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present)
+        lane = (
+            s
+            if int(node.params.get("depth", 0)) < 0
+            else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present, s.vars)
+        )
         return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
 
     def join(self, node: "NodeSpec", ii: int):
@@ -437,7 +564,7 @@ class _Model:
         cut = max(first.depth - d, 0)
         counts = first.counts[:cut] + tuple(sum(s.counts[j] for s in lanes) for j in range(cut, len(first.counts)))
         present = sum(s.data * s.present for s in lanes) / max(sum(s.data for s in lanes), 1e-9)
-        out = Stream(counts, first.dims, present)
+        out = Stream(counts, first.dims, present, first.vars)
         return [out], out.tokens * ii, 0.0, 0.0
 
     # -- tiles, fill, memory, outputs ---------------------------------------------------------
@@ -524,8 +651,42 @@ class _Model:
             for lvl, kind in enumerate(t.fmt.levels):
                 acc = written.get(lvl, acc * dims[lvl] if kind == "dense" else acc)
                 counts.append(float(acc))
-            out[name] = TensorStats(dims, tuple(counts), exact=False)
+            patterns = None if b else self.carried_patterns(name, t.fmt.levels)
+            freqs = {
+                key: f
+                for level in patterns or ()
+                for (ident, lvl, _), _p in level or ()
+                for key, f in self.level_freq.items()
+                if key[:2] == (ident, lvl)
+            }
+            out[name] = TensorStats(
+                dims, tuple(counts), False, patterns, tuple(t.fmt.mode_order), level_frequencies=freqs
+            )
         return out
+
+    def carried_patterns(self, tensor: str, levels: Sequence[str]) -> tuple[frozenset | None, ...]:
+        """Each written level's atoms with the level variables of `tensor` as ``@m`` placeholders,
+        each with its density; None for a level whose atoms use a variable the tensor lacks."""
+        out: list[frozenset | None] = []
+        for lvl, kind in enumerate(levels):
+            pattern, vs = self.wpatterns.get(tensor, {}).get(lvl, (None, ()))
+            if kind == "dense":
+                out.append(frozenset())
+                continue
+            if pattern is None or len(vs) != lvl + 1 or len(set(vs)) != len(vs):
+                out.append(None)
+                continue
+            try:
+                out.append(
+                    frozenset(
+                        ((ident, al, tuple(f"@{vs.index(v)}" for v in avs)), self.atom_p.get((ident, al, avs), 1.0))
+                        for ident, al, avs in pattern
+                        if self.atom_p.get((ident, al, avs), 1.0) < 1.0 - 1e-9
+                    )
+                )
+            except ValueError:  # an atom over a variable this tensor does not store
+                out.append(None)
+        return tuple(out)
 
 
 def estimate_graph(spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:

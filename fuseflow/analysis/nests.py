@@ -198,7 +198,26 @@ def plan(
         for c in collecting:
             c.append(nest)
 
+    memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, list]] = {}
+
     def assign(e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
+        """`assign_once`, once per DAG node and nest: the parser shares subexpressions (a
+        softmax reads its row statistics twice), and walking the tree instead grows
+        exponentially with the depth of a fused decoder."""
+        if top or isinstance(e, (Access, Const)):
+            return assign_once(e, ctx, top, masked)
+        key = (id(e), ctx, masked)
+        hit = memo.get(key)
+        if hit is None:
+            collecting.append([])
+            out = assign_once(e, ctx, top, masked)
+            memo[key] = (out, collecting.pop())
+            return out
+        for nest in hit[1]:  # what the first visit recorded, for the spaccs around this one
+            record(nest)
+        return hit[0]
+
+    def assign_once(e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
         if isinstance(e, Access):
             p.value_nest[id(e)] = ctx
             missing = [v for v in e.vars if v not in ctx and v != UNIT]
@@ -289,6 +308,8 @@ def plan(
     p.expr = assign(expr, p.root_nest, top=True)
 
     def bound_of(e: Expr) -> frozenset:
+        if id(e) in p.bound:
+            return p.bound[id(e)]
         if isinstance(e, Reduce):
             b = frozenset(e.vars) | bound_of(e.body)
         elif isinstance(e, Call):

@@ -8,7 +8,7 @@ the region that produces them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -21,11 +21,32 @@ class TensorStats:
 
     `dims` are the level extents (block counts for a blocked tensor); a dense level holds its
     parent's count times its extent. `exact` is False for predicted (intermediate) tensors.
+    A predicted tensor may also say where each level's coordinates come from (`patterns`, the
+    cycle model's atoms with level variables written ``@m`` for the tensor's own level m, each
+    with its density), valid when it is read in `pattern_order`.
     """
 
     dims: tuple[int, ...]
     level_counts: tuple[float, ...]
     exact: bool = True
+    patterns: tuple[frozenset | None, ...] | None = None
+    pattern_order: tuple[int, ...] | None = None
+    fiber_lengths: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """Matrices: entries of each level-1 fiber, by level-0 coordinate."""
+    frequencies: dict[tuple[int, int], np.ndarray] | None = field(default=None, compare=False, repr=False)
+    """Matrices: (level, m) -> how many entries of that level have each value of the coordinate
+    of level m (m <= level), by value: (1, 1) the column counts of CSR, (1, 0) its row lengths."""
+    level_frequencies: dict = field(default_factory=dict, compare=False, repr=False)
+    """Predicted tensors: the `frequencies` of the stored levels their `patterns` name, by
+    (identity, level, m)."""
+
+    def weighted_fiber(self, level: int, weights: np.ndarray) -> float | None:
+        """Mean entries of a `level` fiber when fibers are visited `weights[c]` times each for
+        parent coordinate c: the neighbours of a node are more often the well-connected ones."""
+        if level != 1 or self.fiber_lengths is None or len(weights) != len(self.fiber_lengths):
+            return None
+        total = float(weights.sum())
+        return float(weights @ self.fiber_lengths) / total if total > 0 else None
 
     @property
     def nnz(self) -> float:
@@ -68,7 +89,22 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
     for lvl, kind in enumerate(levels):
         parent = parent * dims[lvl] if kind == "dense" else float(prefix_counts[lvl])
         counts.append(parent)
+    if len(dims) == 2 and not block:
+        lengths, frequencies = _matrix_profile(data, mode_order)
+        return TensorStats(dims, tuple(counts), fiber_lengths=lengths, frequencies=frequencies)
     return TensorStats(dims, tuple(counts))
+
+
+def _matrix_profile(data, mode_order: Sequence[int]) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
+    """A stored matrix's fiber lengths by outer coordinate, and `TensorStats.frequencies`."""
+    m = scipy.sparse.csr_array(data) if scipy.sparse.issparse(data) else scipy.sparse.csr_array(np.asarray(data))
+    if tuple(mode_order) != (0, 1):
+        m = scipy.sparse.csr_array(m.T)
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    lengths = np.diff(m.indptr).astype(np.float64)
+    inner = np.bincount(m.indices, minlength=m.shape[1]).astype(np.float64)
+    return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}
 
 
 def _nonzero_mask(data, block: int) -> np.ndarray:

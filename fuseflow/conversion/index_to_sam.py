@@ -19,7 +19,7 @@ from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.analysis.absent import absent, identity
-from fuseflow.analysis.alpha import share_equivalent
+from fuseflow.analysis.alpha import alpha_key, share_equivalent
 from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
 
@@ -155,31 +155,29 @@ def _product_factors(e: Expr) -> list[Expr]:
     return [e]
 
 
-def _shared_over_renamed(e: Expr, renamed: dict[str, str]) -> bool:
-    """Does a reduction occurring twice in `e` (alpha sharing) have a free variable that a
-    Gustavson body renames (``j`` -> ``j_k``)? Its copy inside that body then reads other
-    coordinates than the one outside, and one subgraph cannot serve both (a stream protocol
-    violation, found by fuseflow.fuzz)."""
+def _shared_over_renamed(e: Expr, renamed: dict[str, str]) -> set[tuple]:
+    """The reductions occurring twice in `e` (alpha sharing) with a free variable that a
+    Gustavson body renames (``j`` -> ``j_k``), as `alpha_key`s. A copy inside that body reads
+    other coordinates than the one outside, and one subgraph cannot serve both (a stream
+    protocol violation, found by fuseflow.fuzz)."""
     originals = set(renamed.values())
-    if not originals:
-        return False
     seen: dict[int, int] = {}
+    bad: set[tuple] = set()
 
     def walk(x: Expr) -> None:
         if isinstance(x, Reduce):
             seen[id(x)] = seen.get(id(x), 0) + 1
             if seen[id(x)] == 2 and free_vars(x) & originals:
-                raise StopIteration
-            walk(x.body)
+                bad.add(alpha_key(x))
+            if seen[id(x)] == 1:
+                walk(x.body)
         elif isinstance(x, Call):
             for a in x.args:
                 walk(a)
 
-    try:
+    if originals:
         walk(e)
-    except StopIteration:
-        return True
-    return False
+    return bad
 
 
 def _may_skip(t, cx: IterCtx, v: str) -> bool:
@@ -424,20 +422,33 @@ class SamLowering:
                 asg.loc,
             ) from e
 
+    def _plan_shared(self, asg: Assign, out_vars: tuple[str, ...], order: list[str] | None) -> NestPlan:
+        """Plan `asg` with alpha-equivalent reductions shared. A shared reduction that a
+        Gustavson body reads under renamed coordinates is split into one copy per use, and
+        only that one: unsharing everything re-plans every softmax statistic of a fused
+        decoder separately. Shared copies that land in different nests unshare everything."""
+        snapshot = (dict(self.tensors), dict(self.aliases), list(self.notes))
+        apart: frozenset[tuple] = frozenset()
+        while True:
+            shared = share_equivalent(asg.expr, apart)
+            try:
+                p = self._plan_concordant(shared, out_vars, asg, order)
+            except SharedInTwoNests:  # shared copies land in different nests: keep them apart
+                break
+            bad = _shared_over_renamed(shared, p.renamed) if shared is not asg.expr else set()
+            if not bad:
+                return p
+            apart |= bad
+            self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
+        self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
+        return self._plan_concordant(asg.expr, out_vars, asg, order)
+
     def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:
         self.dims = asg.dims
         if self.block:
             self.dims = self._block_dims(asg)
         out_vars = tuple(v for v in asg.vars if v != UNIT)
-        shared = share_equivalent(asg.expr)
-        snapshot = (dict(self.tensors), dict(self.aliases), list(self.notes))
-        try:
-            p = self._plan_concordant(shared, out_vars, asg, order)
-            if shared is not asg.expr and _shared_over_renamed(shared, p.renamed):
-                raise SharedInTwoNests("a shared reduction reads a variable a Gustavson body renames", asg.loc)
-        except SharedInTwoNests:  # shared copies land in different nests: keep them apart
-            self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
-            p = self._plan_concordant(asg.expr, out_vars, asg, order)
+        p = self._plan_shared(asg, out_vars, order)
         self.plan = p
         expr = p.expr
         self.virtual = {rid: a for rid, (a, _) in p.spacc.items()}

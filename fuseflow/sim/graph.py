@@ -31,6 +31,7 @@ class NodeSpec:
     tensor: str | None = None  # data-bound nodes: scan (compressed), load
     level: int = 0
     n_out: int = 1  # result streams (a joiner's payloads follow its coordinate output)
+    var: str | None = None  # the index variable a scan or locate iterates (the cycle model's correlations)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _graph_spec(g: SamGraph) -> GraphSpec:
         kind, inputs = op.kind, list(op.operands)
         params: dict[str, Any] = {}
         label = f"{kind}{idx}" + (f"_{op.tensor}" if op.tensor else "") + (f"_{op.index_var}" if op.index_var else "")
-        node = NodeSpec(kind, label, inputs, params, op.tensor, int(op.get("level", 0)), op.n_results)
+        node = NodeSpec(kind, label, inputs, params, op.tensor, int(op.get("level", 0)), op.n_results, op.index_var)
         if kind == "scan":
             params["format"] = op.get("format")
             params["dim"] = int(op.get("dim"))
