@@ -209,9 +209,12 @@ class Program:
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
-        predicted from the writers of the region that produces them."""
+        counted from their values where those are cheap to compute (`sim.values`), and
+        predicted from the writers of the region that produces them otherwise."""
         from fuseflow.analysis.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
         from fuseflow.estimate import ProgramEstimate
+
+        from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch)
@@ -222,7 +225,8 @@ class Program:
         timing = Timing.from_settings(arch_.settings)
         for g in self.graphs:
             est = estimate_graph(g, stats_for_inputs(g, data, known, cache=cache), timing)
-            known.update(est.outputs)
+            if not evaluate_into(data, self.assigns[g.name]):
+                known.update(est.outputs)
             regions.append(est)
         conversions = [
             GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)

@@ -92,9 +92,11 @@ class Stream(NamedTuple):
     `vars` names each depth's index variable (where known). `pattern` is the set of atoms whose
     intersection the innermost coordinates are (empty: every coordinate; None: unknown, treated
     as independent of everything); `ref` says which stored level a reference stream points into,
-    as (identity, level, variables). Both exist so that a coordinate set met twice (GCN's
-    adjacency read for the degree and again for the edges) is intersected with itself as
-    itself, not as an independent set of the same density."""
+    as (identity, level, variables), and `ref_pattern` the pattern of the coordinates that
+    selected those references (a neighbour list picks well-connected rows more often). They
+    exist so that a coordinate set met twice (GCN's adjacency read for the degree and again for
+    the edges) is intersected with itself as itself, not as an independent set of the same
+    density, and a fiber reached through a neighbour list has a neighbour's length."""
 
     counts: tuple[float, ...]
     dims: tuple[int, ...]
@@ -102,6 +104,7 @@ class Stream(NamedTuple):
     vars: tuple[str, ...] = ()
     pattern: frozenset | None = None
     ref: tuple | None = None
+    ref_pattern: frozenset | None = None  # the pattern of the coordinates the references sit at
 
     @property
     def depth(self) -> int:
@@ -311,7 +314,9 @@ class _Model:
             return self.scan(node, ii)
         if k == "locate":
             crd, ref = self.inp(node, 0), self.inp(node, 1)
-            out = Stream(crd.counts, crd.dims, ref.present, crd.vars, crd.pattern, self.deeper(ref.ref, node))
+            out = Stream(
+                crd.counts, crd.dims, ref.present, crd.vars, crd.pattern, self.deeper(ref.ref, node), crd.pattern
+            )
             return [out], crd.tokens * ii, 0.0, 0.0
         if k in ("intersect", "union"):
             return self.joiner(node, ii, k == "union")
@@ -320,7 +325,7 @@ class _Model:
             return [s], s.tokens * ii, 0.0, 0.0
         if k == "repeat":
             ref, sig = self.inp(node, 0), self.inp(node, 1)
-            out = Stream(sig.counts, sig.dims, ref.present, sig.vars, sig.pattern, ref.ref)
+            out = Stream(sig.counts, sig.dims, ref.present, sig.vars, sig.pattern, ref.ref, ref.ref_pattern)
             return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
         if k == "load":
             s = self.inp(node, 0)
@@ -424,11 +429,14 @@ class _Model:
         return frozenset(((ident, lvl, tuple(f"@{m}" for m in ms)), ap) for ident, lvl, ms, ap in atoms)
 
     def visits(self, s: Stream, n: int) -> np.ndarray | None:
-        """How often each of `n` values of stream `s`'s innermost coordinate occurs (its atoms'
-        frequencies, independent ones multiplied), or None when no atom of it has them."""
+        """How often each of `n` values of the coordinate that selected reference stream `s`'s
+        references occurs (its atoms' frequencies, independent ones multiplied), or None when
+        no atom of it has them."""
         out = None
-        var = s.vars[-1] if s.vars else None
-        for ident, lvl, vs in s.pattern or ():
+        if s.ref is None or not s.ref[2]:
+            return None
+        var = s.ref[2][-1]
+        for ident, lvl, vs in s.ref_pattern or ():
             f = self.level_freq.get((ident, lvl, vs.index(var))) if var in vs else None
             if f is not None and len(f) == n:
                 out = f if out is None else out * f
@@ -458,7 +466,7 @@ class _Model:
             pattern = None
         else:
             pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
-        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref)
+        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern)
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
         mem = 0.0 if node.params.get("format") == "dense" else 8.0 * refs + 4.0 * n
@@ -503,7 +511,13 @@ class _Model:
         for j in range(n_ops, len(node.inputs)):
             p = self.inp(node, j)
             present = payload_present[j - n_ops] * (p.present if union else 1.0)
-            outs.append(Stream(crd.counts, crd.dims, present, crd.vars, crd.pattern, p.ref))
+            # a payload of references at the joined coordinate now sits at the joined coordinates
+            at_join = p.ref is not None and p.ref[2][-1:] == crd.vars[-1:]
+            outs.append(
+                Stream(
+                    crd.counts, crd.dims, present, crd.vars, crd.pattern, p.ref, pattern if at_join else p.ref_pattern
+                )
+            )
         return outs, steps * ii, 0.0, 0.0
 
     def reduce(self, node: "NodeSpec", ii: int):

@@ -210,7 +210,7 @@ def lower_module(
             pick = ranker.rank(region, pick, build)
         lowering = build([v for v in pick.order] if pick is not None else None)
         if ranker is not None:
-            ranker.commit(lowering.text())
+            ranker.commit(lowering.text(), asgs)
         exprs = []
         for asg in asgs:
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")

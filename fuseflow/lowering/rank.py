@@ -143,8 +143,13 @@ class OrderRanker:
             self.memo[key] = alts[best].name
         return replace(alts[best], alternatives=alts)
 
-    def commit(self, text: str) -> None:
-        """The chosen graph of a region: its written tensors' predicted statistics feed later regions."""
+    def commit(self, text: str, assigns: "list | None" = None) -> None:
+        """The chosen graph of a region: its written tensors feed later regions, as values
+        where they are cheap to compute from `assigns` (`sim.values.evaluate_into`), else as
+        predicted statistics."""
+        from fuseflow.sim.values import evaluate_into
+
         _, est = self._estimate(text)
-        self.known.update(est.outputs)
+        if not assigns or not evaluate_into(self.data, assigns):
+            self.known.update(est.outputs)
         self._estimates.clear()  # the next region sees new known statistics

@@ -58,19 +58,40 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def region_values(assigns: list[Assign], env: Mapping[str, object]) -> dict[str, np.ndarray]:
-    """Every output of a region (`assigns`), as dense float32 arrays in mode order."""
+ESTIMATE_ELEMENTS = 1 << 24
+"""Largest array the cycle model's evaluation of intermediates builds (64 MiB of float32): an
+estimate must stay far cheaper than a simulation."""
+
+
+def region_values(
+    assigns: list[Assign], env: Mapping[str, object], limit: int = MAX_DENSE_ELEMENTS
+) -> dict[str, np.ndarray]:
+    """Every output of a region (`assigns`), as dense float32 arrays in mode order; raises
+    `Unevaluable` when an array would exceed `limit` elements."""
     dims: dict[str, int] = {}
     for a in assigns:
         dims.update(a.dims)
-    ev = _Evaluator(env, dims)
+    ev = _Evaluator(env, dims, limit)
     return {a.out: ev.output(a) for a in assigns}
 
 
+def evaluate_into(env: dict, assigns: list[Assign], limit: int = ESTIMATE_ELEMENTS) -> bool:
+    """Add a region's outputs to `env` when they are cheap to compute; False when they are not
+    (the caller predicts them instead). The cycle model reads tensors passed between regions
+    from these values: the simulator packs them from values too, so a ReLU's or a masked max's
+    zeros are dropped there, which no structural prediction sees."""
+    try:
+        env.update(region_values(assigns, env, limit))
+    except Unevaluable:
+        return False
+    return True
+
+
 class _Evaluator:
-    def __init__(self, env: Mapping[str, object], dims: Mapping[str, int]):
+    def __init__(self, env: Mapping[str, object], dims: Mapping[str, int], limit: int = MAX_DENSE_ELEMENTS):
         self.env = env
         self.dims = dims  # every variable's extent (the parser's)
+        self.limit = limit
         self.dense: dict[str, np.ndarray] = {}
         self.memo: dict[Expr, Term] = {}
 
@@ -97,7 +118,7 @@ class _Evaluator:
         if isinstance(e, Call):
             terms = [self.eval(a) for a in e.args]
             vs = _union(t[1] for t in terms)
-            _budget(vs, self.dims)
+            _budget(vs, self.dims, self.limit)
             args = [_align(a, v, vs) for a, v in terms]
             with np.errstate(all="ignore"):
                 out = _UNARY[e.op](args[0]) if len(args) == 1 else _BINARY[e.op](args[0], args[1])
@@ -123,7 +144,7 @@ class _Evaluator:
         if name not in self.dense:
             value = views.lookup(self.env, name)
             size = int(np.prod(value.shape)) if value.shape else 1
-            if size > MAX_DENSE_ELEMENTS:
+            if size > self.limit:
                 raise Unevaluable(f"{name} has {size:,} elements")
             if scipy.sparse.issparse(value):
                 value = value.toarray()
@@ -136,7 +157,7 @@ class _Evaluator:
         inner = _union(t[1] for t in terms)
         free = tuple(v for v in inner if v not in e.vars)
         dims = self.dims
-        _budget(free, dims)
+        _budget(free, dims, self.limit)
         if e.kind == "sum":
             letters = {v: _letter(i) for i, v in enumerate(inner)}
             spec = ",".join("".join(letters[v] for v in vs) for _, vs in terms)
@@ -146,7 +167,7 @@ class _Evaluator:
                     out = out * np.float32(dims[v])
             return np.asarray(out, dtype=np.float32), free
         (arr, vs), axes = terms[0], tuple(i for i, v in enumerate(terms[0][1]) if v in e.vars)
-        _budget(vs, dims)
+        _budget(vs, dims, self.limit)
         if e.kind == "max":
             out = arr.max(axis=axes) if axes else arr  # NaN propagates, as the ALU's max
         elif e.kind == "min":
@@ -174,9 +195,9 @@ def _letter(i: int) -> str:
     return "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]
 
 
-def _budget(vs: tuple[str, ...], dims: Mapping[str, int]) -> None:
+def _budget(vs: tuple[str, ...], dims: Mapping[str, int], limit: int) -> None:
     size = int(np.prod([dims.get(v, 1) for v in vs], dtype=np.float64))
-    if size > MAX_DENSE_ELEMENTS:
+    if size > limit:
         raise Unevaluable(f"an intermediate over ({', '.join(vs)}) would have {size:,} elements")
 
 
