@@ -56,6 +56,14 @@ def _cases(quick: bool):
         ("graphsage", graphsage, {}, ["unfused", "layer", "full"], False),
         ("sae", sae, {} if not quick else dict(batch=8, n_in=128, n_hidden=32), ["unfused", "layer", "full"], False),
     ]
+    try:
+        import pyg_gnn
+        import torch_geometric  # noqa: F401
+    except ImportError:  # the pyg extra is optional
+        pyg_gnn = None
+    if pyg_gnn is not None:
+        for conv in ("gcn", "sage", "sage-max", "gin"):
+            out.append((f"pyg-{conv}", pyg_gnn, dict(conv=conv), ["unfused", "layer", "full", "op"], False))
     if not quick:
         out.append(("gpt-bigbird-seq64", gpt_bigbird, small_gpt, ["unfused", "fuseflow"], False))
         out.append(("gpt-bigbird-seq256", gpt_bigbird, {}, ["unfused", "fuseflow"], False))  # the largest: speed
@@ -159,11 +167,11 @@ def main() -> None:
 
     for name, mod, opts, schedules, sweep in _cases(a.quick):
         model, args, formats = mod.build(**opts)
-        base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain")
+        base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain", arch=a.arch)
         for sched_name in schedules:
             sched = _schedule(mod, sched_name, base)
             for order in ("plain", "auto"):
-                prog = fuseflow.compile(model, args, formats=formats, schedule=sched, order=order)
+                prog = fuseflow.compile(model, args, formats=formats, schedule=sched, order=order, arch=a.arch)
                 record(name, sched_name, order, prog)
                 if sweep and order == "auto" and len(prog.graphs) == 1:
                     region = prog.graphs[0].name
@@ -172,7 +180,7 @@ def main() -> None:
     for name, model, args, formats in _random_chains(a.random):
         for schedule, order in (("full", "auto"), ("full", "plain"), ("unfused", "plain")):
             try:
-                prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, order=order)
+                prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, order=order, arch=a.arch)
             except fuseflow.FuseflowError as e:
                 print(json.dumps({"model": name, "schedule": schedule, "skipped": str(e)}), flush=True)
                 continue
@@ -191,6 +199,18 @@ def main() -> None:
         "median_abs_error": float(np.median(errs)),
         "p90_abs_error": float(np.percentile(errs, 90)),
         "max_abs_error": float(errs.max()),
+        "worst_program": max(
+            (
+                {
+                    "model": r["model"],
+                    "schedule": r["schedule"],
+                    "order": r["order"],
+                    "ratio": r["cycles"] / r["estimate"],
+                }
+                for r in rows
+            ),
+            key=lambda x: max(x["ratio"], 1 / max(x["ratio"], 1e-9)),
+        ),
         "spearman_per_model": {m: round(v, 4) for m, v in rank.items() if not np.isnan(v)},
         "largest_case": {
             "model": largest["model"],

@@ -16,7 +16,12 @@ Search (DESIGN §12):
    cycles, bytes and ALU ops are all dominated by another's is dropped.
 3. *Confirm*: the best `top_k` by estimate (1 per 20 segmentations of the space, at most 3) are
    compiled again with each region's order chosen (``order="auto"``, Planning I), estimated
-   whole and simulated; the fastest simulated wins.
+   whole and simulated, and so is the built-in schedule (unfused, layer, full, op) with the best
+   estimate. Then the search widens: the next candidates by estimate are simulated until none
+   left could beat the best simulated one even if the model were as optimistic about it as it
+   was about any simulated one (a simulation more than `TRUST` times off its estimate is named
+   as the reason). The fastest simulated wins, so the choice is never worse than anything the
+   planner simulated.
 
 `Plan.explain()` says what was considered, pruned and why.
 """
@@ -32,8 +37,11 @@ from typing import Any, Mapping, Sequence
 import networkx as nx
 
 from fuseflow.errors import FuseflowError
-from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, matches
+from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
 
+TRUST = 1.5
+"""A simulation further than this factor from its estimate (either way) widens the search."""
+BUILTINS = ("unfused", "layer", "full", "op")
 OP_UNITS = 10
 """Models with at most this many PyTorch-level ops are planned op by op."""
 MAX_UNITS = 24
@@ -75,10 +83,21 @@ class Candidate:
     alu_ops: float = 0.0
     simulated_cycles: int | None = None
     status: str = ""
-    schedule: Schedule | None = None
+    schedule: Any = None  # a Schedule, or a built-in's name
+    builtin: str | None = None  # a built-in schedule (its regions need not be unit segments)
+    program: Any = field(default=None, repr=False)  # compiled already (a built-in, estimated whole)
 
     def describe(self, units: list[Unit]) -> str:
+        if self.builtin is not None:
+            return f"built-in schedule {self.builtin!r}"
         return " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
+
+    @property
+    def error(self) -> float | None:
+        """How far the simulation is from the estimate (simulated / estimated)."""
+        if self.simulated_cycles is None:
+            return None
+        return self.simulated_cycles / max(self.estimate_cycles, 1.0)
 
 
 @dataclass
@@ -289,7 +308,9 @@ class Space:
     """The planner's search space for one model: its units, the segments the user's rules allow,
     and compiling a segmentation (the model is exported once; each compile re-lowers)."""
 
-    def __init__(self, model, example_args, formats=None, *, node_budget=100_000, passes=None, constraints=None):
+    def __init__(
+        self, model, example_args, formats=None, *, node_budget=100_000, passes=None, constraints=None, arch=None
+    ):
         from fuseflow.frontend.export import import_model
         from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
 
@@ -297,7 +318,7 @@ class Space:
         self.imported = import_model(model, self.args, formats)
         self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
         self.model = copy.deepcopy(model).eval()
-        self.node_budget, self.passes = node_budget, passes
+        self.node_budget, self.passes, self.arch = node_budget, passes, arch
         with self.imported.module.context:
             func = main_func(self.imported.module)
             infos, index_of = op_listing(func)
@@ -310,21 +331,23 @@ class Space:
         self.memo: dict[str, str] = {}
         self.quick_memo: dict[str, str] = {}
 
-    def compile(self, segments: Sequence[tuple[int, int]], order: Any = None, quick: bool = False):
-        """The program of one segmentation. `quick` (the cover): orders ranked on a shortlist of
-        `QUICK_TOP`, and a region ranked in an earlier compile keeps its order (`OrderRanker.memo`)."""
+    def compile(self, segments: Sequence[tuple[int, int]] | str, order: Any = None, quick: bool = False):
+        """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
+        orders ranked on a shortlist of `QUICK_TOP`, and a region ranked in an earlier compile
+        keeps its order (`OrderRanker.memo`)."""
         from fuseflow.mlir import ir
-        from fuseflow.program import _lower
+        from fuseflow.program import _lower, ranker_for
 
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
-        sched = _schedule(self.units, segments)
+        sched = segments if isinstance(segments, str) else _schedule(self.units, segments)
         opts = {"top": QUICK_TOP, "memo": self.quick_memo} if quick else {"memo": self.memo}
+        opts.update(ranker_for(self.arch))
         passes = self.passes
         if quick and order in (None, "auto") and not (passes and "fuseflow-order" in passes):
             passes = ",".join(([passes] if passes else []) + [f"fuseflow-order{{order=auto cap={QUICK_CAP}}}"])
             order = None
-        return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts)
+        return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch)
 
     def segmentations(self) -> list[tuple[tuple[int, int], ...]]:
         """Every allowed segmentation (2^(units-1) at most: for exhaustive sweeps of small models)."""
@@ -360,7 +383,9 @@ def plan(
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``)."""
     t0 = time.perf_counter()
-    space = Space(model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints)
+    space = Space(
+        model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints, arch=arch
+    )
     units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
     if top_k is None:
         top_k = top_k_for(_count_segmentations(n, allowed))
@@ -400,25 +425,98 @@ def plan(
     alive = sorted((c for c in cands if not c.status), key=lambda c: c.estimate_cycles)
     for c in alive[top_k:]:
         c.status = f"pruned: not in the top {top_k} by estimate"
+    if not alive:
+        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
+    # the built-in schedules, estimated whole: the best of them is always simulated
+    if constraints is None or not constraints.ruleset:
+        builtin = _best_builtin(space, order, arch, say)
+        if builtin is not None:
+            cands.append(builtin)
     # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
-    simulated = 0
-    programs: dict[tuple, Any] = {}
-    for j, c in enumerate(alive[:top_k]):
-        say(f"confirming candidate {j + 1}/{min(top_k, len(alive))}")
-        prog = programs[c.segments] = space.compile(c.segments, order)
+    programs: dict[int, Any] = {}
+    simulated = [0]
+
+    def confirm(c: Candidate, why: str) -> None:
+        say(f"confirming: {c.describe(units)}")
+        prog = programs[id(c)] = c.program or space.compile(c.segments, order)
         est = prog.estimate(arch=arch)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
         res = prog.simulate(arch=arch)
         c.simulated_cycles = res.cycles
-        simulated += res.cycles
-        c.status = "simulated"
-    if not alive:
-        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
-    win = min(alive[:top_k], key=lambda c: (c.simulated_cycles, c.estimate_cycles))
+        simulated[0] += res.cycles
+        c.status = why
+
+    finalists = alive[:top_k] + [c for c in cands if c.builtin is not None]
+    for c in finalists:
+        try:
+            confirm(c, "simulated" if c.builtin is None else "simulated (best built-in by estimate)")
+        except FuseflowError as e:
+            c.status = f"failed: {str(e).splitlines()[0][:80]}"
+    _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
+    done = [c for c in cands if c.simulated_cycles is not None]
+    if not done:
+        raise FuseflowError("schedule=auto: no candidate schedule could be simulated")
+    win = min(done, key=lambda c: (c.simulated_cycles, c.estimate_cycles))
     win.status = "chosen"
-    program = programs[win.segments]
+    program = programs[id(win)]
     program.schedule = "auto"
-    return Plan(program, win.schedule, units, cands, space.compiles, simulated, time.perf_counter() - t0, notes)
+    schedule = win.schedule if win.builtin is None else as_schedule(win.builtin)
+    return Plan(program, schedule, units, cands, space.compiles, simulated[0], time.perf_counter() - t0, notes)
+
+
+def _best_builtin(space: Space, order: Any, arch: Any, say) -> Candidate | None:
+    """The built-in schedule with the best whole-program estimate, as a candidate (compiled)."""
+    best: Candidate | None = None
+    for name in BUILTINS:
+        say(f"estimating the built-in schedule {name!r}")
+        try:
+            prog = space.compile(name, order)
+            est = prog.estimate(arch=arch)
+        except FuseflowError:
+            continue
+        c = Candidate((), float(est.cycles), float(est.mem_bytes), float(est.alu_ops), None, "", name, name, prog)
+        if best is None or c.estimate_cycles < best.estimate_cycles:
+            best = c
+    return best
+
+
+def _widen(rest: list[Candidate], simulated: list[Candidate], confirm, notes: list[str], units: list[Unit]) -> None:
+    """Simulate the next candidates by estimate while one could still win: were its simulation
+    as far below its estimate as the most optimistic error seen among the simulated ones, would
+    it beat the best simulated? Stops at the first that could not (the ranking of the rest can
+    then no longer change the choice). A simulation beyond `TRUST` of its estimate is reported as
+    the reason; smaller errors widen the search only between close candidates."""
+    off = [c for c in simulated if c.error is not None and not (1 / TRUST <= c.error <= TRUST)]
+    reason = ""
+    if off:
+        worst = max(off, key=lambda c: max(c.error, 1 / c.error))  # type: ignore[type-var]
+        reason = (
+            f"[{worst.describe(units)}] simulated {worst.simulated_cycles:,} cycles against "
+            f"{worst.estimate_cycles:,.0f} estimated ({worst.error:.2f}x, beyond {TRUST}x)"
+        )
+    added = 0
+    stop = ""
+    for c in sorted(rest, key=lambda c: c.estimate_cycles):
+        done = [x for x in simulated if x.simulated_cycles is not None]
+        best = min(x.simulated_cycles for x in done)  # type: ignore[type-var]
+        optimism = min(x.error for x in done)  # type: ignore[type-var]
+        if c.estimate_cycles * optimism >= best:
+            stop = (
+                f"the next candidate's estimate x {optimism:.2f} (the most optimistic error seen) "
+                f"cannot beat {best:,} simulated cycles"
+            )
+            break
+        try:
+            confirm(c, "simulated (widened search)")
+            simulated.append(c)
+            added += 1
+        except FuseflowError as e:
+            c.status = f"failed: {str(e).splitlines()[0][:80]}"
+    if added or reason:
+        why = reason or "a candidate's estimate was within the simulated candidates' errors of the best"
+        notes.append(f"widened the search ({why}): simulated {added} more candidate(s)")
+        if stop:
+            notes.append(f"stopped widening: {stop}")
 
 
 def _constraints(constraints: Schedule | None, units: list[Unit], views: list[OpView], notes: list[str]):

@@ -172,6 +172,7 @@ class Program:
     pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
     plan: Any = None  # schedule="auto": the planner's `Plan` (plan.explain(), plan.schedule)
     assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
+    arch: Any = None  # the machine orders were ranked for; simulate() and estimate() default to it
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
@@ -217,7 +218,7 @@ class Program:
         from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args
-        arch_ = Arch.resolve(arch)
+        arch_ = Arch.resolve(arch if arch is not None else self.arch)
         data = self.bind(args)
         known: dict = {}
         cache: dict = {}
@@ -298,7 +299,7 @@ class Program:
         from fuseflow.sim.memo import as_memo
 
         args = tuple(args) if args else self.example_args
-        arch_ = Arch.resolve(arch)
+        arch_ = Arch.resolve(arch if arch is not None else self.arch)
         env = self.bind(args)
         memo_ = as_memo(memo)
         if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
@@ -482,6 +483,7 @@ def compile(
     node_budget: int = 100_000,
     order: "str | Mapping[str, str] | None" = None,
     passes: str | None = None,
+    arch: Any = None,
 ) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
@@ -497,6 +499,9 @@ def compile(
     ``i,k,j``; or a mapping {region name: that} (unnamed regions: ``plain``). Shorthand for the
     pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
     schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
+    `arch`: the machine (a preset name, a TOML file, a dict or an `Arch`) that ``order=auto``
+    and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
+    `simulate()` and `estimate()` default to it. Default: ``comal``.
     """
     if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         from fuseflow.planner import plan
@@ -509,6 +514,7 @@ def compile(
             order=order,
             passes=passes,
             constraints=schedule if isinstance(schedule, Schedule) else None,
+            arch=arch,
         )
         found.program.plan = found
         return found.program
@@ -524,7 +530,18 @@ def compile(
         node_budget,
         order,
         passes,
+        ranker_for(arch),
+        arch,
     )
+
+
+def ranker_for(arch: Any) -> dict[str, Any]:
+    """`OrderRanker` options that rank orders with `arch`'s timing (none: the default, comal)."""
+    if arch is None:
+        return {}
+    from fuseflow.analysis.cycle_model import Timing
+
+    return {"timing": Timing.from_settings(Arch.resolve(arch).settings)}
 
 
 def _lower(
@@ -537,6 +554,7 @@ def _lower(
     order,
     passes: str | None,
     ranker_options: Mapping[str, Any] | None = None,
+    arch: Any = None,
 ) -> "Program":
     """Partition, run passes, lower and parse: everything of `compile` after torch.export.
     `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
@@ -594,6 +612,7 @@ def _lower(
         relayouts,
         "builtin.module(" + ",".join(full) + ")",
         assigns=assigns,
+        arch=arch,
     )
 
 

@@ -156,7 +156,11 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     """What every command that compiles one model file takes."""
     add_example_file_args(p)
     p.add_argument("--schedule", default="unfused", help="unfused | layer | full | op | auto | FILE.json/.py (rules)")
-    p.add_argument("--arch", default="comal", help="preset (comal, sam, rda) or TOML file")
+    p.add_argument(
+        "--arch",
+        default="comal",
+        help="preset (comal, sam, rda) or TOML file: simulated, and what orders are ranked for",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")
     add_pass_args(p)

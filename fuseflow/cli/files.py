@@ -39,7 +39,15 @@ def cmd_compile(a) -> int:
     import fuseflow
 
     model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    prog = fuseflow.compile(
+        model,
+        args,
+        formats=formats,
+        schedule=a.schedule,
+        order=a.order,
+        passes=a.pipeline,
+        arch=getattr(a, "arch", None),
+    )
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(a.model).stem

@@ -54,7 +54,15 @@ def cmd_estimate(a) -> int:
     import fuseflow
 
     model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    prog = fuseflow.compile(
+        model,
+        args,
+        formats=formats,
+        schedule=a.schedule,
+        order=a.order,
+        passes=a.pipeline,
+        arch=getattr(a, "arch", None),
+    )
     explain_plan(prog, a)
     return print_estimate(prog, a)
 

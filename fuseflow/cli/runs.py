@@ -16,7 +16,15 @@ def cmd_run(a) -> int:
     import fuseflow
 
     model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order=a.order, passes=a.pipeline)
+    prog = fuseflow.compile(
+        model,
+        args,
+        formats=formats,
+        schedule=a.schedule,
+        order=a.order,
+        passes=a.pipeline,
+        arch=getattr(a, "arch", None),
+    )
     explain_plan(prog, a)
     if a.estimate:
         return print_estimate(prog, a)

@@ -35,7 +35,9 @@ def test_gcn_auto_is_within_5_percent_of_the_exhaustive_sweep(graph):
     best = min(sweep.values())
     assert found.chosen.simulated_cycles <= 1.05 * best, (found.explain(), best)
     assert found.chosen.simulated_cycles == sweep[found.chosen.segments]  # the plan's program is that point
-    assert found.simulated_cycles <= sum(sweep.values()) / 20  # confirming costs a twentieth of the sweep
+    # confirming costs a quarter of the sweep at most: the finalist, the best built-in by estimate,
+    # and the candidates whose estimates are within the simulated ones' errors of the best
+    assert sum(c.simulated_cycles is not None for c in found.candidates) <= 4, found.explain()
     found.program.simulate().check()
 
 
