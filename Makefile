@@ -28,7 +28,7 @@ lit: $(STAMP)
 
 pytest: $(STAMP)
 	@mkdir -p $(TMPDIR)
-	FUSEFLOW_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q tests
+	FUSEFLOW_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -q -n auto tests
 
 test: lint lit pytest
 

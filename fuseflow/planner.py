@@ -85,7 +85,6 @@ class Candidate:
     status: str = ""
     schedule: Any = None  # a Schedule, or a built-in's name
     builtin: str | None = None  # a built-in schedule (its regions need not be unit segments)
-    program: Any = field(default=None, repr=False)  # compiled already (a built-in, estimated whole)
 
     def describe(self, units: list[Unit]) -> str:
         if self.builtin is not None:
@@ -438,7 +437,7 @@ def plan(
 
     def confirm(c: Candidate, why: str) -> None:
         say(f"confirming: {c.describe(units)}")
-        prog = programs[id(c)] = c.program or space.compile(c.segments, order)
+        prog = programs[id(c)] = space.compile(c.builtin or c.segments, order)
         est = prog.estimate(arch=arch)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
         res = prog.simulate(arch=arch)
@@ -465,16 +464,16 @@ def plan(
 
 
 def _best_builtin(space: Space, order: Any, arch: Any, say) -> Candidate | None:
-    """The built-in schedule with the best whole-program estimate, as a candidate (compiled)."""
+    """The built-in schedule with the best whole-program estimate (orders ranked on the cover's
+    short list), as a candidate."""
     best: Candidate | None = None
     for name in BUILTINS:
         say(f"estimating the built-in schedule {name!r}")
         try:
-            prog = space.compile(name, order)
-            est = prog.estimate(arch=arch)
+            est = space.compile(name, order, quick=True).estimate(arch=arch)
         except FuseflowError:
             continue
-        c = Candidate((), float(est.cycles), float(est.mem_bytes), float(est.alu_ops), None, "", name, name, prog)
+        c = Candidate((), float(est.cycles), float(est.mem_bytes), float(est.alu_ops), None, "", name, name)
         if best is None or c.estimate_cycles < best.estimate_cycles:
             best = c
     return best

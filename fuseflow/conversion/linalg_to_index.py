@@ -517,21 +517,31 @@ def _int_constant(value: ir.Value) -> int | None:
     return None
 
 
-def _min_max(select: ir.Operation):
-    """select(x > c, x, c) is max(x, c), select(x < c, c, x) too; the mirrored forms are min
-    (clamp). Returns (kind, x, c) or None."""
+def _select_compare(select: ir.Operation) -> tuple[bool, ir.Value, ir.Value, ir.Value, ir.Value] | None:
+    """A select on an ordered float comparison: (greater, lhs, rhs, true value, false value),
+    `greater` for > and >=, False for < and <=; None for any other select."""
     cond, t, f = select.operands
     c = cond.owner.operation if isinstance(cond.owner, ir.OpView) else cond.owner
     if not isinstance(c, ir.Operation) or c.name != "arith.cmpf":
         return None
     pred = c.attributes["predicate"]
     pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
-    x, bound = c.operands
-    k = _float_constant(bound)
-    if k is None:
-        return None
     greater, less = pv in (2, 3, 9, 10), pv in (4, 5, 11, 12)
     if not (greater or less):
+        return None
+    x, y = c.operands
+    return greater, x, y, t, f
+
+
+def _min_max(select: ir.Operation):
+    """select(x > c, x, c) is max(x, c), select(x < c, c, x) too; the mirrored forms are min
+    (clamp). Returns (kind, x, c) or None."""
+    cmp = _select_compare(select)
+    if cmp is None:
+        return None
+    greater, x, bound, t, f = cmp
+    k = _float_constant(bound)
+    if k is None:
         return None
     if t == x and _float_constant(f) == k:
         return ("max" if greater else "min"), x, k
@@ -552,15 +562,11 @@ def _masked(cond, a, b):
 def _select_extremum(select: ir.Operation) -> tuple[str, ir.Value, ir.Value] | None:
     """select(x > y, x, y) is max(x, y) and select(x < y, x, y) min(x, y) (torch.maximum and
     minimum, and the halves of leaky_relu); the swapped select is the other one."""
-    cond, t, f = select.operands
-    c = cond.owner.operation if isinstance(cond.owner, ir.OpView) else cond.owner
-    if not isinstance(c, ir.Operation) or c.name != "arith.cmpf":
+    cmp = _select_compare(select)
+    if cmp is None:
         return None
-    pred = c.attributes["predicate"]
-    pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
-    greater, less = pv in (2, 3, 9, 10), pv in (4, 5, 11, 12)
-    x, y = c.operands
-    if not (greater or less) or {t, f} != {x, y} or x == y:
+    greater, x, y, t, f = cmp
+    if {t, f} != {x, y} or x == y:
         return None
     same = t == x
     return ("max" if greater == same else "min"), x, y
