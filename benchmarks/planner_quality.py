@@ -4,7 +4,7 @@ segmentation simulated) where that is small enough, else against the fixed sched
 Per app it prints one JSON line and, at the end, a table: the chosen schedule's simulated cycles,
 the best the sweep found, their ratio, and what each costs in simulated cycles and wall time.
 
-    python benchmarks/planner_quality.py -o docs/results/planner_quality.json [--cora PATH]
+    python benchmarks/planner_quality.py -o docs/results/planner_quality.json [--cora PATH] [--arch rda]
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def _cases(cora: str | None):
 
     out = [
         ("GCN karate", gcn, {}),
+        ("PyG GCN karate", "pyg_gnn", {}),
+        ("PyG GraphSAGE karate", "pyg_gnn", {"conv": "sage"}),
         ("GraphSAGE karate", graphsage, {}),
         ("SAE", sae, {}),
         ("GPT-BigBird seq32 d16", gpt_bigbird, dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)),
@@ -46,13 +48,17 @@ def _cases(cora: str | None):
     return out
 
 
-def measure(name: str, mod, options: dict) -> dict:
+def measure(name: str, mod, options: dict, arch: str) -> dict:
+    if isinstance(mod, str):  # an optional extra's example (pyg)
+        import importlib
+
+        mod = importlib.import_module(mod)
     model, args, formats = mod.build(**options)
     t0 = time.perf_counter()
-    found = plan(model, args, formats)
+    found = plan(model, args, formats, arch=arch)
     plan_s = time.perf_counter() - t0
-    found.program.simulate().check()
-    space = Space(model, args, formats)
+    found.program.simulate(arch=arch).check()
+    space = Space(model, args, formats, arch=arch)
     segs = space.segmentations()
     row = {
         "app": name,
@@ -63,10 +69,13 @@ def measure(name: str, mod, options: dict) -> dict:
         "planner_simulated_cycles": found.simulated_cycles,
         "planner_compiles": found.compiles,
         "planner_s": round(plan_s, 1),
+        "arch": arch,
+        "simulated_candidates": sum(c.simulated_cycles is not None for c in found.candidates),
+        "widened": any("widened" in n for n in found.notes),
     }
     t0 = time.perf_counter()
     if len(segs) <= EXHAUSTIVE_LIMIT:
-        sweep = {s: space.compile(s).simulate().cycles for s in segs}
+        sweep = {s: space.compile(s).simulate(arch=arch).cycles for s in segs}
         best = min(sweep, key=sweep.get)
         row.update(
             reference="exhaustive sweep",
@@ -75,10 +84,12 @@ def measure(name: str, mod, options: dict) -> dict:
             sweep_simulated_cycles=sum(sweep.values()),
         )
     else:
-        fixed = {"unfused": "unfused", "layer": "layer", "full": "full"}
+        fixed = {"unfused": "unfused", "layer": "layer", "full": "full", "op": "op"}
         if hasattr(mod, "schedules"):
             fixed.update(mod.schedules())
-        cycles = {k: fuseflow.compile(model, args, formats, schedule=s).simulate().cycles for k, s in fixed.items()}
+        cycles = {
+            k: fuseflow.compile(model, args, formats, schedule=s, arch=arch).simulate().cycles for k, s in fixed.items()
+        }
         best = min(cycles, key=cycles.get)
         row.update(
             reference=f"best fixed schedule of {', '.join(cycles)} (space of {len(segs)} too large to sweep)",
@@ -98,10 +109,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--output")
     ap.add_argument("--cora", default=str(ROOT.parent / "shared" / "data" / "planetoid" / "cora.npz"))
+    ap.add_argument("--arch", default="comal", help="the machine planned for and simulated")
+    ap.add_argument("--skip", default="", help="comma-separated apps to leave out (substring match)")
     a = ap.parse_args()
     rows = []
+    skip = [x for x in a.skip.split(",") if x]
     for name, mod, options in _cases(a.cora):
-        row = measure(name, mod, options)
+        if any(x in name for x in skip):
+            continue
+        row = measure(name, mod, options, a.arch)
         print(json.dumps(row), flush=True)
         rows.append(row)
     if a.output:
