@@ -69,6 +69,22 @@ def load_example(path: str, a=None):
     return build_model(path, a)[1]
 
 
+def compile_example(a):
+    """The model file of `a` compiled as its flags say (schedule, order, pipeline, arch)."""
+    import fuseflow
+
+    model, args, formats = load_example(a.model, a)
+    return fuseflow.compile(
+        model,
+        args,
+        formats=formats,
+        schedule=a.schedule,
+        order=a.order,
+        passes=a.pipeline,
+        arch=getattr(a, "arch", None),
+    )
+
+
 def print_table(title: str, rows: list[list], headers: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import load_example, print_table, first_diagnostic
+from fuseflow.cli.common import compile_example, print_table, first_diagnostic
 
 
 def cmd_report(a) -> int:
@@ -36,18 +36,7 @@ def cmd_report(a) -> int:
 
 
 def cmd_compile(a) -> int:
-    import fuseflow
-
-    model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(
-        model,
-        args,
-        formats=formats,
-        schedule=a.schedule,
-        order=a.order,
-        passes=a.pipeline,
-        arch=getattr(a, "arch", None),
-    )
+    prog = compile_example(a)
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = Path(a.model).stem

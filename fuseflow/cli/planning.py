@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import option_dict, load_example, print_table, csv_list
+from fuseflow.cli.common import compile_example, option_dict, load_example, print_table, csv_list
 
 
 def print_estimate(prog, a) -> int:
@@ -51,18 +51,7 @@ def print_estimate(prog, a) -> int:
 
 
 def cmd_estimate(a) -> int:
-    import fuseflow
-
-    model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(
-        model,
-        args,
-        formats=formats,
-        schedule=a.schedule,
-        order=a.order,
-        passes=a.pipeline,
-        arch=getattr(a, "arch", None),
-    )
+    prog = compile_example(a)
     explain_plan(prog, a)
     return print_estimate(prog, a)
 

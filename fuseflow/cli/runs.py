@@ -8,23 +8,12 @@ import time
 from pathlib import Path
 
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import option_dict, build_model, load_example, print_table, write_json
+from fuseflow.cli.common import compile_example, option_dict, build_model, load_example, print_table, write_json
 from fuseflow.cli.planning import print_estimate, explain_plan
 
 
 def cmd_run(a) -> int:
-    import fuseflow
-
-    model, args, formats = load_example(a.model, a)
-    prog = fuseflow.compile(
-        model,
-        args,
-        formats=formats,
-        schedule=a.schedule,
-        order=a.order,
-        passes=a.pipeline,
-        arch=getattr(a, "arch", None),
-    )
+    prog = compile_example(a)
     explain_plan(prog, a)
     if a.estimate:
         return print_estimate(prog, a)
