@@ -173,6 +173,22 @@ def test_estimate_reads_the_same_arch_parameters():
     assert abs(est - sim) <= 0.25 * sim
 
 
+def test_compile_ranks_orders_for_its_arch_and_runs_on_it():
+    """compile(arch=) predicts every candidate order with that machine's timing, and the
+    program simulates and estimates on it unless told otherwise."""
+    model, args, formats = kernels.build(kernel="spmm", n=32, k=32, density=0.2)
+    arch = {"kinds": {"alu": {"ii": 4}}}
+    plain = fuseflow.compile(model, args, formats=formats, schedule="full", order="auto")
+    slow = fuseflow.compile(model, args, formats=formats, schedule="full", order="auto", arch=arch)
+    region = slow.graphs[0].name
+    ranked = {c.name: c.cycles for c in slow.order_candidates[region] if c.cycles}
+    comal = {c.name: c.cycles for c in plain.order_candidates[region] if c.cycles}
+    assert ranked and all(ranked[k] > 2 * comal[k] for k in ranked if k in comal)
+    assert slow.simulate().cycles == slow.simulate(arch=arch).cycles > 2 * slow.simulate(arch="comal").cycles
+    assert slow.estimate().cycles == slow.estimate(arch=arch).cycles
+    slow.simulate().check()
+
+
 def test_an_arch_setting_the_model_does_not_cover_is_refused_in_one_line():
     with pytest.raises(EstimateError, match="cycle model does not cover the architecture setting 'bogus'"):
         Timing.from_settings({"fifo_depth": 16, "bogus": 1})
