@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
+from fuseflow.analysis.coordinates import Atom, CoordinateOrigins
 from fuseflow.analysis.tensor_stats import TensorStats
 from fuseflow.errors import FuseflowError
 
@@ -77,12 +77,6 @@ RULES = frozenset(
 
 class EstimateError(FuseflowError):
     """The model cannot cover this graph or architecture (the message says what)."""
-
-
-Atom = tuple
-"""One stored level's coordinate pattern: (tensor identity, level, index variable of each level
-down to it). Two streams whose innermost coordinates come from the same atom hold the same
-coordinates in every fiber, whatever primitives lie between them."""
 
 
 class Stream(NamedTuple):
@@ -260,7 +254,7 @@ def _union_fraction(p: float, m: float) -> float:
     return 1.0 - math.exp(m * math.log1p(-p))
 
 
-class _Model:
+class _Model(CoordinateOrigins):
     def __init__(self, spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing):
         self.spec, self.stats, self.t = spec, stats, timing
         self.outs: list[list[Stream]] = []
@@ -268,9 +262,7 @@ class _Model:
         self.written: dict[str, dict[int, float]] = {}
         self.loaded: dict[str, float] = {}
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
-        self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent
-        self.level_freq: dict[tuple, np.ndarray] = {}  # (identity, level, m) -> TensorStats.frequencies
-        self.wpatterns: dict[str, dict[int, tuple[frozenset | None, tuple[str, ...]]]] = {}
+        CoordinateOrigins.__init__(self)
 
     def inp(self, node: "NodeSpec", i: int) -> Stream:
         src, port = node.inputs[i]
@@ -367,80 +359,6 @@ class _Model:
         if k == "join":
             return self.join(node, ii)
         raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{k}")
-
-    # -- where coordinates come from ---------------------------------------------------------
-    def identity(self, tensor: str | None) -> tuple | None:
-        """A stored tensor's identity across regions: its source name and level order."""
-        t = self.spec.tensors.get(tensor or "")
-        if t is None or t.block or self.spec.block:
-            return None
-        return (t.copy_of or t.name, tuple(t.fmt.mode_order))
-
-    def deeper(self, ref: tuple | None, node: "NodeSpec") -> tuple | None:
-        """The reference a scan or locate of `node`'s level emits, given its input reference."""
-        if ref is None or node.var is None:
-            return None
-        ident, level, vs = ref
-        if ident is None or ident != self.identity(node.tensor) or level != node.level - 1:
-            return None
-        return (ident, node.level, vs + (node.var,))
-
-    def level_pattern(self, node: "NodeSpec", ref: tuple, p: float) -> frozenset:
-        """The atoms of the coordinates a compressed scan emits: the level itself, or, for a
-        tensor an earlier region wrote, the atoms its writer's coordinates came from."""
-        _ident, level, vs = ref
-        st = self.stats.get(node.tensor or "")
-        t = self.spec.tensors[node.tensor or ""]
-        carried = self.carried(st, tuple(t.fmt.mode_order), level)
-        if carried is not None and st is not None:
-            out = set()
-            for (ident, lvl, placeholders), ap in carried:
-                atom = (ident, lvl, tuple(vs[int(v[1:])] for v in placeholders))
-                self.atom_p[atom] = ap
-                for m in range(lvl + 1):
-                    if (ident, lvl, m) in st.level_frequencies:
-                        self.level_freq[(ident, lvl, m)] = st.level_frequencies[(ident, lvl, m)]
-                out.add(atom)
-            return frozenset(out)
-        if p >= 1.0 - 1e-9:
-            return frozenset()  # every fiber full: no constraint
-        self.atom_p[ref] = p
-        for (lvl, m), f in (st.frequencies or {}).items() if st is not None else ():
-            self.level_freq[(ref[0], lvl, m)] = f
-        return frozenset({ref})
-
-    @staticmethod
-    def carried(st: TensorStats | None, order: tuple[int, ...], level: int) -> frozenset | None:
-        """A predicted tensor's atoms for `level` as read in `order`, with ``@m`` naming the
-        reader's level m. Read as written, each level keeps its own. Read in another order, a
-        level holds the stored entries projected onto the reader's levels down to it: the
-        conjunction of every atom, when every atom constrains only those levels (the rest of
-        the stored levels dense); otherwise unknown."""
-        if st is None or not st.patterns or st.pattern_order is None or len(order) != len(st.patterns):
-            return None
-        if order == st.pattern_order:
-            return st.patterns[level]
-        if any(p is None for p in st.patterns):
-            return None
-        where = {f"@{m}": order.index(mode) for m, mode in enumerate(st.pattern_order)}
-        atoms = [(ident, lvl, tuple(where[v] for v in vs), ap) for p in st.patterns for (ident, lvl, vs), ap in p or ()]
-        if any(m > level for *_, ms, _ap in atoms for m in ms):
-            return None
-        return frozenset(((ident, lvl, tuple(f"@{m}" for m in ms)), ap) for ident, lvl, ms, ap in atoms)
-
-    def visits(self, s: Stream, n: int) -> np.ndarray | None:
-        """How often each of `n` values of the coordinate that selected reference stream `s`'s
-        references occurs (its atoms' frequencies, independent ones multiplied), or None when
-        no atom of it has them."""
-        out = None
-        if s.ref is None or not s.ref[2]:
-            return None
-        var = s.ref[2][-1]
-        for ident, lvl, vs in s.ref_pattern or ():
-            f = self.level_freq.get((ident, lvl, vs.index(var))) if var in vs else None
-            if f is not None and len(f) == n:
-                out = f if out is None else out * f
-        return out
 
     def scan(self, node: "NodeSpec", ii: int):
         r = self.inp(node, 0)
@@ -677,30 +595,6 @@ class _Model:
                 dims, tuple(counts), False, patterns, tuple(t.fmt.mode_order), level_frequencies=freqs
             )
         return out
-
-    def carried_patterns(self, tensor: str, levels: Sequence[str]) -> tuple[frozenset | None, ...]:
-        """Each written level's atoms with the level variables of `tensor` as ``@m`` placeholders,
-        each with its density; None for a level whose atoms use a variable the tensor lacks."""
-        out: list[frozenset | None] = []
-        for lvl, kind in enumerate(levels):
-            pattern, vs = self.wpatterns.get(tensor, {}).get(lvl, (None, ()))
-            if kind == "dense":
-                out.append(frozenset())
-                continue
-            if pattern is None or len(vs) != lvl + 1 or len(set(vs)) != len(vs):
-                out.append(None)
-                continue
-            try:
-                out.append(
-                    frozenset(
-                        ((ident, al, tuple(f"@{vs.index(v)}" for v in avs)), self.atom_p.get((ident, al, avs), 1.0))
-                        for ident, al, avs in pattern
-                        if self.atom_p.get((ident, al, avs), 1.0) < 1.0 - 1e-9
-                    )
-                )
-            except ValueError:  # an atom over a variable this tensor does not store
-                out.append(None)
-        return tuple(out)
 
 
 def estimate_graph(spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
