@@ -24,7 +24,7 @@ from fuseflow.schedule import BUILTIN, ScheduleWarning
 SMALL_GPT = dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)
 
 # sha256 (first 16 hex digits) of prog.mlir("sam") with order="plain", recorded from the
-# schedule code before schedules became rule sets (the region assignment of session 6).
+# schedule code before schedules became rule sets (the path-and-index region assignment).
 GOLDEN = {
     ("gcn", "full"): "30c42b16d9d1177e",
     ("gcn", "layer"): "e4a12929934412ef",
