@@ -30,9 +30,14 @@ class Graph:
         Add a primitive (sam op mnemonic) fed by (node id, output port) pairs; returns the node id.
         """
 
-    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False, progress: object | None = None, progress_every: int = 1048576, engine: str = 'event') -> dict:
+    def run(self, max_cycles: int, record: bool = False, value_nodes: Sequence[int] = [], spans: bool = False, progress: object | None = None, progress_every: int = 1048576, engine: str = 'event', release: object | None = None) -> dict:
         """
-        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent).
+        Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent). A graph with parts needs `release(done, cycle) -> [(part, start cycle)]`: called with -1 before the run and with each part whose writers finished; `parts` in the result is each part's (start, finish).
+        """
+
+    def begin_part(self) -> int:
+        """
+        Nodes added from now on form a new part (one region of a shared run); returns its id.
         """
 
     @property
@@ -50,6 +55,11 @@ def arch_keys() -> dict:
 
 def primitive_kinds() -> list[str]:
     """Every primitive kind (sam op mnemonic) the simulator builds."""
+
+def primitive_resources() -> list[tuple[str, str]]:
+    """
+    Each primitive kind and the fabric resource class its unit belongs to (memory or compute).
+    """
 
 def alu_ops() -> list[tuple[str, bool]]:
     """Every ALU op name the simulator evaluates, with whether it is unary."""

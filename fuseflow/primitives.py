@@ -19,3 +19,5 @@ ALU_UNARY: tuple[str, ...] = tuple(n for n, unary in ALU_OPS.items() if unary)
 ALU_BINARY: tuple[str, ...] = tuple(n for n, unary in ALU_OPS.items() if not unary)
 ARCH_KEYS: dict[str, dict[str, str]] = {k: dict(v) for k, v in _simulator.arch_keys().items()}
 """``{"arch": {key: type}, "kinds": {...}, "memory": {...}}``; types: int (positive), uint, bool, table."""
+RESOURCE: dict[str, str] = dict(_simulator.primitive_resources())
+"""Primitive kind -> the fabric resource class of the unit that holds one (``memory`` or ``compute``)."""

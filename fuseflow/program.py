@@ -14,6 +14,8 @@ import torch
 
 from fuseflow import views
 from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.fabric.resources import check_fits, demand_of
+from fuseflow.fabric.scheduler import STRATEGIES, Span, Utilization
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
@@ -61,11 +63,26 @@ class SimResult:
     max_abs_error: float | None = None
     output_errors: list[float] = field(default_factory=list)
     traces: list | None = None
+    timeline: list[Span] = field(default_factory=list)  # one span per region run (fuseflow/fabric)
+    strategy: str = "sequential"
 
     @property
     def cycles(self) -> int:
-        """Total cycles: regions run one after another."""
+        """The makespan: the cycle the last region ends in (with `strategy="sequential"`, the sum
+        of the regions' cycles, plus reconfiguration on a finite fabric)."""
+        if self.timeline:
+            return max(s.end for s in self.timeline)
         return sum(r.cycles for r in self.regions)
+
+    @property
+    def serial_cycles(self) -> int:
+        """The regions' own cycles summed: the makespan had they run one after another, alone."""
+        return sum(r.cycles for r in self.regions)
+
+    @property
+    def utilization(self) -> Utilization:
+        """Busy units per resource class over the timeline (`fraction` of the fabric when finite)."""
+        return Utilization.of(self.timeline, self.arch.fabric)
 
     def check(self, rtol: float | None = None, atol: float | None = None) -> float:
         """Compare with eager PyTorch; returns the max abs error, raises MismatchError beyond tolerance.
@@ -127,6 +144,9 @@ class SimResult:
             regions.append(entry)
         return {
             "total_cycles": self.cycles,
+            "serial_cycles": self.serial_cycles,
+            "strategy": self.strategy,
+            "timeline": [sp.to_json() for sp in self.timeline],
             "arch": self.arch.name,
             "schedule": self.program.schedule,
             "passes": self.program.passes,
@@ -282,8 +302,14 @@ class Program:
         memo: Any = None,
         jobs: int = 1,
         executor: Any = None,
+        strategy: str = "sequential",
     ) -> SimResult:
-        """Run every region on `args` (default: the example arguments) in program order.
+        """Run every region on `args` (default: the example arguments) and place the runs on the
+        fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
+        ``sequential`` (program order, one region at a time) or ``concurrent`` (every ready region
+        that fits starts, longest predicted path first; with the memory model on, regions that
+        overlap are simulated together and contend for its channels). `res.cycles` is the
+        makespan, `res.timeline` each region's span (docs/fabric.md).
 
         `progress`: True shows a live cycle count per region on stderr (long simulations); a
         callable is called as ``progress(region, cycle)`` about every million cycles.
@@ -300,12 +326,17 @@ class Program:
 
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch if arch is not None else self.arch)
+        if strategy not in STRATEGIES:
+            raise FuseflowError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+        check_fits(self.resources().items(), arch_.fabric, arch_.name)
+        shared = strategy != "sequential" and arch_.memory_model  # regions re-run together: keep their inputs
         env = self.bind(args)
         memo_ = as_memo(memo)
         if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
             raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
         if memo_ is not None or jobs > 1 or executor is not None:
-            regions, traces = self._simulate_shared(env, arch_, memo_, jobs, executor, progress, engine), None
+            regions = self._simulate_shared(env, arch_, memo_, jobs, executor, progress, engine, not shared)
+            traces = None
         else:
             runs: list[GraphRun] = []
             with progress_reporter(progress) as report:
@@ -313,16 +344,28 @@ class Program:
                     cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
                     run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
                     env.update(run.outputs)
-                    self._release(env, len(runs))
+                    if not shared:
+                        self._release(env, len(runs))
                     runs.append(run)
             regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
             traces = [r.traces for r in runs] if record else None
+        from fuseflow.fabric.run import place
+
         outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
-        res = SimResult(self, args, outs, self.relayout_runs(env) + regions, arch_)
+        runs_ = self.relayout_runs(env) + regions
+        timeline = place(self, [r.cycles for r in runs_], arch_, strategy, args, env if shared else None)
+        res = SimResult(self, args, outs, runs_, arch_, timeline=timeline, strategy=strategy)
         res.traces = traces
         return res
 
-    def _simulate_shared(self, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str) -> list:
+    def resources(self) -> dict[str, dict[str, int]]:
+        """Each region's units per fabric resource class (``compute``, ``memory``): one per
+        primitive, so a region with P lanes holds P lanes' worth."""
+        return {g.name: demand_of(g) for g in self.graphs}
+
+    def _simulate_shared(
+        self, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str, release: bool = True
+    ) -> list:
         """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
         from fuseflow.dse.executor import LocalExecutor
         from fuseflow.sim.graph import pack_inputs, run_packed
@@ -368,7 +411,8 @@ class Program:
                     values = run.outputs
                     results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
                 env.update(values)
-                self._release(env, i)
+                if release:
+                    self._release(env, i)
         if tasks:
             pool = executor or LocalExecutor(jobs)
             for t, run in pool.run(run_packed, [task for _, task in tasks]):
@@ -521,7 +565,7 @@ def compile(
     schedule = as_schedule(schedule)
     args = tuple(example_args)
     imported = import_model(model, args, formats)
-    return _lower(
+    prog = _lower(
         copy.deepcopy(model).eval(),
         args,
         imported,
@@ -533,6 +577,10 @@ def compile(
         ranker_for(arch),
         arch,
     )
+    if arch is not None:  # a region the named machine cannot hold is refused here, not at run time
+        arch_ = Arch.resolve(arch)
+        check_fits(prog.resources().items(), arch_.fabric, arch_.name)
+    return prog
 
 
 def ranker_for(arch: Any) -> dict[str, Any]:

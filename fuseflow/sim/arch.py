@@ -1,8 +1,10 @@
 """Architecture parameters for a simulation: presets, TOML files or dicts (DESIGN §6, §11).
 
-A TOML file has an ``[arch]`` table::
+A TOML file has an ``[arch]`` table; ``preset`` starts it from a shipped preset, whose keys the
+table's own then override (tables such as ``memory`` and ``fabric`` key by key)::
 
     [arch]
+    preset = "rda"            # optional: comal, sam, rda or amber
     fifo_depth = 8            # tokens per edge (10240000 = effectively unbounded)
     latency = 1               # cycles from a node's action to its outputs' visibility
     ii = 1                    # cycles between two actions of one node
@@ -19,6 +21,10 @@ A TOML file has an ``[arch]`` table::
     latency = 80
     ii = 1
     startup = 0
+    [arch.fabric]             # a finite array (fuseflow/fabric): unbounded unless this table is present
+    compute = 384             # compute units (PE tiles)
+    memory = 128              # memory units (MEM tiles)
+    reconfig_cycles = 1000    # cycles to load a region's configuration onto its units
 """
 
 from __future__ import annotations
@@ -34,20 +40,44 @@ from fuseflow.errors import FuseflowError
 from fuseflow.primitives import ARCH_KEYS, KINDS  # the simulator's tables (fork and join included)
 
 UNBOUNDED = 10_240_000
-PRESETS = ("comal", "sam", "rda")
+PRESETS = ("comal", "sam", "rda", "amber")
 INT_KEYS = {k for k, t in ARCH_KEYS["arch"].items() if t == "int"}
 BOOL_KEYS = {k for k, t in ARCH_KEYS["arch"].items() if t == "bool"}
 KIND_KEYS = set(ARCH_KEYS["kinds"])
 MEMORY_KEYS = set(ARCH_KEYS["memory"])
 
 
+FABRIC_KEYS = ("compute", "memory", "reconfig_cycles")
+RESOURCES = ("compute", "memory")
+"""Fabric resource classes; each primitive's comes from the simulator's table (`primitives.RESOURCE`)."""
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A finite array: units per resource class, and what loading a region's configuration costs."""
+
+    compute: int
+    memory: int
+    reconfig_cycles: int = 0
+
+    def capacity(self, resource: str) -> int:
+        return int(getattr(self, resource))
+
+
 @dataclass(frozen=True)
 class Arch:
-    """A validated architecture: `settings` is what the C++ graph is built from."""
+    """A validated architecture: `settings` is what the C++ graph is built from; `fabric` (None:
+    unbounded) is what regions share (fuseflow/fabric), which the C++ graph of one region never sees."""
 
     name: str = "comal"
     settings: dict = field(default_factory=lambda: {"fifo_depth": UNBOUNDED})
     max_cycles: int = 1_000_000_000
+    fabric: Fabric | None = None
+
+    @property
+    def memory_model(self) -> bool:
+        """Whether off-chip memory is modelled (regions running together then share its channels)."""
+        return "memory" in self.settings
 
     @property
     def fifo_depth(self) -> int:
@@ -77,8 +107,14 @@ class Arch:
     @staticmethod
     def from_dict(d: dict, name: str) -> "Arch":
         d = dict(d.get("arch", d))
+        if "preset" in d:
+            base = d.pop("preset")
+            if base not in PRESETS:
+                raise FuseflowError(f"architecture {name}: preset {base!r} is not one of {', '.join(PRESETS)}")
+            d = _merged(_preset_table(base), d)
         settings: dict[str, Any] = {"fifo_depth": UNBOUNDED}
         max_cycles = 1_000_000_000
+        fabric = _fabric(d.pop("fabric"), name) if "fabric" in d else None
         for k, v in d.items():
             if k in INT_KEYS:
                 settings[k] = _positive(v, f"architecture {name}: {k}")
@@ -116,19 +152,47 @@ class Arch:
                 if mem.get("enabled", True):
                     settings["memory"] = mem
             else:
-                known = sorted(ARCH_KEYS["arch"])
+                known = sorted([*ARCH_KEYS["arch"], "fabric"])
                 raise FuseflowError(f"architecture {name}: unknown setting {k!r}; known: {', '.join(known)}")
         if "max_cycles" in settings:
             max_cycles = settings.pop("max_cycles")
-        return Arch(name, settings, max_cycles)
+        return Arch(name, settings, max_cycles, fabric)
+
+
+def _fabric(v: Any, name: str) -> Fabric:
+    if not isinstance(v, Mapping):
+        raise FuseflowError(f"architecture {name}: fabric must be a table of {', '.join(FABRIC_KEYS)}")
+    bad = set(v) - set(FABRIC_KEYS)
+    if bad:
+        raise FuseflowError(
+            f"architecture {name}: fabric: unknown setting {sorted(bad)[0]!r}; known: {', '.join(FABRIC_KEYS)}"
+        )
+    missing = [k for k in RESOURCES if k not in v]
+    if missing:
+        raise FuseflowError(f"architecture {name}: fabric: {missing[0]} (a unit count) is missing")
+    return Fabric(
+        *(_positive(v[k], f"architecture {name}: fabric.{k}") for k in RESOURCES),
+        _positive(v.get("reconfig_cycles", 0), f"architecture {name}: fabric.reconfig_cycles", zero=True),
+    )
 
 
 @functools.lru_cache(maxsize=None)
 def _preset(name: str) -> Arch:
     """A shipped preset, read once per process (a simulate call on a small kernel took ~0.4 ms to
     re-read and re-validate its TOML). Arch is frozen; its settings dict is only read."""
+    return Arch.from_dict(_preset_table(name), name)
+
+
+def _preset_table(name: str) -> dict:
     data = resources.files("fuseflow").joinpath("configs", f"{name}.toml").read_text()
-    return Arch.from_dict(tomllib.loads(data), name)
+    return dict(tomllib.loads(data)["arch"])
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
 
 
 def _positive(v: Any, what: str, zero: bool = False) -> int:

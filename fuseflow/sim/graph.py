@@ -187,9 +187,16 @@ def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
     return packed
 
 
-def _build(spec: GraphSpec, packed: dict, arch: Arch) -> "_simulator.Graph":
+def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> "_simulator.Graph":
     """A fresh C++ graph for `spec` (a run consumes it)."""
     g = _simulator.Graph(arch.settings)
+    add_nodes(g, spec, packed)
+    return g
+
+
+def add_nodes(g: "_simulator.Graph", spec: GraphSpec, packed: Mapping[str, Any]) -> None:
+    """Add `spec`'s nodes to `g` after the ones it holds (a shared run adds one region per part)."""
+    base = len(g)
     try:
         for n in spec.nodes:
             params = dict(n.params)
@@ -202,10 +209,9 @@ def _build(spec: GraphSpec, packed: dict, arch: Arch) -> "_simulator.Graph":
                     params["vals"] = p.vals
             elif n.kind == "load":
                 raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
-            g.add_node(n.kind, n.name, n.inputs, params)
+            g.add_node(n.kind, n.name, [(base + src, port) for src, port in n.inputs], params)
     except ValueError as e:
         raise SimulationError(f"graph {spec.name}: {e}") from None
-    return g
 
 
 def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, **options: Any) -> GraphRun:
@@ -249,21 +255,7 @@ def run_packed(
         raise SimulationError(f"graph {spec.name}: {e}") from None
     except ValueError as e:
         raise SimulationError(f"graph {spec.name}: {e}") from None
-    outputs = {}
-    for name, t in spec.tensors.items():
-        if t.role != "output":
-            continue
-        crd_nodes = [
-            (n.level, nd) for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_crd" and n.tensor == name
-        ]
-        crd_nodes.sort(key=lambda x: x[0])
-        vals = [nd["vals"] for n, nd in zip(spec.nodes, res["nodes"]) if n.kind == "write_val" and n.tensor == name]
-        segs, crds = [nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes]
-        if t.block:
-            outputs[name] = unpack_blocked(segs, crds, vals[0], t.shape, t.fmt.mode_order, t.block)
-        else:
-            level_dims = [t.shape[m] for m in t.fmt.mode_order]
-            outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
+    outputs = decode_outputs(spec, res["nodes"])
     # counters only: the writers' arrays are in `outputs` now (kept, they would hold every
     # region's output twice for the whole program run); a writer keeps how many it wrote
     nodes = []
@@ -277,6 +269,25 @@ def run_packed(
 
 
 _WRITTEN = ("seg", "crd", "vals")
+
+
+def decode_outputs(spec: GraphSpec, nodes: list[dict]) -> dict[str, np.ndarray]:
+    """The dense values of `spec`'s outputs from its writers' arrays (`nodes`: the run's per-node
+    dicts, in `spec.nodes` order)."""
+    outputs = {}
+    for name, t in spec.tensors.items():
+        if t.role != "output":
+            continue
+        crd_nodes = [(n.level, nd) for n, nd in zip(spec.nodes, nodes) if n.kind == "write_crd" and n.tensor == name]
+        crd_nodes.sort(key=lambda x: x[0])
+        vals = [nd["vals"] for n, nd in zip(spec.nodes, nodes) if n.kind == "write_val" and n.tensor == name]
+        segs, crds = [nd["seg"] for _, nd in crd_nodes], [nd["crd"] for _, nd in crd_nodes]
+        if t.block:
+            outputs[name] = unpack_blocked(segs, crds, vals[0], t.shape, t.fmt.mode_order, t.block)
+        else:
+            level_dims = [t.shape[m] for m in t.fmt.mode_order]
+            outputs[name] = unpack(segs, crds, vals[0], level_dims, t.fmt.mode_order)
+    return outputs
 
 
 def check_protocol(tokens: list) -> str | None:

@@ -121,7 +121,8 @@ nb::list token_list(const std::vector<Token>& toks, bool values) {
 }
 
 nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes,
-                   bool spans, nb::object progress, uint64_t progress_every, const std::string& engine) {
+                   bool spans, nb::object progress, uint64_t progress_every, const std::string& engine,
+                   nb::object release) {
   if (engine != "event" && engine != "window")
     throw std::invalid_argument("unknown engine '" + engine + "' (event or window)");
   RunResult r;
@@ -133,13 +134,23 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
       progress(cycle);
     };
   }
+  Release starts;
+  if (!release.is_none()) {
+    starts = [&release](int done, uint64_t cycle) {  // the strategy, in Python, picks what starts
+      nb::gil_scoped_acquire acquire;
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      return nb::cast<std::vector<std::pair<int, uint64_t>>>(release(done, cycle));
+    };
+  }
   {
-    nb::gil_scoped_release release;
-    r = g.run(max_cycles, record, spans, report, progress_every, engine == "window" ? Engine::Window : Engine::Event);
+    nb::gil_scoped_release unlock;
+    r = g.run(max_cycles, record, spans, report, progress_every, engine == "window" ? Engine::Window : Engine::Event,
+              starts);
   }
   nb::dict out;
   out["cycles"] = r.cycles;
   out["mem_requests"] = r.mem_requests;
+  out["parts"] = r.parts;
   nb::list nodes;
   for (size_t i = 0; i < g.size(); ++i) {
     Node& n = g.node(i);
@@ -194,11 +205,16 @@ NB_MODULE(_simulator, m) {
       .def("run", &run_graph, nb::arg("max_cycles"), nb::arg("record") = false,
            nb::arg("value_nodes") = std::vector<int>{}, nb::arg("spans") = false,
            nb::arg("progress") = nb::none(), nb::arg("progress_every") = 1 << 20, nb::arg("engine") = "event",
+           nb::arg("release") = nb::none(),
            "Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with "
            "`record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, "
            "each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles "
            "(Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises "
-           "WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent).")
+           "WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent). "
+           "A graph with parts needs `release(done, cycle) -> [(part, start cycle)]`: called with -1 before the run "
+           "and with each part whose writers finished; `parts` in the result is each part's (start, finish).")
+      .def("begin_part", &Graph::begin_part,
+           "Nodes added from now on form a new part (one region of a shared run); returns its id.")
       .def_prop_ro("window_capable", &Graph::window_capable,
                    "Whether the window engine supports this graph's timing (no memory model).")
       .def("__len__", &Graph::size);
@@ -215,6 +231,8 @@ NB_MODULE(_simulator, m) {
     return d;
   }, "The architecture settings ([arch], [arch.kinds.*], [arch.memory]) and their value types.");
   m.def("primitive_kinds", &primitive_kinds, "Every primitive kind (sam op mnemonic) the simulator builds.");
+  m.def("primitive_resources", &primitive_resources,
+        "Each primitive kind and the fabric resource class its unit belongs to (memory or compute).");
   m.def("alu_ops", [] {
     std::vector<std::pair<std::string, bool>> out;
     for (auto& [name, op] : kAluOps) out.emplace_back(name, is_unary(op));

@@ -31,6 +31,13 @@ Graph::Graph(const Timing& timing) : timing_(timing), memory_(std::make_unique<M
 
 Graph::Graph(size_t fifo_depth, uint64_t latency) : Graph(uniform(fifo_depth, latency)) {}
 
+int Graph::begin_part() {
+  if (parts_.empty() && !nodes_.empty()) throw std::invalid_argument("begin_part: nodes were added outside any part");
+  int start = static_cast<int>(nodes_.size());
+  parts_.push_back({start, start});
+  return static_cast<int>(parts_.size()) - 1;
+}
+
 int Graph::add_node(const std::string& kind, const std::string& name,
                     const std::vector<std::pair<int, int>>& inputs, const Params& params) {
   NodePtr n = make_node(kind, name, static_cast<int>(inputs.size()), params);
@@ -62,6 +69,7 @@ int Graph::add_node(const std::string& kind, const std::string& name,
   n->configure(timing_.of(kind), &timing_, memory_.get(), tiles_.get());
   n->id = id;
   nodes_.push_back(std::move(n));
+  if (!parts_.empty()) parts_.back().end = id + 1;
   return id;
 }
 
@@ -167,7 +175,8 @@ std::string cycle_limit(uint64_t max_cycles) {
 }  // namespace
 
 RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
-                     const std::function<void(uint64_t)>& progress, uint64_t progress_every, Engine engine) {
+                     const std::function<void(uint64_t)>& progress, uint64_t progress_every, Engine engine,
+                     const Release& release) {
   if (max_cycles > kMaxCycle / 2)  // a queued token stamps its cycle in 48 bits (token.h)
     throw std::invalid_argument("max_cycles = " + std::to_string(max_cycles) + " is above 2^47, the most a run can count");
   for (size_t i = 0; i < nodes_.size(); ++i)
@@ -188,6 +197,19 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     nd->freeze_ports();
   }
   if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
+  if (!parts_.empty()) {
+    if (!release) throw std::invalid_argument("a graph with parts runs with a release function");
+    if (engine == Engine::Window) throw WindowUnsafe("a graph with parts starts them during the run: the event engine runs it");
+    ctx.part_of.assign(nodes_.size(), 0);
+    ctx.part_sinks.assign(parts_.size(), 0);
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      for (int i = parts_[p].first; i < parts_[p].end; ++i) {
+        ctx.part_of[i] = static_cast<int>(p);
+        ctx.part_sinks[p] += nodes_[i]->is_sink();
+      }
+      if (ctx.part_sinks[p] == 0) throw std::invalid_argument("part " + std::to_string(p) + " has no writer");
+    }
+  }
   run_start_ = std::chrono::steady_clock::now();
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
@@ -197,12 +219,13 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
       if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
       run_window(ctx, max_cycles, progress, progress_every);
     } else {
-      run_event(ctx, max_cycles, progress, progress_every);
+      run_event(ctx, max_cycles, progress, progress_every, release);
     }
   } catch (const FifoBudgetExceeded&) {
     over_budget();
   }
   r.cycles = ctx.last + 1;
+  for (auto& p : parts_) r.parts.push_back({p.start, p.finish});
   r.mem_requests = memory_->requests();
   if (record)
     for (auto& f : fifos_)
@@ -212,8 +235,24 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
   return r;
 }
 
+template <class Loop>
+void Graph::start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle) {
+  for (auto [p, at] : release(done, cycle)) {
+    if (p < 0 || p >= static_cast<int>(parts_.size())) throw std::invalid_argument("release: no part " + std::to_string(p));
+    Part& part = parts_[p];
+    if (part.released) throw std::invalid_argument("release: part " + std::to_string(p) + " was already started");
+    part.released = true;
+    part.start = std::max(at, cycle);
+    for (int i = part.first; i < part.end; ++i) {
+      nodes_[i]->busy_until = part.start;
+      nodes_[i]->sleep_from = part.start;
+      loop.schedule(i, part.start);
+    }
+  }
+}
+
 void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                      uint64_t progress_every) {
+                      uint64_t progress_every, const Release& release) {
   // Event-driven: a node is stepped only in cycles where it may progress. It runs again
   // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
   // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
@@ -224,12 +263,25 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
     std::vector<std::unique_ptr<Fifo>>& fifos;
     ~Detach() { for (auto& f : fifos) f->set_scheduler(nullptr); }
   } detach{fifos_};
-  for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
+  std::vector<int> ended;  // parts whose writers finished this cycle: released from at the next
+  if (parts_.empty()) {
+    for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
+  } else {
+    start_parts(loop, ctx, release, -1, 0);
+  }
   uint64_t next_report = progress_every, cycles_seen = 0;
   while (ctx.live_sinks > 0) {
     int id = loop.next();
     if (id < 0) {
-      if (!loop.advance()) deadlock(loop.cycle, "deadlock: no node can make progress");
+      for (int p : ended) start_parts(loop, ctx, release, p, loop.cycle + 1);
+      ended.clear();
+      if (!loop.advance()) {
+        for (auto& p : parts_)
+          if (!p.released)
+            deadlock(loop.cycle, "nothing runs and region part " + std::to_string(&p - parts_.data()) +
+                                     " was never started: the strategy issued nothing");
+        deadlock(loop.cycle, "deadlock: no node can make progress");
+      }
       if (loop.cycle >= max_cycles) deadlock(loop.cycle, cycle_limit(max_cycles));
       if ((++cycles_seen & 0xFFF) == 0) check_time(loop.cycle);
       if (progress && loop.cycle >= next_report) {
@@ -245,6 +297,14 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
       continue;
     }
     if (nd->step_at(cycle, ctx) == Step::Progress && !nd->finished()) loop.schedule(id, nd->busy_until);
+    if (!ctx.done_parts.empty()) {  // a part's last writer finished: its other nodes stop now
+      for (int p : ctx.done_parts) {
+        parts_[p].finish = cycle + 1;
+        for (int i = parts_[p].first; i < parts_[p].end; ++i) nodes_[i]->retire();
+        ended.push_back(p);
+      }
+      ctx.done_parts.clear();
+    }
   }
 }
 
@@ -319,6 +379,9 @@ void Graph::deadlock(uint64_t cycle, const std::string& why) {
   int shown = 0;
   for (auto& n : nodes_) {
     if (n->finished()) continue;
+    bool waiting = false;  // nodes of parts never started are not stuck
+    for (auto& p : parts_) waiting |= !p.released && n->id >= p.first && n->id < p.end;
+    if (waiting) continue;
     if (shown++ == 12) { os << " ..."; break; }
     os << "\n  " << n->name() << " (" << n->kind() << "):";
     for (size_t i = 0; i < n->inputs().size(); ++i) {

@@ -106,31 +106,40 @@ namespace {
 // The one table of primitive kinds: each sam op mnemonic the simulator builds, and its factory.
 // Python reads the names through `_simulator.primitive_kinds()` (arch keys, the cycle model).
 using Factory = NodePtr (*)(const std::string&, int, const Params&);
-struct Primitive { const char* kind; Factory make; };
+// `resource` is the fabric unit that holds one: "memory" tiles hold what stores or streams a
+// tensor's levels (scanners, loads, accumulators, writers), "compute" tiles the rest (Onyx maps
+// sparse primitives this way: level scanners and writers in MEM tiles, joiners and ALUs in PEs).
+struct Primitive { const char* kind; const char* resource; Factory make; };
 const Primitive kPrimitives[] = {
-    {"root", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
-    {"scan", [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
-    {"locate", [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},
-    {"intersect", [](const std::string& n, int k, const Params& p) { return make_intersect(n, k, p); }},
-    {"union", [](const std::string& n, int k, const Params& p) { return make_union(n, k, p); }},
-    {"repsiggen", [](const std::string& n, int, const Params& p) { return make_repsiggen(n, p); }},
-    {"repeat", [](const std::string& n, int, const Params& p) { return make_repeat(n, p); }},
-    {"load", [](const std::string& n, int, const Params& p) { return make_load(n, p); }},
-    {"alu", [](const std::string& n, int k, const Params& p) { return make_alu(n, k, p); }},
-    {"reduce", [](const std::string& n, int k, const Params& p) { return make_reduce(n, k, p); }},
-    {"spacc", [](const std::string& n, int, const Params& p) { return make_spacc(n, p); }},
-    {"crd_drop", [](const std::string& n, int, const Params& p) { return make_crd_drop(n, p); }},
-    {"val_drop", [](const std::string& n, int, const Params& p) { return make_val_drop(n, p); }},
-    {"write_crd", [](const std::string& n, int k, const Params& p) { return make_write_crd(n, k, p); }},
-    {"write_val", [](const std::string& n, int, const Params& p) { return make_write_val(n, p); }},
-    {"fork", [](const std::string& n, int, const Params& p) { return make_fork(n, p); }},
-    {"join", [](const std::string& n, int k, const Params& p) { return make_join(n, k, p); }},
+    {"root", "memory", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
+    {"scan", "memory", [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
+    {"locate", "memory", [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},
+    {"intersect", "compute", [](const std::string& n, int k, const Params& p) { return make_intersect(n, k, p); }},
+    {"union", "compute", [](const std::string& n, int k, const Params& p) { return make_union(n, k, p); }},
+    {"repsiggen", "compute", [](const std::string& n, int, const Params& p) { return make_repsiggen(n, p); }},
+    {"repeat", "compute", [](const std::string& n, int, const Params& p) { return make_repeat(n, p); }},
+    {"load", "memory", [](const std::string& n, int, const Params& p) { return make_load(n, p); }},
+    {"alu", "compute", [](const std::string& n, int k, const Params& p) { return make_alu(n, k, p); }},
+    {"reduce", "compute", [](const std::string& n, int k, const Params& p) { return make_reduce(n, k, p); }},
+    {"spacc", "memory", [](const std::string& n, int, const Params& p) { return make_spacc(n, p); }},
+    {"crd_drop", "compute", [](const std::string& n, int, const Params& p) { return make_crd_drop(n, p); }},
+    {"val_drop", "compute", [](const std::string& n, int, const Params& p) { return make_val_drop(n, p); }},
+    {"write_crd", "memory", [](const std::string& n, int k, const Params& p) { return make_write_crd(n, k, p); }},
+    {"write_val", "memory", [](const std::string& n, int, const Params& p) { return make_write_val(n, p); }},
+    {"fork", "compute", [](const std::string& n, int, const Params& p) { return make_fork(n, p); }},
+    {"join", "compute", [](const std::string& n, int k, const Params& p) { return make_join(n, k, p); }},
 };
 }  // namespace
 
 std::vector<std::string> primitive_kinds() {
   std::vector<std::string> out;
   for (const auto& p : kPrimitives) out.emplace_back(p.kind);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> primitive_resources() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : kPrimitives) out.emplace_back(p.kind, p.resource);
   return out;
 }
 

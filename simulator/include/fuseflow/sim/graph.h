@@ -23,8 +23,22 @@ struct Edge { int src, src_port, dst, dst_port; std::vector<Token> tokens; };
 // and no shared memory channels, and throws WindowUnsafe when a run breaks that.
 enum class Engine { Event, Window };
 
+// A part of a graph: the nodes one region adds (ids [first, end)), started when the run's
+// release function says. A graph without parts is one part started at cycle 0. Parts share the
+// run's memory model, so regions that run at the same time contend for its channels.
+struct Part {
+  int first = 0, end = 0;
+  size_t sinks = 0;
+  bool released = false;
+  uint64_t start = 0, finish = 0;  // cycles: first in which its nodes may act, one past its last writer
+};
+// Called when part `done` has finished at `cycle` (-1 and 0 before the run starts); returns the
+// parts to start and the cycle each starts at (at least `cycle`).
+using Release = std::function<std::vector<std::pair<int, uint64_t>>(int done, uint64_t cycle)>;
+
 struct RunResult {
   uint64_t cycles = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> parts;  // per part: start, finish
   uint64_t mem_requests = 0;
   std::vector<Edge> traces;  // filled when recording
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> spans;  // per node active [start, end]
@@ -40,11 +54,14 @@ class Graph {
   // Add a primitive fed by (node, output port) pairs; returns its id.
   int add_node(const std::string& kind, const std::string& name,
                const std::vector<std::pair<int, int>>& inputs, const Params& params);
+  // Nodes added from now on form a new part; returns its id (runs with parts need `release`).
+  int begin_part();
+  size_t parts() const { return parts_.size(); }
   // Run to completion; throws SimError on deadlock or when max_cycles is reached.
   // `progress(cycle)` is called every `progress_every` simulated cycles (it may throw to stop).
   RunResult run(uint64_t max_cycles, bool record, bool spans = false,
                 const std::function<void(uint64_t)>& progress = {}, uint64_t progress_every = 1 << 20,
-                Engine engine = Engine::Event);
+                Engine engine = Engine::Event, const Release& release = {});
   // True when the window engine can run this graph's timing (memory model off).
   bool window_capable() const { return !timing_.memory.enabled; }
   size_t size() const { return nodes_.size(); }
@@ -56,7 +73,8 @@ class Graph {
   std::chrono::steady_clock::time_point run_start_;
   [[noreturn]] void over_budget();
   void run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                 uint64_t progress_every);
+                 uint64_t progress_every, const Release& release);
+  template <class Loop> void start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle);
   void run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                   uint64_t progress_every);
   Timing timing_;
@@ -64,6 +82,7 @@ class Graph {
   std::unique_ptr<TileStore> tiles_ = std::make_unique<TileStore>();
   std::vector<NodePtr> nodes_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
+  std::vector<Part> parts_;
 };
 
 }  // namespace fuseflow::sim

@@ -33,6 +33,11 @@ struct RunCtx {
   uint64_t last = 0;       // last cycle in which any node progressed
   uint64_t end_cycle = 0;  // cycle in which the last writer finished ...
   int end_sink = -1;       // ... and its id (the event engine stops right after it)
+  // Runs of several parts (graph.h, Graph::begin_part): each node's part, each part's writers
+  // still running, and the parts whose last writer finished since the loop last looked.
+  std::vector<int> part_of;
+  std::vector<size_t> part_sinks;
+  std::vector<int> done_parts;
 };
 constexpr uint64_t kNever = UINT64_MAX;
 
@@ -86,6 +91,9 @@ class Node {
   virtual bool is_sink() const { return false; }
 
   bool finished() const { return finished_; }
+  // Stop a node whose part has ended (its writers are done): the event engine ends a lone graph
+  // right after its last writer, so the part's other nodes must not act afterwards either.
+  void retire() { finished_ = true; }
   const std::string& name() const { return name_; }
   const std::string& kind() const { return kind_; }
   Counters& counters() { return c_; }
@@ -200,6 +208,7 @@ class Node {
       if (finished_) {
         if (is_sink()) {
           --ctx.live_sinks;
+          if (!ctx.part_of.empty() && --ctx.part_sinks[ctx.part_of[id]] == 0) ctx.done_parts.push_back(ctx.part_of[id]);
           if (cycle > ctx.end_cycle || (cycle == ctx.end_cycle && id > ctx.end_sink)) {
             ctx.end_cycle = cycle;
             ctx.end_sink = id;

@@ -49,5 +49,7 @@ NodePtr make_tile_write_val(const std::string& name, const Params& p);
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
 // Every primitive kind make_node builds (sam op mnemonics), in table order.
 std::vector<std::string> primitive_kinds();
+// Each kind and its fabric resource class ("memory" or "compute"), in table order.
+std::vector<std::pair<std::string, std::string>> primitive_resources();
 
 }  // namespace fuseflow::sim

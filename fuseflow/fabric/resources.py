@@ -1,0 +1,38 @@
+"""A region's demand per resource class, and the check that it fits the fabric."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+from fuseflow.errors import FuseflowError
+from fuseflow.primitives import RESOURCE
+from fuseflow.sim.arch import RESOURCES, Fabric
+from fuseflow.sim.graph import GraphSpec
+
+
+class FitError(FuseflowError):
+    """A region needs more units of a resource class than the fabric has."""
+
+
+def demand_of(spec: GraphSpec) -> dict[str, int]:
+    """Units per resource class: one per primitive (a region with P lanes holds every lane's)."""
+    counts = Counter(RESOURCE[n.kind] for n in spec.nodes)
+    return {r: counts.get(r, 0) for r in RESOURCES}
+
+
+def check_fits(regions: Iterable[tuple[str, dict[str, int]]], fabric: Fabric | None, arch_name: str) -> None:
+    """Raise `FitError` for the first region that does not fit `fabric` (None: unbounded)."""
+    if fabric is None:
+        return
+    for name, need in regions:
+        for r in RESOURCES:
+            if need.get(r, 0) > fabric.capacity(r):
+                raise FitError(
+                    f"region {name} needs {need[r]} {r} units; the fabric of {arch_name} has {fabric.capacity(r)} "
+                    f"(use a schedule with smaller regions, fewer lanes, or a larger [arch.fabric])"
+                )
+
+
+def fits(need: dict[str, int], fabric: Fabric | None) -> bool:
+    return fabric is None or all(need.get(r, 0) <= fabric.capacity(r) for r in RESOURCES)

@@ -1,0 +1,53 @@
+"""A simulated program's timeline: its regions placed on the fabric by a strategy."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from fuseflow.fabric.dag import Task, graph_task
+from fuseflow.fabric.resources import demand_of
+from fuseflow.fabric.scheduler import Scheduler, Span, timeline_from_durations
+from fuseflow.sim.arch import Arch
+
+if TYPE_CHECKING:
+    from fuseflow.program import Program
+
+
+def program_tasks(program: "Program") -> list[Task]:
+    """The relayouts (host conversions) then every region, in program order."""
+    hosts = [Task(r.name, frozenset({r.source}), frozenset({r.tensor}), {}, True) for r in program.relayouts]
+    return hosts + [graph_task(g, demand_of(g)) for g in program.graphs]
+
+
+def predicted_cycles(program: "Program", args: tuple, arch: Arch) -> list[float]:
+    """The cycle model's cycles per task: what a strategy ranks by before anything has run."""
+    return [float(r.cycles) for r in program.estimate(*args, arch=arch).regions]
+
+
+def place(
+    program: "Program",
+    cycles: Sequence[int],
+    arch: Arch,
+    strategy: str,
+    args: tuple,
+    env: Mapping[str, Any] | None = None,
+    predicted: Sequence[float] | None = None,
+) -> list[Span]:
+    """Each task's span. `cycles` are the tasks' own cycles (alone on the machine). With the
+    memory model on and regions side by side, they run in one engine run sharing its channels
+    (`env`: every tensor the regions read); otherwise spans follow from `cycles` exactly."""
+    tasks = program_tasks(program)
+    if strategy != "sequential" and predicted is None:
+        predicted = predicted_cycles(program, args, arch)
+    if strategy == "sequential" or not arch.memory_model or env is None:
+        return timeline_from_durations(tasks, cycles, arch.fabric, strategy, predicted)
+    from fuseflow.fabric.shared_run import shared_timeline
+
+    sched = Scheduler(tasks, arch.fabric, strategy, predicted if predicted is not None else cycles)
+    n_hosts = len(program.relayouts)
+    graphs = {n_hosts + k: g for k, g in enumerate(program.graphs)}
+    hosts = {i: int(cycles[i]) for i in range(n_hosts)}
+    values = {k: np.asarray(v) for k, v in env.items() if isinstance(v, np.ndarray)}
+    return shared_timeline(sched, graphs, hosts, env, values, arch)
