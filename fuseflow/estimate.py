@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fuseflow.analysis.cycle_model import GraphEstimate
+from fuseflow.fabric.scheduler import Span
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
@@ -13,14 +14,24 @@ if TYPE_CHECKING:
 
 @dataclass
 class ProgramEstimate:
-    """Predicted cycles per region and in total (regions run one after another)."""
+    """Predicted cycles per region, and the makespan of their placement on the fabric by
+    `strategy` (regions do not slow each other down here: memory contention is simulated only)."""
 
     program: "Program"
     regions: list[GraphEstimate]
     arch: Any
+    strategy: str = "sequential"
+    timeline: list[Span] = field(default_factory=list)
 
     @property
     def cycles(self) -> int:
+        """The predicted makespan (sequential: the sum, plus reconfiguration on a finite fabric)."""
+        if self.timeline:
+            return max(s.end for s in self.timeline)
+        return self.serial_cycles
+
+    @property
+    def serial_cycles(self) -> int:
         return int(round(sum(r.cycles for r in self.regions)))
 
     @property
@@ -34,6 +45,9 @@ class ProgramEstimate:
     def to_json(self, detail: bool = False) -> dict:
         return {
             "estimated_cycles": self.cycles,
+            "serial_cycles": self.serial_cycles,
+            "strategy": self.strategy,
+            "timeline": [sp.to_json() for sp in self.timeline],
             "arch": self.arch.name,
             "schedule": self.program.schedule,
             "orders": dict(self.program.orders),

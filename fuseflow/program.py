@@ -226,12 +226,13 @@ class Program:
             passes,
         )
 
-    def estimate(self, *args, arch: Any = None) -> "ProgramEstimate":
+    def estimate(self, *args, arch: Any = None, strategy: str = "sequential") -> "ProgramEstimate":
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
         counted from their values where those are cheap to compute (`sim.values`), and
-        predicted from the writers of the region that produces them otherwise."""
+        predicted from the writers of the region that produces them otherwise. `strategy` places
+        the predicted regions on the fabric as `simulate` does (`.cycles` is the makespan)."""
         from fuseflow.analysis.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
         from fuseflow.estimate import ProgramEstimate
 
@@ -252,7 +253,16 @@ class Program:
         conversions = [
             GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)
         ]
-        return ProgramEstimate(self, conversions + regions, arch_)
+        est = ProgramEstimate(self, conversions + regions, arch_, strategy)
+        check_fits(self.resources().items(), arch_.fabric, arch_.name)
+        if strategy != "sequential" or arch_.fabric is not None:
+            from fuseflow.fabric.run import program_tasks
+            from fuseflow.fabric.scheduler import timeline_from_durations
+
+            predicted = [r.cycles for r in est.regions]
+            durations = [int(round(c)) for c in predicted]
+            est.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy, predicted)
+        return est
 
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""

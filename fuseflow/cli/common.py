@@ -175,7 +175,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--arch",
         default="comal",
-        help="preset (comal, sam, rda) or TOML file: simulated, and what orders are ranked for",
+        help="preset (comal, sam, rda, amber) or TOML file: simulated, and what orders are ranked for",
+    )
+    p.add_argument(
+        "--strategy",
+        default="sequential",
+        choices=("sequential", "concurrent"),
+        help="how regions share the fabric: one after another (default), or side by side when they fit",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")

@@ -24,6 +24,7 @@ def parser() -> argparse.ArgumentParser:
     add_model_args(r)
     r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
     r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
+    r.add_argument("--timeline", metavar="FILE", help="draw the regions' timeline as a Gantt chart (.png or .svg)")
     add_engine_arg(r)
     add_shortcut_args(r)
     r.set_defaults(fn=cmd_run)

@@ -13,7 +13,7 @@ from fuseflow.cli.common import compile_example, option_dict, load_example, prin
 
 def print_estimate(prog, a) -> int:
     """The cycle model's preview of a compiled program (no simulation)."""
-    est = prog.estimate(arch=a.arch)
+    est = prog.estimate(arch=a.arch, strategy=getattr(a, "strategy", "sequential"))
     if getattr(a, "json", False):
         print(json.dumps(est.to_json(detail=getattr(a, "nodes", False)), indent=2))
         return 0
@@ -29,7 +29,7 @@ def print_estimate(prog, a) -> int:
         ]
         for r in est.regions
     ]
-    rows.append(["total", f"{est.cycles:,}", "", f"{est.alu_ops:,}", f"{est.mem_bytes:,}", "", ""])
+    rows.append(["total", f"{est.serial_cycles:,}", "", f"{est.alu_ops:,}", f"{est.mem_bytes:,}", "", ""])
     print_table(
         f"{Path(a.model).name}: estimate, schedule {a.schedule}, arch {est.arch.name} (not simulated)",
         rows,
@@ -42,6 +42,7 @@ def print_estimate(prog, a) -> int:
                 [[n.name, f"{n.tokens:,.0f}", f"{n.busy:,.0f}"] for n in r.nodes],
                 ["node", "tokens", "busy cycles"],
             )
+    print(f"predicted makespan {est.cycles:,} cycles (strategy {est.strategy})")
     for r in prog.relayouts:
         print(
             f"{r.name}: model input {r.source} converted from {r.declared} to {r.stored} at run time "

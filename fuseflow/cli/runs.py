@@ -24,21 +24,33 @@ def cmd_run(a) -> int:
         engine=a.engine,
         memo=a.memo,
         jobs=a.jobs,
+        strategy=a.strategy,
     )
     err = res.check()
     if a.save:
         Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
+    if a.timeline:
+        from fuseflow.report.gantt import draw
+
+        draw(
+            res.timeline,
+            a.timeline,
+            f"{Path(a.model).name}: {a.schedule}, {res.strategy}, {res.arch.name}",
+            res.arch.fabric,
+        )
     if a.json:
         print(json.dumps(res.to_json(), indent=2))
         return 0
     err_of = dict(zip(prog.output_names, res.output_errors))
     rows = []
-    for r in res.regions:
+    for r, span in zip(res.regions, res.timeline):
         errs = [err_of[t] for t in r.writes if t in err_of]
         rows.append(
             [
                 r.name + (" (memo)" if r.memoised else ""),
                 r.cycles,
+                span.start,
+                span.end,
                 r.totals()["tokens_out"],
                 r.totals()["alu_ops"],
                 f"{max(errs):.3g}" if errs else "-",
@@ -47,6 +59,8 @@ def cmd_run(a) -> int:
     rows.append(
         [
             "total",
+            res.serial_cycles,
+            0,
             res.cycles,
             sum(r.totals()["tokens_out"] for r in res.regions),
             sum(r.totals()["alu_ops"] for r in res.regions),
@@ -54,12 +68,27 @@ def cmd_run(a) -> int:
         ]
     )
     print_table(
-        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}",
+        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}, strategy {res.strategy}",
         rows,
-        ["region", "cycles", "tokens", "alu ops", "max abs error"],
+        ["region", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
     )
+    print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
     print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
+    if a.timeline:
+        print(f"wrote {a.timeline}")
     return 0
+
+
+def _fabric_note(res) -> str:
+    fabric = res.arch.fabric
+    if fabric is None:
+        return "; unbounded fabric"
+    frac = res.utilization.fraction or {}
+    return (
+        f"; fabric {fabric.compute} compute / {fabric.memory} memory units, "
+        f"{fabric.reconfig_cycles} cycles per configuration, busy {frac.get('compute', 0):.0%} / "
+        f"{frac.get('memory', 0):.0%}"
+    )
 
 
 def _requested(known: list, spec: str) -> list:

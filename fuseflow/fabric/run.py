@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ def program_tasks(program: "Program") -> list[Task]:
 
 def predicted_cycles(program: "Program", args: tuple, arch: Arch) -> list[float]:
     """The cycle model's cycles per task: what a strategy ranks by before anything has run."""
-    return [float(r.cycles) for r in program.estimate(*args, arch=arch).regions]
+    return [float(r.cycles) for r in program.estimate(*args, arch=replace(arch, fabric=None)).regions]
 
 
 def place(

@@ -167,3 +167,18 @@ def timeline_from_durations(
         stuck = next(t.name for k, t in enumerate(tasks) if k not in ends)
         raise FuseflowError(f"strategy {strategy}: region {stuck} never started (it does not fit the fabric)")
     return [sched.span(i, ends[i]) for i in range(len(tasks))]
+
+
+def tracks(timeline: Sequence[Span]) -> list[int]:
+    """A row per span such that spans on one row never overlap (first free row, by start): the
+    Gantt chart's rows and the Perfetto trace's tracks."""
+    free_at: list[int] = []
+    out = [0] * len(timeline)
+    for k in sorted(range(len(timeline)), key=lambda k: (timeline[k].start, k)):
+        s = timeline[k]
+        row = next((r for r, t in enumerate(free_at) if t <= s.start), len(free_at))
+        if row == len(free_at):
+            free_at.append(0)
+        free_at[row] = s.end
+        out[k] = row
+    return out

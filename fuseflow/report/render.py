@@ -1,8 +1,10 @@
 """Readable views of a detailed result JSON (``SimResult.to_json(detail=True)``).
 
 - `table`: per-region summary (and per-node with `nodes=True`) as rich tables;
-- `perfetto`: Chrome/Perfetto trace events, one process per region, one track per node, a slice
-  per active span (regions laid out one after another, as they run);
+- `perfetto`: Chrome/Perfetto trace events: a ``fabric`` process with one track per set of
+  regions that never overlap (a slice per region run, its configuration load included), then
+  one process per region, one track per node, a slice per active span, at the cycles the
+  timeline placed the region;
 - `dot`: the dataflow graph of each region with counters on the nodes.
 """
 
@@ -55,9 +57,27 @@ def table(result: dict, nodes: bool = False) -> list:
 
 def perfetto(result: dict) -> dict[str, Any]:
     """Trace Event Format JSON: ts/dur in cycles (shown as microseconds by the viewer)."""
-    events: list[dict] = []
+    from fuseflow.fabric.scheduler import Span, tracks
+
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "fabric"}}]
+    timeline = [Span(s["region"], s["start"], s["end"], s["units"], s["reconfig"]) for s in result.get("timeline", [])]
+    for s, row in zip(timeline, tracks(timeline)):
+        events.append(
+            {
+                "ph": "X",
+                "name": s.region,
+                "pid": 0,
+                "tid": row,
+                "ts": s.start,
+                "dur": max(s.end - s.start, 1),
+                "args": {"units": s.units, "reconfig": s.reconfig},
+            }
+        )
+    starts = [s.start + s.reconfig for s in timeline]
     offset = 0
     for pid, r in enumerate(result["regions"], start=1):
+        if len(starts) == len(result["regions"]):
+            offset = starts[pid - 1]
         events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": r["name"]}})
         for tid, n in enumerate(r.get("nodes", []), start=1):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": n["name"]}})
@@ -74,7 +94,7 @@ def perfetto(result: dict) -> dict[str, Any]:
                         "args": {"tokens_out": n["tokens_out"]},
                     }
                 )
-        offset += r["cycles"]
+        offset += r["cycles"]  # older results without a timeline: regions one after another
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"unit": "cycles"}}
 
 

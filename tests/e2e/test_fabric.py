@@ -7,6 +7,9 @@ PyTorch (`check()`, its stated tolerance).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -24,6 +27,7 @@ from fuseflow.sim.graph import run_graph
 import gcn_layer  # noqa: E402
 import gpt_bigbird  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 SMALL_GPT = dict(seq=32, d_model=16, d_ff=32, block=8)
 
 
@@ -170,3 +174,47 @@ def test_a_region_that_does_not_fit_is_refused_with_its_demand():
     prog = fuseflow.compile(model, args, formats=formats, schedule="full")
     with pytest.raises(FitError, match="compute units"):
         prog.simulate(arch=arch)
+
+
+def test_cli_run_concurrent_draws_the_timeline_and_traces_tracks(tmp_path, capsys):
+    from fuseflow.cli.main import main
+
+    png, saved, trace = tmp_path / "t.png", tmp_path / "r.json", tmp_path / "trace.json"
+    model = str(ROOT / "examples" / "gcn_layer.py")
+    args = ["run", model, "--arch", "amber", "--strategy", "concurrent", "--timeline", str(png), "--save", str(saved)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "strategy concurrent" in out and "makespan" in out and "512 cycles per configuration" in out
+    assert png.stat().st_size > 10_000
+    result = json.loads(saved.read_text())
+    assert result["strategy"] == "concurrent" and len(result["timeline"]) == len(result["regions"])
+    assert result["total_cycles"] == max(s["end"] for s in result["timeline"])
+    assert main(["report", str(saved), "--trace", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    fabric = [e for e in events if e.get("pid") == 0 and e["ph"] == "X"]
+    assert sorted(e["name"] for e in fabric) == sorted(s["region"] for s in result["timeline"])
+    # regions that overlap in time sit on different tracks
+    for a in fabric:
+        for b in fabric:
+            if a is not b and a["tid"] == b["tid"]:
+                assert a["ts"] + a["dur"] <= b["ts"] or b["ts"] + b["dur"] <= a["ts"]
+
+
+def test_cli_a_region_that_does_not_fit_is_one_line_and_exit_1(tmp_path, capsys):
+    from fuseflow.cli.main import main
+
+    arch = tmp_path / "tiny.toml"
+    arch.write_text('[arch]\npreset = "rda"\n[arch.fabric]\ncompute = 2\nmemory = 64\n')
+    assert main(["run", str(ROOT / "examples" / "gcn_layer.py"), "--schedule", "full", "--arch", str(arch)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs" in err[0] and "compute units" in err[0] and "has 2" in err[0]
+
+
+def test_estimate_predicts_the_makespan_with_the_same_strategies(gpt_unfused):
+    seq = gpt_unfused.estimate()
+    con = gpt_unfused.estimate(strategy="concurrent")
+    assert seq.cycles == seq.serial_cycles == con.serial_cycles
+    assert con.cycles < 0.85 * seq.cycles
+    amber = gpt_unfused.estimate(arch="amber")
+    n = len(gpt_unfused.graphs)  # regions' predicted cycles are rounded one by one on the timeline
+    assert abs(amber.cycles - (amber.serial_cycles + 512 * n)) <= n
