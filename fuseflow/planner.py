@@ -37,6 +37,8 @@ from typing import Any, Mapping, Sequence
 import networkx as nx
 
 from fuseflow.errors import FuseflowError
+from fuseflow.fabric.resources import FitError, fits
+from fuseflow.sim.arch import Arch
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
 
 TRUST = 1.5
@@ -393,18 +395,32 @@ def plan(
         if progress is not None:
             progress(msg)
 
-    # 1. cover: every segment's predicted cost
+    # 1. cover: every segment's predicted cost; on a finite fabric, only segments that fit, each
+    # paying its configuration load
+    fabric = Arch.resolve(arch).fabric if arch is not None else None
     seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
+    too_big: dict[tuple[int, int], str] = {}
     cover = _cover(n, allowed)
     for j, segs in enumerate(cover):
         say(f"estimating segments: compile {j + 1}/{len(cover)}")
         prog = space.compile(segs, order, quick=n > OP_UNITS)  # small models: the full order search
-        est = prog.estimate(arch=arch)
+        est = prog.estimate(arch=replace(Arch.resolve(arch), fabric=None) if fabric else arch)
         by_name = {r.name: r for r in est.regions}
+        need = prog.resources()
         for k, seg in enumerate(segs):
             r = by_name.get(f"p{k}")
-            if r is not None:
-                seg_cost.setdefault(seg, (r.cycles, float(r.mem_bytes), float(r.alu_ops)))
+            if r is not None and not fits(need[r.name], fabric):
+                too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
+            elif r is not None:
+                reconfig = fabric.reconfig_cycles if fabric else 0
+                seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
+    if too_big:
+        first = min(too_big)
+        labels = ",".join(u.label for u in units[first[0] : first[1]])
+        notes.append(
+            f"{len(too_big)} segment(s) do not fit the fabric ({fabric.compute} compute, {fabric.memory} memory "
+            f"units) and were split, e.g. [{labels}] needs {too_big[first]}"
+        )
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
     best = _k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
     cands = [
@@ -424,7 +440,7 @@ def plan(
     alive = sorted((c for c in cands if not c.status), key=lambda c: c.estimate_cycles)
     for c in alive[top_k:]:
         c.status = f"pruned: not in the top {top_k} by estimate"
-    if not alive:
+    if not alive and not too_big:
         raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
     # the built-in schedules, estimated whole: the best of them is always simulated
     if constraints is None or not constraints.ruleset:
@@ -453,6 +469,11 @@ def plan(
             c.status = f"failed: {str(e).splitlines()[0][:80]}"
     _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
     done = [c for c in cands if c.simulated_cycles is not None]
+    if not done and too_big:
+        raise FitError(
+            f"schedule=auto: no schedule fits the fabric of {Arch.resolve(arch).name}: even the built-in "
+            f"schedules have a region that needs more units than it has"
+        )
     if not done:
         raise FuseflowError("schedule=auto: no candidate schedule could be simulated")
     win = min(done, key=lambda c: (c.simulated_cycles, c.estimate_cycles))
@@ -497,6 +518,8 @@ def _widen(rest: list[Candidate], simulated: list[Candidate], confirm, notes: li
     stop = ""
     for c in sorted(rest, key=lambda c: c.estimate_cycles):
         done = [x for x in simulated if x.simulated_cycles is not None]
+        if not done:
+            break
         best = min(x.simulated_cycles for x in done)  # type: ignore[type-var]
         optimism = min(x.error for x in done)  # type: ignore[type-var]
         if c.estimate_cycles * optimism >= best:

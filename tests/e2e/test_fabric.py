@@ -218,3 +218,20 @@ def test_estimate_predicts_the_makespan_with_the_same_strategies(gpt_unfused):
     amber = gpt_unfused.estimate(arch="amber")
     n = len(gpt_unfused.graphs)  # regions' predicted cycles are rounded one by one on the timeline
     assert abs(amber.cycles - (amber.serial_cycles + 512 * n)) <= n
+
+
+def test_auto_on_a_finite_fabric_splits_what_does_not_fit():
+    import gcn
+
+    model, args, formats = gcn.build()
+    # full fusion of the two-layer GCN needs 37 compute and 35 memory units; each layer fits
+    arch = {"preset": "rda", "fabric": {"compute": 24, "memory": 24, "reconfig_cycles": 64}}
+    with pytest.raises(FitError):
+        fuseflow.compile(model, args, formats=formats, schedule="full", arch=arch)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=arch)
+    assert "do not fit the fabric" in prog.plan.explain()
+    cap = Arch.resolve(arch).fabric
+    assert all(d["compute"] <= cap.compute and d["memory"] <= cap.memory for d in prog.resources().values())
+    res = prog.simulate()
+    res.check()
+    assert res.cycles == res.serial_cycles + 64 * len(prog.graphs)
