@@ -64,6 +64,12 @@ def parser() -> argparse.ArgumentParser:
     add_example_file_args(st)
     st.add_argument("--schedules", help="comma-separated subset (unfused,layer,full,...)")
     st.add_argument("--arch", default="comal")
+    st.add_argument(
+        "--strategy",
+        default="sequential",
+        choices=("sequential", "concurrent"),
+        help="how regions share the fabric: one after another (default), or side by side when they fit",
+    )
     st.add_argument("--node-budget", type=int, default=100_000)
     st.add_argument("--order", help="dataflow order of every region: auto (default) | plain (the lowering's own)")
     st.add_argument("--json", action="store_true")

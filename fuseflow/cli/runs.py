@@ -118,7 +118,7 @@ def cmd_study(a) -> int:
     from rich.progress import Progress
 
     mod, (model, args, formats) = build_model(a.model, a)
-    base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order)
+    base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order, arch=a.arch)
     schedules: list = [("unfused", "unfused"), ("layer", "layer"), ("full", "full")]
     if hasattr(mod, "schedules"):
         schedules += list(mod.schedules(base.op_infos).items())
@@ -135,7 +135,13 @@ def cmd_study(a) -> int:
                     base
                     if name == "unfused"
                     else fuseflow.compile(
-                        model, args, formats=formats, schedule=sched, node_budget=a.node_budget, order=a.order
+                        model,
+                        args,
+                        formats=formats,
+                        schedule=sched,
+                        node_budget=a.node_budget,
+                        order=a.order,
+                        arch=a.arch,
                     )
                 )
                 t1 = time.perf_counter()
@@ -145,12 +151,14 @@ def cmd_study(a) -> int:
                     engine=a.engine,
                     memo=a.memo,
                     jobs=a.jobs,
+                    strategy=a.strategy,
                     progress=lambda region, cycle, name=name: progress.update(
                         task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
                     ),
                 )
                 t2 = time.perf_counter()
                 err = res.check()
+                est = prog.estimate(arch=a.arch, strategy=a.strategy)
             except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
                 first = str(e).splitlines()[0]
                 rows.append({"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None})
@@ -162,6 +170,8 @@ def cmd_study(a) -> int:
                     "schedule": name,
                     "regions": len(prog.graphs),
                     "cycles": res.cycles,
+                    "region_cycles": res.serial_cycles,
+                    "estimated_cycles": est.cycles,
                     "alu_ops": sum(t["alu_ops"] for t in tot),
                     "reductions": sum(t["reductions"] for t in tot),
                     "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
@@ -179,16 +189,19 @@ def cmd_study(a) -> int:
         "model": a.model,
         "options": option_dict(a.option) | ({"graph": a.graph} if a.graph else {}),
         "arch": a.arch,
+        "strategy": a.strategy,
         "schedules": rows,
     }
     if write_json(result, a):
         return 0
     print_table(
-        f"fusion study: {Path(a.model).name} (arch {a.arch})",
+        f"fusion study: {Path(a.model).name} (arch {a.arch}, strategy {a.strategy}; cycles: the makespan)",
         [
             [
                 r["schedule"],
                 r["regions"],
+                r["region_cycles"],
+                r["estimated_cycles"],
                 r["cycles"],
                 r["speedup_vs_unfused"],
                 r["alu_ops"],
@@ -198,12 +211,14 @@ def cmd_study(a) -> int:
                 r["simulate_s"],
             ]
             if "error" not in r
-            else [r["schedule"], "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
+            else [r["schedule"], "-", "-", "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
             for r in rows
         ],
         [
             "schedule",
             "regions",
+            "region cycles",
+            "estimated",
             "cycles",
             "speedup",
             "FLOPs (alu ops)",
