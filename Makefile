@@ -16,7 +16,7 @@ $(STAMP): $(SOURCES)
 
 demo: $(STAMP)
 	@mkdir -p $(TMPDIR)
-	$(BIN)/fuseflow run examples/gcn_layer.py
+	$(BIN)/fuseflow study examples/gcn_layer.py --schedules unfused,auto --arch amber --strategy concurrent
 
 lint: $(STAMP)
 	$(BIN)/ruff check fuseflow tests benchmarks examples

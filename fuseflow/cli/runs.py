@@ -99,12 +99,12 @@ def _requested(known: list, spec: str) -> list:
     by_name = dict(known)
     out = []
     for name in (s.strip() for s in spec.split(",") if s.strip()):
-        if name in by_name or name in BUILTIN:
+        if name in by_name or name in BUILTIN or name == "auto":
             out.append((name, by_name.get(name, name)))
         elif name.endswith((".json", ".py")):
             out.append((Path(name).stem, name))
         else:
-            valid = list(dict.fromkeys([*by_name, *BUILTIN]))
+            valid = list(dict.fromkeys([*by_name, *BUILTIN, "auto"]))
             raise FuseflowError(
                 f"unknown schedule {name!r} in --schedules; valid: {', '.join(valid)}, or FILE.json/.py"
             )

@@ -192,7 +192,7 @@ def test_study_refuses_an_unknown_schedule_and_runs_op(tmp_path, capsys):
     assert fuseflow_main(["study", str(path), "--schedules", "op,nonsense"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "fuseflow: unknown schedule 'nonsense' in --schedules; valid: unfused, layer, full, op, or FILE.json/.py"
+        "fuseflow: unknown schedule 'nonsense' in --schedules; valid: unfused, layer, full, op, auto, or FILE.json/.py"
     ]
     out = tmp_path / "study.json"
     assert fuseflow_main(["study", str(path), "--schedules", "op,unfused", "-o", str(out)]) == 0
