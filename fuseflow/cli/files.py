@@ -42,10 +42,29 @@ def cmd_compile(a) -> int:
     stem = Path(a.model).stem
     (out / f"{stem}.linalg.mlir").write_text(prog.mlir("linalg"))
     (out / f"{stem}.sam.mlir").write_text(prog.mlir("sam"))
+    n_data = write_data(prog.bind(prog.example_args), out)
     print(prog.ops())
     print(prog.regions())
-    print(f"wrote {out / (stem + '.linalg.mlir')} and {out / (stem + '.sam.mlir')}")
+    print(
+        f"wrote {out / (stem + '.linalg.mlir')}, {out / (stem + '.sam.mlir')} and {n_data} input and weight "
+        f"files (fuseflow simulate {out / (stem + '.sam.mlir')} --data {out})"
+    )
     return 0
+
+
+def write_data(values, out: Path) -> int:
+    """Every model input and parameter as `fuseflow simulate --data` reads them: NAME.npy (dense)
+    or NAME.npz (a scipy sparse matrix, kept sparse). Returns how many files were written."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    for name, v in values.items():
+        if sp.issparse(v) and v.ndim == 2:
+            sp.save_npz(out / f"{name}.npz", sp.csr_matrix(v))
+        else:
+            dense = v.toarray() if sp.issparse(v) else np.asarray(v)
+            np.save(out / f"{name}.npy", dense.astype(np.float32))
+    return len(values)
 
 
 def cmd_simulate(a) -> int:
@@ -76,7 +95,7 @@ def cmd_simulate(a) -> int:
             if f.suffix == ".npy":
                 env[f.stem] = np.load(f)
             elif f.suffix == ".npz":
-                env[f.stem] = sp.load_npz(f).toarray()
+                env[f.stem] = sp.load_npz(f)  # packed from its own arrays, never densified
     arch = Arch.resolve(a.arch)
     rows, result = [], {"regions": [], "outputs": {}}
     with progress_reporter(sys.stderr.isatty() or None) as report:
