@@ -86,6 +86,19 @@ def fold(op: str, args: tuple[float, ...]) -> float:
     return table[op]()
 
 
+COMMUTATIVE = frozenset({"add", "mul", "max", "min"})
+"""Binary ops whose operands may be swapped."""
+
+
+def preserves_zero(op: str) -> bool:
+    """Whether a unary op maps 0 to 0 (its result is as sparse as its operand), read off its
+    semantics (`fold`), so no list of such ops can drift from them (``erf`` did)."""
+    try:
+        return fold(op, (0.0,)) == 0.0
+    except (KeyError, ValueError, OverflowError, ZeroDivisionError):
+        return False
+
+
 def call(op: str, *args: Expr) -> Expr:
     if all(isinstance(a, Const) for a in args):
         return Const(fold(op, tuple(a.value for a in args)))

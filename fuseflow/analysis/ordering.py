@@ -16,7 +16,17 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Sequence
 
 from fuseflow.errors import FuseflowError, UnsupportedError
-from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce, accesses
+from fuseflow.analysis.index_notation import (
+    UNIT,
+    Access,
+    Assign,
+    Call,
+    Const,
+    Expr,
+    Reduce,
+    accesses,
+    preserves_zero,
+)
 from fuseflow.analysis.nests import NestPlan, plan
 from fuseflow.analysis.storage_order import storage_vars
 
@@ -31,7 +41,6 @@ DEFAULT_DENSITY = 0.1
 
 # ops whose result is zero where their first operand is (intersections) / any operand is (products)
 _PRODUCTS = {"mul", "mask"}
-_FIRST_ARG = {"div", "relu", "neg", "sqrt", "tanh", "abs"}
 _UNIONS = {"add", "sub", "max", "min"}
 
 
@@ -222,7 +231,7 @@ class _Density:
             fs = [self.of(a, bound) for a in e.args]
             if e.op in _PRODUCTS:
                 return math.prod(fs)
-            if e.op in _FIRST_ARG:
+            if e.op == "div" or (len(fs) == 1 and preserves_zero(e.op)):
                 return fs[0]
             if e.op in _UNIONS:
                 return 1.0 - math.prod(1.0 - f for f in fs)

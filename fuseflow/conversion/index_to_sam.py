@@ -17,14 +17,11 @@ from typing import Callable
 from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
+from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.analysis.absent import absent, identity
 from fuseflow.analysis.alpha import alpha_key, share_equivalent
 from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
-
-ZERO_PRESERVING_UNARY = {"neg", "relu", "sqrt", "tanh", "abs"}
-COMMUTATIVE = {"add", "mul", "max", "min"}
 
 
 @dataclass

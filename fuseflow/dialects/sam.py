@@ -23,7 +23,8 @@ from fuseflow.primitives import ALU_BINARY, ALU_UNARY  # the simulator's table
 
 Operand, Result, Pure, result, Region = ext.Operand, ext.Result, ext.Pure, ext.result, ext.Region
 
-LEVEL_FORMATS = ("dense", "compressed", "singleton")
+LEVEL_FORMATS = ("dense", "compressed")
+"""Level formats a scan iterates (the simulator has no singleton scanner; COO is stored as DCSR)."""
 REDUCE_KINDS = ("sum", "max")
 
 
@@ -409,7 +410,9 @@ class WriteCrdOp(Sam.Operation, name="write_crd"):
         if len(self.in_parent) > 1:
             return _err(self, "takes at most one parent coordinate stream")
         if _str(self, "format") not in LEVEL_FORMATS:
-            return _err(self, "has unknown level format")
+            return _err(
+                self, f"has unknown level format '{_str(self, 'format')}'; expected one of {', '.join(LEVEL_FORMATS)}"
+            )
         return _check_level(self)
 
 

@@ -57,6 +57,7 @@ SUPPORTED: tuple[OpSupport, ...] = tuple(
         ("aten.sqrt", "torch.sqrt(a + 1.0)"),
         ("aten.rsqrt", "torch.rsqrt(a + 1.0)"),
         ("aten.tanh", "torch.tanh(a)"),
+        ("aten.erf", "torch.erf(a)"),
         ("aten.abs", "torch.abs(a - c)"),
         ("aten.relu", "torch.relu(a - c)"),
         ("aten.gelu", "torch.nn.functional.gelu(a)"),

@@ -25,7 +25,10 @@ class Root : public Node {
 class Scan : public Node {
  public:
   Scan(const std::string& n, const Params& p) : Node(n, "scan", 1, 2) {
-    dense_ = p.get_string("format", "compressed") == "dense";
+    const std::string format = p.get_string("format", "compressed");
+    if (format != "dense" && format != "compressed")  // no singleton scanner: refused, never run as another
+      throw std::invalid_argument("scan '" + n + "': unknown level format '" + format + "' (dense or compressed)");
+    dense_ = format == "dense";
     if (dense_) {
       dim_ = p.get_int("dim");
       if (dim_ < 0) throw std::invalid_argument("scan '" + n + "': negative dim");

@@ -9,6 +9,15 @@
 
 // -----
 
+// No singleton scanner exists: a singleton level is refused, never run as compressed.
+"sam.graph"() ({
+  %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
+  // expected-error @+1 {{has unknown level format 'singleton'; expected one of dense, compressed}}
+  %1, %2 = "sam.scan"(%0) {dim = 4 : i64, format = "singleton", index_var = "i", level = 0 : i64, mode = 0 : i64, tensor = "A"} : (!sam.ref) -> (!sam.ref, !sam.crd)
+}) {sym_name = "g", tensors = []} : () -> ()
+
+// -----
+
 "sam.graph"() ({
   %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
   // expected-error @+1 {{requires a non-negative integer 'level'}}
