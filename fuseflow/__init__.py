@@ -27,4 +27,4 @@ __all__ = [
     "MismatchError",
     "EagerError",
 ]
-__version__ = "0.1.0"
+__version__ = "0.3.0"

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from fuseflow import __version__
 from fuseflow.errors import FuseflowError
 from fuseflow.cli.common import add_engine_arg, add_shortcut_args, add_pass_args, add_example_file_args, add_model_args
 from fuseflow.cli.planning import cmd_estimate, cmd_plan, cmd_dse
@@ -16,6 +17,7 @@ from fuseflow.cli.files import cmd_report, cmd_compile, cmd_simulate, cmd_ops
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fuseflow", description=__doc__)
     p.add_argument("--verbose", action="store_true", help="show torch-mlir's own diagnostics on stderr")
+    p.add_argument("--version", action="version", version=f"fuseflow {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     ops = sub.add_parser("ops", help="list the supported PyTorch ops and sparse formats")
     ops.add_argument("--markdown", action="store_true", help="print docs/ops.md")

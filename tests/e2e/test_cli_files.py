@@ -54,3 +54,16 @@ def test_compile_writes_what_simulate_reads(tmp_path, capsys, example):
     want = want[0] if isinstance(want, tuple) else want
     (out,) = list((tmp_path / "out").glob("*.npy"))
     np.testing.assert_allclose(np.load(out), want.to_dense().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_version_is_the_package_version_and_the_changelog_lists_it(capsys):
+    import tomllib
+
+    import fuseflow
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out.strip() == f"fuseflow {declared}" == f"fuseflow {fuseflow.__version__}"
+    assert f"\n## {declared}\n" in (ROOT / "CHANGELOG.md").read_text()
