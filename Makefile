@@ -21,6 +21,8 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check fuseflow tests benchmarks examples
 	$(BIN)/ruff format --check fuseflow tests benchmarks examples
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 lit: $(STAMP)
 	@mkdir -p $(TMPDIR)

@@ -27,4 +27,4 @@ __all__ = [
     "MismatchError",
     "EagerError",
 ]
-__version__ = "0.3.0"
+from fuseflow.version import __version__ as __version__  # noqa: E402

@@ -414,7 +414,7 @@ def plan(
             elif r is not None:
                 reconfig = fabric.reconfig_cycles if fabric else 0
                 seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
-    if too_big:
+    if too_big and fabric is not None:
         first = min(too_big)
         labels = ",".join(u.label for u in units[first[0] : first[1]])
         notes.append(

@@ -9,7 +9,7 @@ checks that they agree.
 
 from __future__ import annotations
 
-from fuseflow import _simulator
+import fuseflow._simulator as _simulator
 
 KINDS: tuple[str, ...] = tuple(_simulator.primitive_kinds())
 """Every primitive kind the simulator builds."""

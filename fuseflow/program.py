@@ -253,16 +253,16 @@ class Program:
         conversions = [
             GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)
         ]
-        est = ProgramEstimate(self, conversions + regions, arch_, strategy)
+        whole = ProgramEstimate(self, conversions + regions, arch_, strategy)
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
         if strategy != "sequential" or arch_.fabric is not None:
             from fuseflow.fabric.run import program_tasks
             from fuseflow.fabric.scheduler import timeline_from_durations
 
-            predicted = [r.cycles for r in est.regions]
+            predicted = [r.cycles for r in whole.regions]
             durations = [int(round(c)) for c in predicted]
-            est.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy, predicted)
-        return est
+            whole.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy, predicted)
+        return whole
 
     def mlir(self, stage: str = "sam") -> str:
         """The module at a stage: ``linalg`` (imported, with encodings) or ``sam``."""
@@ -411,7 +411,7 @@ class Program:
                 else:  # in order, here: later regions read its outputs
                     cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
                     once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them
-                    packed = None
+                    del packed
 
                     def inputs(g=g, once=once):
                         return once.pop() if once else pack_inputs(g, env)

@@ -9,7 +9,7 @@ class progress_reporter:
     """`progress=True`: a transient rich display of each region's simulated cycles."""
 
     def __init__(self, progress: Any):
-        self.progress, self.live, self.tasks = progress, None, {}
+        self.progress, self.live, self.tasks = progress, None, {}  # type: Any, Any, dict[str, Any]
 
     def __enter__(self):
         if self.progress is True:

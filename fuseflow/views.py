@@ -161,7 +161,9 @@ def _derive_sparse(d: Derived, coos: list) -> Any:
             keep &= (x >= o) & (x < o + s * st) & ((x - o) % st == 0)
         new = tuple((x[keep] - o) // st for x, (o, _, st) in zip(coords, d.params))
         return scipy.sparse.coo_array((c.data[keep], new), shape=tuple(s for _, s, _ in d.params))
-    dim, offset, datas, parts = d.params[0], 0, [], [[] for _ in coos[0].shape]
+    dim, offset = d.params[0], 0
+    datas: list = []
+    parts: list[list] = [[] for _ in coos[0].shape]
     for c in coos:
         for i, x in enumerate(c.coords):
             parts[i].append(np.asarray(x) + (offset if i == dim else 0))

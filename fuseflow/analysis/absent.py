@@ -52,9 +52,10 @@ def _apply(op: str, vals: list[float | None]) -> float | None:
         if m is None:
             return None
         return -INF if m == 0.0 else s
-    if all(x is not None for x in vals):
+    known = [x for x in vals if x is not None]
+    if len(known) == len(vals):
         try:
-            r = fold(op, tuple(vals))
+            r = fold(op, tuple(known))
         except (ValueError, OverflowError, ZeroDivisionError):
             return None
         return None if isinstance(r, float) and math.isnan(r) else r

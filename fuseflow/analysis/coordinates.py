@@ -9,7 +9,7 @@ rules that create, translate and carry them across regions (docs/cycle-model.md,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class CoordinateOrigins:
     Mixed into the cycle model, which supplies `spec` and `stats`."""
 
     spec: "GraphSpec"
-    stats: "dict[str, TensorStats]"
+    stats: "Mapping[str, TensorStats]"
 
     def __init__(self) -> None:
         self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent

@@ -427,13 +427,19 @@ class _Model(CoordinateOrigins):
         crd = crds[0].with_last(n)._replace(pattern=pattern)
         outs = [crd]
         for j in range(n_ops, len(node.inputs)):
-            p = self.inp(node, j)
-            present = payload_present[j - n_ops] * (p.present if union else 1.0)
+            pay = self.inp(node, j)
+            present = payload_present[j - n_ops] * (pay.present if union else 1.0)
             # a payload of references at the joined coordinate now sits at the joined coordinates
-            at_join = p.ref is not None and p.ref[2][-1:] == crd.vars[-1:]
+            at_join = pay.ref is not None and pay.ref[2][-1:] == crd.vars[-1:]
             outs.append(
                 Stream(
-                    crd.counts, crd.dims, present, crd.vars, crd.pattern, p.ref, pattern if at_join else p.ref_pattern
+                    crd.counts,
+                    crd.dims,
+                    present,
+                    crd.vars,
+                    crd.pattern,
+                    pay.ref,
+                    pattern if at_join else pay.ref_pattern,
                 )
             )
         return outs, steps * ii, 0.0, 0.0

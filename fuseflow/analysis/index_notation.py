@@ -100,8 +100,9 @@ def preserves_zero(op: str) -> bool:
 
 
 def call(op: str, *args: Expr) -> Expr:
-    if all(isinstance(a, Const) for a in args):
-        return Const(fold(op, tuple(a.value for a in args)))
+    consts = [a for a in args if isinstance(a, Const)]
+    if len(consts) == len(args):
+        return Const(fold(op, tuple(a.value for a in consts)))
     return Call(op, tuple(args))
 
 

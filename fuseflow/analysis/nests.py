@@ -101,6 +101,7 @@ def rename(e: Expr, m: dict[str, str], memo: dict | None = None) -> Expr:
     hit = memo.get(id(e))
     if hit is not None:
         return hit
+    out: Expr
     if isinstance(e, Access):
         out = Access(e.tensor, tuple(m.get(v, v) for v in e.vars), e.use)
     elif isinstance(e, Call):
@@ -242,7 +243,7 @@ def plan(
             return e
         if isinstance(e, Call):
             # under a mask the consumer visits only the mask's nonzeros: keep inner-product order
-            out = Call(
+            out: Expr = Call(
                 e.op, tuple(assign(a, ctx, masked=masked or (e.op == "mask" and i == 0)) for i, a in enumerate(e.args))
             )
             p.value_nest[id(out)] = ctx

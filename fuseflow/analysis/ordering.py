@@ -106,7 +106,7 @@ class RegionVars:
 
     def edges(self) -> list[tuple[str, str, str]]:
         """(before, after, tensor) for consecutive storage levels of every access."""
-        out = []
+        out: list[tuple[str, str, str]] = []
         for a in self.assigns:
             for acc in accesses(a.expr):
                 chain = [v for v in storage_vars(acc.vars, self.mode_order(acc.tensor)) if v != UNIT]

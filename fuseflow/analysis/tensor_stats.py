@@ -125,7 +125,7 @@ def _dense_prefix_counts(mask: np.ndarray, mode_order: Sequence[int]) -> list[in
     for lvl in range(m.ndim - 1, -1, -1):
         out[lvl] = int(np.count_nonzero(m))
         if lvl:
-            m = m.any(axis=-1)
+            m = np.asarray(m.any(axis=-1))
     return out
 
 

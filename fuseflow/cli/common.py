@@ -4,29 +4,11 @@ JSON output, and the argument groups (model, passes, engine, simulation shortcut
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-from fuseflow.errors import FuseflowError, user_location
-
-
-def load_module(path: str):
-    p = Path(path)
-    if not p.exists():
-        raise FuseflowError(f"{path}: no such file")
-    sys.path.insert(0, str(p.parent.resolve()))
-    spec = importlib.util.spec_from_file_location(p.stem, p)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[p.stem] = mod
-    try:
-        spec.loader.exec_module(mod)
-    except Exception as e:
-        raise _user_error(e, path) from None
-    if not hasattr(mod, "build"):
-        raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
-    return mod
+from fuseflow.errors import FuseflowError
+from fuseflow.model_files import build_from_file
 
 
 def option_dict(pairs: list[str] | None) -> dict:
@@ -43,26 +25,11 @@ def option_dict(pairs: list[str] | None) -> dict:
 
 
 def build_model(path: str, a) -> tuple:
-    mod = load_module(path)
+    """The model file's module and what its build() returns for the options of `a`."""
     opts = option_dict(getattr(a, "option", None))
     if getattr(a, "graph", None):
         opts["graph"] = a.graph
-    try:
-        return mod, mod.build(**opts)
-    except FuseflowError:
-        raise
-    except TypeError as e:
-        if user_location(e.__traceback__) is None:  # the call itself: build() takes other options
-            raise FuseflowError(f"{path}: build() rejected the options: {e}") from None
-        raise _user_error(e, path) from None
-    except Exception as e:  # the model file's own code failed
-        raise _user_error(e, path) from None
-
-
-def _user_error(e: Exception, path: str) -> FuseflowError:
-    """One located line for an exception raised by a model file's code."""
-    first = (str(e).strip().splitlines() or [""])[0]
-    return FuseflowError(f"{type(e).__name__}: {first}", user_location(e.__traceback__) or path)
+    return build_from_file(path, opts)
 
 
 def load_example(path: str, a=None):

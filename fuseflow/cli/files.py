@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.cli.common import compile_example, print_table, first_diagnostic
@@ -97,7 +98,8 @@ def cmd_simulate(a) -> int:
             elif f.suffix == ".npz":
                 env[f.stem] = sp.load_npz(f)  # packed from its own arrays, never densified
     arch = Arch.resolve(a.arch)
-    rows, result = [], {"regions": [], "outputs": {}}
+    rows: list[list] = []
+    result: dict[str, Any] = {"regions": [], "outputs": {}}
     with progress_reporter(sys.stderr.isatty() or None) as report:
         for g in graphs:
             cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from fuseflow import __version__
+from fuseflow.version import __version__
 from fuseflow.errors import FuseflowError
 from fuseflow.cli.common import add_engine_arg, add_shortcut_args, add_pass_args, add_example_file_args, add_model_args
 from fuseflow.cli.planning import cmd_estimate, cmd_plan, cmd_dse

@@ -19,10 +19,9 @@ _MODELS: dict[tuple, tuple] = {}
 def _model(path: str, options: dict[str, Any]) -> tuple:
     key = (path, tuple(sorted(options.items())))
     if key not in _MODELS:
-        from fuseflow.cli.common import load_module
+        from fuseflow.model_files import build_from_file
 
-        mod = load_module(path)
-        _MODELS[key] = mod.build(**options)
+        _MODELS[key] = build_from_file(path, options)[1]
     return _MODELS[key]
 
 

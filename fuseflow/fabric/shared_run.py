@@ -13,7 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
-from fuseflow import _simulator
+import fuseflow._simulator as _simulator
 from fuseflow.errors import MismatchError, SimulationError
 from fuseflow.fabric.scheduler import Scheduler, Span
 from fuseflow.sim.arch import Arch

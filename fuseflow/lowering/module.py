@@ -47,7 +47,7 @@ def _format_of(t: ir.RankedTensorType) -> Format:
 
 def _consumers(value: ir.Value) -> list[ir.Operation]:
     """Compute ops / returns that read `value`, looking through views."""
-    out = []
+    out: list[ir.Operation] = []
     for use in value.uses:
         op = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
         if op.name in VIEW_OPS or is_inlined(op):

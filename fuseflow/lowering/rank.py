@@ -135,11 +135,19 @@ class OrderRanker:
             elif not required <= present:
                 continue  # this order renames one of them (Gustavson): the pass could not find it
             scored[c.index], _ = self.cost(text)
-        if not scored:
+        if not scored:  # no shortlisted order lowers: the first of the others that does
+            for c in sorted(cands, key=lambda c: (c.estimate.cost, c.index)):
+                if c in shortlist:
+                    continue
+                try:
+                    build(list(c.order))
+                except FuseflowError:
+                    continue
+                return replace(c, alternatives=tuple(cands))
             return pick
         best = min(scored, key=lambda i: (scored[i], i))
         alts = tuple(replace(c, cycles=scored.get(c.index)) for c in cands)
-        if key is not None:
+        if key is not None and self.memo is not None:
             self.memo[key] = alts[best].name
         return replace(alts[best], alternatives=alts)
 

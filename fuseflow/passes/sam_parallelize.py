@@ -73,7 +73,7 @@ def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
     itself (they need every element, so their inputs are joined first). Everything downstream of
     an exit follows the joins. Raises FuseflowError when no name is a variable of the region, or
     a lane (or the level itself) would read a stream the fork cannot split."""
-    have = sorted({op.index_var for op in g.ops} - {None, ""})
+    have = sorted({op.index_var for op in g.ops if op.index_var})
     if not levels & set(have):
         raise FuseflowError(
             f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: no such "
@@ -175,8 +175,9 @@ def _lane_var(g: SamGraph, o: tuple[int, int], level_nodes: set[int], lane: set[
             continue
         seen.add(i)
         for src, _ in g.ops[i].operands:
-            if src in level_nodes and g.ops[src].kind != "root" and g.ops[src].index_var:
-                return g.ops[src].index_var
+            var = g.ops[src].index_var
+            if src in level_nodes and g.ops[src].kind != "root" and var:
+                return var
             if src in lane:
                 stack.append(src)
     return ""

@@ -171,8 +171,11 @@ def _fabric(v: Any, name: str) -> Fabric:
     if missing:
         raise FuseflowError(f"architecture {name}: fabric: {missing[0]} (a unit count) is missing")
     return Fabric(
-        *(_positive(v[k], f"architecture {name}: fabric.{k}") for k in RESOURCES),
-        _positive(v.get("reconfig_cycles", 0), f"architecture {name}: fabric.reconfig_cycles", zero=True),
+        compute=_positive(v["compute"], f"architecture {name}: fabric.compute"),
+        memory=_positive(v["memory"], f"architecture {name}: fabric.memory"),
+        reconfig_cycles=_positive(
+            v.get("reconfig_cycles", 0), f"architecture {name}: fabric.reconfig_cycles", zero=True
+        ),
     )
 
 

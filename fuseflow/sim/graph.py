@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import scipy.sparse
 
-from fuseflow import _simulator
+import fuseflow._simulator as _simulator
 from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
 from fuseflow import views

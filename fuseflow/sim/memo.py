@@ -47,7 +47,7 @@ def structure_key(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> str
     """The memo key of running `spec` on `packed` inputs, or None when the graph may not be memoised."""
     if any(n.kind in VALUE_DEPENDENT for n in spec.nodes):
         return None
-    from fuseflow import __version__
+    from fuseflow.version import __version__
 
     canon: dict[str, int] = {}
 
