@@ -60,11 +60,15 @@ def measure(name: str, mod, options: dict, arch: str, auto: bool) -> list[dict]:
             row.update(fits=False, why=str(e).split(";")[0])
             if auto:
                 t0 = time.perf_counter()
-                found = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=arch)
-                row.update(auto_regions=len(found.graphs), auto_plan_s=round(time.perf_counter() - t0, 1))
-                res = found.simulate()
-                res.check()
-                row.update(auto_cycles=res.cycles)
+                try:
+                    found = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=arch)
+                except fuseflow.FuseflowError as err:  # recorded, the other rows still run
+                    row.update(auto_error=str(err).splitlines()[0][:200])
+                else:
+                    row.update(auto_regions=len(found.graphs), auto_plan_s=round(time.perf_counter() - t0, 1))
+                    res = found.simulate()
+                    res.check()
+                    row.update(auto_cycles=res.cycles)
             rows.append(row)
             continue
         need = prog.resources()
@@ -131,6 +135,7 @@ def main() -> int:
     for r in rows:
         if not r["fits"]:
             split = f"split into {r['auto_regions']} by auto: {r['auto_cycles']:,}" if "auto_regions" in r else ""
+            split = r.get("auto_error", split)[:60]
             t.add_row(r["model"], r["schedule"], "does not fit", r["why"][:48], split, "", "", "", "")
             continue
         us, uc = r["util_sequential"], r["util_concurrent"]
