@@ -253,3 +253,10 @@ def test_the_demo_compares_unfused_and_auto_on_the_finite_preset(tmp_path):
         assert row["cycles"] >= row["region_cycles"] + 512 - 20
         assert 0.7 < row["estimated_cycles"] / row["cycles"] < 1.4
     assert auto["cycles"] <= unfused["cycles"]
+
+
+def test_memoised_regions_keep_their_place_on_the_timeline(gpt_unfused):
+    plain = gpt_unfused.simulate(strategy="concurrent")
+    memo = gpt_unfused.simulate(strategy="concurrent", memo=True)
+    assert any(r.memoised for r in memo.regions)  # the two heads are identical
+    assert [(s.region, s.start, s.end) for s in memo.timeline] == [(s.region, s.start, s.end) for s in plain.timeline]
