@@ -11,6 +11,7 @@ from fuseflow.errors import (
 )
 from fuseflow.schedule.rules import Match, Rule, Schedule
 from fuseflow.program import Program, SimResult, compile
+from fuseflow.fabric.strategy import Context, RegionTask, Strategy
 
 __all__ = [
     "compile",
@@ -19,6 +20,9 @@ __all__ = [
     "Schedule",
     "Rule",
     "Match",
+    "Strategy",
+    "Context",
+    "RegionTask",
     "FuseflowError",
     "FormatError",
     "UnsupportedError",

@@ -15,7 +15,7 @@ import torch
 from fuseflow import views
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits, demand_of
-from fuseflow.fabric.scheduler import STRATEGIES, Span, Utilization
+from fuseflow.fabric.scheduler import Span, Utilization
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
@@ -226,7 +226,7 @@ class Program:
             passes,
         )
 
-    def estimate(self, *args, arch: Any = None, strategy: str = "sequential") -> "ProgramEstimate":
+    def estimate(self, *args, arch: Any = None, strategy: "str | Any" = "sequential") -> "ProgramEstimate":
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
@@ -253,15 +253,18 @@ class Program:
         conversions = [
             GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)
         ]
-        whole = ProgramEstimate(self, conversions + regions, arch_, strategy)
+        from fuseflow.fabric.strategy import resolve
+
+        strategy_ = resolve(strategy)
+        whole = ProgramEstimate(self, conversions + regions, arch_, strategy_.name)
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
-        if strategy != "sequential" or arch_.fabric is not None:
+        if strategy_.name != "sequential" or arch_.fabric is not None:
             from fuseflow.fabric.run import program_tasks
             from fuseflow.fabric.scheduler import timeline_from_durations
 
             predicted = [r.cycles for r in whole.regions]
             durations = [int(round(c)) for c in predicted]
-            whole.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy, predicted)
+            whole.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy_, predicted)
         return whole
 
     def mlir(self, stage: str = "sam") -> str:
@@ -312,14 +315,15 @@ class Program:
         memo: Any = None,
         jobs: int = 1,
         executor: Any = None,
-        strategy: str = "sequential",
+        strategy: "str | Any" = "sequential",
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) and place the runs on the
         fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
         ``sequential`` (program order, one region at a time) or ``concurrent`` (every ready region
         that fits starts, longest predicted path first; with the memory model on, regions that
         overlap are simulated together and contend for its channels). `res.cycles` is the
-        makespan, `res.timeline` each region's span (docs/fabric.md).
+        makespan, `res.timeline` each region's span (docs/fabric.md). A `fuseflow.Strategy`, or
+        ``"FILE.py:Class"`` naming one, schedules the regions itself (fabric/strategy.py).
 
         `progress`: True shows a live cycle count per region on stderr (long simulations); a
         callable is called as ``progress(region, cycle)`` about every million cycles.
@@ -336,10 +340,12 @@ class Program:
 
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch if arch is not None else self.arch)
-        if strategy not in STRATEGIES:
-            raise FuseflowError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+        from fuseflow.fabric.run import shares_memory
+        from fuseflow.fabric.strategy import resolve
+
+        strategy_ = resolve(strategy)  # a bad name or file fails before anything runs
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
-        shared = strategy != "sequential" and arch_.memory_model  # regions re-run together: keep their inputs
+        shared = shares_memory(strategy_, arch_)  # regions re-run together: keep their inputs
         env = self.bind(args)
         memo_ = as_memo(memo)
         if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
@@ -363,8 +369,8 @@ class Program:
 
         outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
         runs_ = self.relayout_runs(env) + regions
-        timeline = place(self, [r.cycles for r in runs_], arch_, strategy, args, env if shared else None)
-        res = SimResult(self, args, outs, runs_, arch_, timeline=timeline, strategy=strategy)
+        timeline = place(self, [r.cycles for r in runs_], arch_, strategy_, args, env if shared else None)
+        res = SimResult(self, args, outs, runs_, arch_, timeline=timeline, strategy=strategy_.name)
         res.traces = traces
         return res
 

@@ -2,12 +2,14 @@
 
 - `resources`: what each region needs of each resource class, and whether it fits.
 - `dag`: which regions feed which (tensor edges).
-- `scheduler`: strategies that decide when each region starts; timelines and utilization.
+- `strategy`: strategies that decide when each region starts (built-in and user-defined).
+- `scheduler`: the fabric's bookkeeping that checks every start; timelines and utilization.
 - `shared_run`: regions that run at the same time simulated in one engine run, sharing the
   memory model's channels.
 """
 
 from fuseflow.fabric.resources import FitError, demand_of
 from fuseflow.fabric.scheduler import STRATEGIES, Span, Utilization
+from fuseflow.fabric.strategy import Context, RegionTask, Strategy
 
-__all__ = ["STRATEGIES", "FitError", "Span", "Utilization", "demand_of"]
+__all__ = ["STRATEGIES", "Context", "FitError", "RegionTask", "Span", "Strategy", "Utilization", "demand_of"]

@@ -9,7 +9,8 @@ import numpy as np
 
 from fuseflow.fabric.dag import Task, graph_task
 from fuseflow.fabric.resources import demand_of
-from fuseflow.fabric.scheduler import Scheduler, Span, timeline_from_durations
+from fuseflow.fabric.scheduler import FabricState, Span, timeline_from_durations
+from fuseflow.fabric.strategy import Strategy, resolve
 from fuseflow.sim.arch import Arch
 
 if TYPE_CHECKING:
@@ -31,24 +32,32 @@ def place(
     program: "Program",
     cycles: Sequence[int],
     arch: Arch,
-    strategy: str,
+    strategy: "str | Strategy",
     args: tuple,
     env: Mapping[str, Any] | None = None,
     predicted: Sequence[float] | None = None,
 ) -> list[Span]:
     """Each task's span. `cycles` are the tasks' own cycles (alone on the machine). With the
-    memory model on and regions side by side, they run in one engine run sharing its channels
-    (`env`: every tensor the regions read); otherwise spans follow from `cycles` exactly."""
+    memory model on and a strategy other than the sequential one, the regions run in one engine
+    run sharing its channels (`env`: every tensor they read); otherwise spans follow from
+    `cycles` exactly."""
+    chosen = resolve(strategy)
     tasks = program_tasks(program)
-    if strategy != "sequential" and predicted is None:
+    sequential = type(chosen) is Strategy
+    if not sequential and predicted is None:
         predicted = predicted_cycles(program, args, arch)
-    if strategy == "sequential" or not arch.memory_model or env is None:
-        return timeline_from_durations(tasks, cycles, arch.fabric, strategy, predicted)
+    if sequential or not arch.memory_model or env is None:
+        return timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted)
     from fuseflow.fabric.shared_run import shared_timeline
 
-    sched = Scheduler(tasks, arch.fabric, strategy, predicted if predicted is not None else cycles)
+    state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name)
     n_hosts = len(program.relayouts)
     graphs = {n_hosts + k: g for k, g in enumerate(program.graphs)}
     hosts = {i: int(cycles[i]) for i in range(n_hosts)}
     values = {k: np.asarray(v) for k, v in env.items() if isinstance(v, np.ndarray)}
-    return shared_timeline(sched, graphs, hosts, env, values, arch)
+    return shared_timeline(state, chosen, graphs, hosts, env, values, arch)
+
+
+def shares_memory(strategy: "str | Strategy", arch: Arch) -> bool:
+    """Whether `place` will run the regions together (so `simulate` must keep every input)."""
+    return arch.memory_model and type(resolve(strategy)) is not Strategy

@@ -5,20 +5,24 @@ free; it holds them from its start, through loading its configuration (`reconfig
 its end. `sequential` keeps program order, one region at a time. `concurrent` starts, whenever
 units free up, every ready region that fits, longest predicted path first.
 
-The `Scheduler` is driven either by known durations (`timeline_from_durations`: exact when
-regions do not share a memory model) or by a shared engine run (`shared_run`) that reports each
-region's end as it happens.
+A `Strategy` (fabric/strategy.py) decides; a `FabricState` checks and books every start. The
+strategy is driven either by known durations (`timeline_from_durations`: exact when regions do
+not share a memory model) or by a shared engine run (`shared_run`) that reports each region's
+end as it happens.
 """
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.dag import Task, dependencies, longest_paths
 from fuseflow.sim.arch import RESOURCES, Fabric
+
+if TYPE_CHECKING:
+    from fuseflow.fabric.strategy import Strategy
 
 STRATEGIES = ("sequential", "concurrent")
 
@@ -82,91 +86,118 @@ class Utilization:
         return Utilization(steps, mean, frac, peak)
 
 
-class Scheduler:
-    """The state of one run: which regions finished, which run, what units are free."""
+class FabricState:
+    """What a run knows: which regions finished (or, for host conversions, when they will), which
+    hold units, and what is free. Every start goes through `start`, which refuses what a strategy
+    must not do, naming the region."""
 
-    def __init__(self, tasks: Sequence[Task], fabric: Fabric | None, strategy: str, predicted: Sequence[float]):
-        if strategy not in STRATEGIES:
-            raise FuseflowError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+    def __init__(self, tasks: Sequence[Task], fabric: Fabric | None, predicted: Sequence[float], name: str):
         self.tasks = list(tasks)
         self.fabric = fabric
-        self.strategy = strategy
+        self.name = name
         self.deps = dependencies(self.tasks)
-        self.priority = longest_paths(self.deps, list(predicted))
+        self.predicted = list(predicted)
+        self.priority = longest_paths(self.deps, self.predicted)
         self.reconfig = fabric.reconfig_cycles if fabric is not None else 0
         self.free = {r: fabric.capacity(r) for r in RESOURCES} if fabric is not None else None
         self.start: dict[int, int] = {}
-        self.end: dict[int, int] = {}  # known ends: finished regions, and host tasks from their issue
+        self.end: dict[int, int] = {}  # known ends: finished regions, and host tasks from their start
 
-    def _ready(self, i: int) -> bool:
+    def units(self, i: int) -> dict[str, int]:
+        t = self.tasks[i]
+        return {} if t.host else dict(t.units)
+
+    def is_ready(self, i: int) -> bool:
         return i not in self.start and all(d in self.end for d in self.deps[i])
 
-    def pick(self, now: int) -> list[tuple[int, int]]:
-        """Regions to start now, each with the cycle its own work begins (after its inputs are
-        ready and its configuration is loaded); their units are taken."""
-        if self.strategy == "sequential":
-            nxt = len(self.start)
-            if nxt == len(self.tasks) or len(self.end) < nxt or any(self.end[j] > now for j in range(nxt)):
-                return []
-            candidates = [nxt]
-        else:
-            ready = [i for i in range(len(self.tasks)) if self._ready(i)]
-            candidates = sorted(ready, key=lambda i: (-self.priority[i], i))
-        out = []
-        for i in candidates:
-            t = self.tasks[i]
-            units = {} if t.host else t.units
-            if self.free is not None and any(units.get(r, 0) > self.free[r] for r in RESOURCES):
-                continue
-            if self.free is not None:
-                self.free = {r: self.free[r] - units.get(r, 0) for r in RESOURCES}
-            begin = max([now, *(self.end[d] for d in self.deps[i])])
-            self.start[i] = now
-            out.append((i, begin + (0 if t.host else self.reconfig)))
-        return out
+    def ready(self) -> list[int]:
+        return [i for i in range(len(self.tasks)) if self.is_ready(i)]
+
+    def fits(self, i: int) -> bool:
+        units = self.units(i)
+        return self.free is None or all(units.get(r, 0) <= self.free[r] for r in RESOURCES)
+
+    def begin(self, i: int, now: int) -> int:
+        """Take region `i`'s units now; returns the cycle its own work begins (its inputs ready,
+        its configuration loaded)."""
+        t = self.tasks[i]
+        if i in self.start:
+            raise FuseflowError(f"strategy {self.name}: region {t.name} was issued twice")
+        waiting = [self.tasks[d].name for d in self.deps[i] if d not in self.end]
+        if waiting:
+            raise FuseflowError(
+                f"strategy {self.name}: region {t.name} was issued at cycle {now} before its input "
+                f"region {waiting[0]} finished"
+            )
+        if not self.fits(i):
+            assert self.free is not None
+            short = next(r for r in RESOURCES if self.units(i).get(r, 0) > self.free[r])
+            raise FuseflowError(
+                f"strategy {self.name}: region {t.name} needs {self.units(i)[short]} {short} units at cycle "
+                f"{now}, but only {self.free[short]} are free (the fabric would be oversubscribed)"
+            )
+        if self.free is not None:
+            self.free = {r: self.free[r] - self.units(i).get(r, 0) for r in RESOURCES}
+        self.start[i] = now
+        return max([now, *(self.end[d] for d in self.deps[i])]) + (0 if t.host else self.reconfig)
 
     def finish(self, i: int, at: int) -> None:
         self.end[i] = at
-        if self.free is not None and not self.tasks[i].host:
-            self.free = {r: self.free[r] + self.tasks[i].units.get(r, 0) for r in RESOURCES}
+        if self.free is not None:
+            self.free = {r: self.free[r] + self.units(i).get(r, 0) for r in RESOURCES}
+
+    def check_all_started(self) -> None:
+        left = [t.name for i, t in enumerate(self.tasks) if i not in self.start]
+        if left:
+            raise FuseflowError(
+                f"strategy {self.name} finished with {len(left)} region(s) never issued, first {left[0]}"
+                + ("" if self.fabric is None else " (does it fit the fabric?)")
+            )
 
     def span(self, i: int, end: int) -> Span:
-        t = self.tasks[i]
-        return Span(t.name, self.start[i], end, {} if t.host else dict(t.units), 0 if t.host else self.reconfig)
+        return Span(self.tasks[i].name, self.start[i], end, self.units(i), 0 if self.tasks[i].host else self.reconfig)
 
 
 def timeline_from_durations(
     tasks: Sequence[Task],
     durations: Sequence[int],
     fabric: Fabric | None,
-    strategy: str,
+    strategy: "str | Strategy",
     predicted: Sequence[float] | None = None,
 ) -> list[Span]:
     """The timeline when each region takes its own `durations[i]` cycles wherever it runs."""
-    sched = Scheduler(tasks, fabric, strategy, predicted if predicted is not None else durations)
-    running: list[tuple[int, int]] = []  # (end, task)
-    ends: dict[int, int] = {}
-    now = 0
+    from fuseflow.fabric.strategy import Context, resolve
 
-    def issue() -> None:
-        for i, begin in sched.pick(now):
-            end = begin + int(durations[i])
-            heapq.heappush(running, (end, i))
+    chosen = resolve(strategy)
+    state = FabricState(tasks, fabric, predicted if predicted is not None else durations, chosen.name)
+    driver = _TimedDriver(state, durations)
+    chosen.schedule(Context(state, driver))
+    state.check_all_started()
+    while driver.wait() is not None:  # what the strategy issued last runs to its end
+        pass
+    return [state.span(i, driver.ends[i]) for i in range(len(tasks))]
 
-    issue()
-    while running:
-        now, i = heapq.heappop(running)
-        sched.finish(i, now)
-        ends[i] = now
-        while running and running[0][0] == now:
-            _, j = heapq.heappop(running)
-            sched.finish(j, now)
-            ends[j] = now
-        issue()
-    if len(ends) < len(tasks):
-        stuck = next(t.name for k, t in enumerate(tasks) if k not in ends)
-        raise FuseflowError(f"strategy {strategy}: region {stuck} never started (it does not fit the fabric)")
-    return [sched.span(i, ends[i]) for i in range(len(tasks))]
+
+class _TimedDriver:
+    """Runs issued regions for known durations: `wait` pops the next end off a calendar."""
+
+    def __init__(self, state: FabricState, durations: Sequence[int]):
+        self.state, self.durations = state, durations
+        self.now = 0
+        self.running: list[tuple[int, int]] = []  # (end, task)
+        self.ends: dict[int, int] = {}
+
+    def issue(self, i: int) -> None:
+        begin = self.state.begin(i, self.now)
+        heapq.heappush(self.running, (begin + int(self.durations[i]), i))
+
+    def wait(self) -> int | None:
+        if not self.running:
+            return None
+        self.now, i = heapq.heappop(self.running)
+        self.state.finish(i, self.now)
+        self.ends[i] = self.now
+        return i
 
 
 def tracks(timeline: Sequence[Span]) -> list[int]:

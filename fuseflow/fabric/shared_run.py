@@ -9,27 +9,33 @@ those of the runs that computed them (`Program.simulate`).
 
 from __future__ import annotations
 
+import heapq
+import queue
+import threading
 from typing import Mapping
 
 import numpy as np
 
 import fuseflow._simulator as _simulator
 from fuseflow.errors import MismatchError, SimulationError
-from fuseflow.fabric.scheduler import Scheduler, Span
+from fuseflow.fabric.scheduler import FabricState, Span
+from fuseflow.fabric.strategy import Context, Strategy
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec, add_nodes, decode_outputs, pack_inputs
 
 
 def shared_timeline(
-    sched: Scheduler,
+    state: FabricState,
+    strategy: Strategy,
     graphs: Mapping[int, GraphSpec],
     host_cycles: Mapping[int, int],
     env: Mapping[str, np.ndarray],
     values: Mapping[str, np.ndarray],
     arch: Arch,
 ) -> list[Span]:
-    """Run every task of `sched` in one engine run: `graphs` are the simulated tasks (by task
-    index), `host_cycles` the modelled ones (relayouts); `env` holds every tensor they read."""
+    """Run every task of `state` in one engine run, in the order `strategy` issues them: `graphs`
+    are the simulated tasks (by task index), `host_cycles` the modelled ones (relayouts); `env`
+    holds every tensor they read, `values` what their outputs must be."""
     g = _simulator.Graph(arch.settings)
     part_of: dict[int, int] = {}
     task_of: list[int] = []
@@ -40,33 +46,128 @@ def shared_timeline(
         first = len(g)
         add_nodes(g, spec, pack_inputs(spec, env))
         ranges.append((first, len(g)))
-    host_end: dict[int, int] = {}
-
-    def release(done: int, cycle: int) -> list[tuple[int, int]]:
-        if done >= 0:
-            sched.finish(task_of[done], cycle)
-        starts: list[tuple[int, int]] = []
-        while True:  # a host task's end is known when it starts: what waits on it may start too
-            picked = sched.pick(cycle)
-            if not picked:
-                return starts
-            for i, begin in picked:
-                if i in part_of:
-                    starts.append((part_of[i], begin))
-                else:
-                    host_end[i] = begin + int(host_cycles[i])
-                    sched.finish(i, host_end[i])
-
+    driver = _EngineDriver(state, strategy, part_of, task_of, host_cycles)
     try:
-        res = g.run(arch.max_cycles, engine="event", release=release)
+        res = g.run(arch.max_cycles, engine="event", release=driver.release)
     except _simulator.SimError as e:
+        state.check_all_started()  # a strategy that stopped early: name the region it left
         raise SimulationError(f"shared run of {len(graphs)} regions: {e}") from None
+    finally:
+        driver.close()
+    driver.drain([int(finish) for _, finish in res["parts"]])
+    state.check_all_started()
     for p, (first, end) in enumerate(ranges):
         spec = graphs[task_of[p]]
         for name, got in decode_outputs(spec, res["nodes"][first:end]).items():
             want = values.get(name)
             if want is not None and not np.array_equal(got, want, equal_nan=True):
                 raise MismatchError(f"region {spec.name}: its shared run wrote other values for {name}")
-    ends = {task_of[p]: int(finish) for p, (_, finish) in enumerate(res["parts"])}
-    ends.update(host_end)
-    return [sched.span(i, ends[i]) for i in range(len(sched.tasks))]
+    return [state.span(i, driver.ends[i]) for i in range(len(state.tasks))]
+
+
+class _EngineDriver:
+    """Runs the strategy in a thread of its own and hands control back and forth with the engine:
+    the engine calls `release` when a part's writers finish; the strategy's `wait` hands the
+    parts it issued to the engine and blocks until the engine reports the next finished part.
+    Host tasks (relayouts) end at known cycles: they are reported in time order, before any
+    engine event at a later cycle (or at once when no part runs)."""
+
+    def __init__(self, state: FabricState, strategy: Strategy, part_of, task_of, host_cycles):
+        self.state, self.strategy = state, strategy
+        self.part_of, self.task_of, self.host_cycles = part_of, task_of, host_cycles
+        self.now = 0
+        self.ends: dict[int, int] = {}
+        self.pending: list[tuple[int, int]] = []  # (part, start) issued since the last hand-over
+        self.running: set[int] = set()  # parts started and not reported finished
+        self.hosts: list[tuple[int, int]] = []  # (end, task) of host tasks not yet reported
+        self.held: tuple[int, int] | None = None  # an engine event kept back behind a host one
+        self.to_engine: queue.Queue = queue.Queue()
+        self.to_strategy: queue.Queue = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.done = False
+
+    # --- the strategy's side (its own thread) ---
+    def issue(self, i: int) -> None:
+        begin = self.state.begin(i, self.now)
+        if i in self.part_of:
+            self.pending.append((self.part_of[i], begin))
+            self.running.add(i)
+        else:
+            heapq.heappush(self.hosts, (begin + int(self.host_cycles[i]), i))
+
+    def wait(self) -> int | None:
+        if self.held is None and self.running:
+            self.to_engine.put(("start", self.pending))
+            self.pending = []
+            msg = self.to_strategy.get()
+            if msg[0] == "stop":
+                raise _Stopped()
+            self.held = (msg[1], msg[2])
+        if self.hosts and (self.held is None or self.hosts[0][0] <= self.held[1]):
+            end, i = heapq.heappop(self.hosts)
+            return self._finished(i, max(end, self.now))
+        if self.held is not None:
+            i, cycle = self.held
+            self.held = None
+            self.running.discard(i)
+            return self._finished(i, cycle)
+        return None
+
+    def _finished(self, i: int, at: int) -> int:
+        self.now = at
+        self.state.finish(i, at)
+        self.ends[i] = at
+        return i
+
+    def _run_strategy(self) -> None:
+        try:
+            self.strategy.schedule(Context(self.state, self))
+            self.to_engine.put(("start", self.pending))  # what it issued last
+            self.pending = []
+            self.to_engine.put(("exit", []))
+        except _Stopped:
+            pass
+        except BaseException as e:  # raised in the engine's thread, which stops the run
+            self.to_engine.put(("error", e))
+
+    # --- the engine's side ---
+    def release(self, done: int, cycle: int) -> list[tuple[int, int]]:
+        if done < 0:
+            self.thread = threading.Thread(target=self._run_strategy, daemon=True)
+            self.thread.start()
+        elif not self.done:
+            self.to_strategy.put(("finished", self.task_of[done], cycle))
+        else:
+            return []
+        starts: list[tuple[int, int]] = []
+        while True:
+            kind, payload = self.to_engine.get()
+            if kind == "error":
+                self.done = True
+                raise payload
+            starts.extend(payload)
+            if kind == "exit":
+                self.done = True
+                return starts
+            if kind == "start" and (payload or not self.done):
+                return starts
+
+    def drain(self, finishes: list[int]) -> None:
+        """After the run: the parts that finished last, in the order they finished."""
+        for p in sorted(range(len(finishes)), key=lambda p: finishes[p]):
+            i = self.task_of[p]
+            if i not in self.ends:
+                self.running.discard(i)
+                self._finished(i, finishes[p])
+        while self.hosts:
+            end, i = heapq.heappop(self.hosts)
+            self._finished(i, end)
+
+    def close(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            self.to_strategy.put(("stop", 0, 0))
+            self.thread.join(timeout=10)
+
+
+class _Stopped(Exception):
+    """The engine stopped: the strategy thread unwinds."""

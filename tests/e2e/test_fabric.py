@@ -18,7 +18,8 @@ from fuseflow.errors import FuseflowError
 from fuseflow.fabric.dag import Task
 from fuseflow.fabric.resources import FitError
 from fuseflow.fabric.run import predicted_cycles, program_tasks
-from fuseflow.fabric.scheduler import Scheduler, Utilization, timeline_from_durations
+from fuseflow.fabric.scheduler import FabricState, Utilization, timeline_from_durations
+from fuseflow.fabric.strategy import Concurrent
 from fuseflow.fabric.shared_run import shared_timeline
 from fuseflow.primitives import KINDS, RESOURCE
 from fuseflow.sim.arch import Arch, Fabric
@@ -87,7 +88,7 @@ def test_scheduler_on_a_diamond_by_hand():
 
 def test_a_region_larger_than_the_fabric_never_starts():
     tasks = [_task("big", compute=5)]
-    with pytest.raises(FuseflowError, match="region big never started"):
+    with pytest.raises(FuseflowError, match="1 region\(s\) never issued, first big \(does it fit"):
         timeline_from_durations(tasks, [3], Fabric(4, 4), "concurrent")
 
 
@@ -136,7 +137,8 @@ def test_without_the_memory_model_a_shared_run_equals_offset_runs(gpt_unfused):
     for g in gpt_unfused.graphs:  # every intermediate, as the sequential run computed it
         env.update(run_graph(g, env, arch).outputs)
     graphs = dict(enumerate(gpt_unfused.graphs))
-    shared = shared_timeline(Scheduler(tasks, None, "concurrent", predicted), graphs, {}, env, {}, arch)
+    state = FabricState(tasks, None, predicted, "concurrent")
+    shared = shared_timeline(state, Concurrent(), graphs, {}, env, {}, arch)
     assert [(s.region, s.start, s.end) for s in shared] == [(s.region, s.start, s.end) for s in offset]
 
 

@@ -1,0 +1,171 @@
+"""Strategies: programmable scheduling of regions on the fabric (DynaFlow's interface).
+
+A strategy is kept apart from the model: its `schedule(ctx)` drives a simulated run through
+`ctx.ready()` (the regions not yet issued whose inputs are done), `ctx.issue(task)` (start one
+on free units) and `ctx.wait()` (advance to the next region that finishes; None when nothing
+runs). `ctx.cost(task)` is the cycle model's prediction, `ctx.priority(task)` that plus the
+longest predicted chain waiting on it, `ctx.free` the free units per class. Whatever a
+strategy does, `FabricState` refuses an issue before the inputs are done, an oversubscribed
+fabric and a region issued twice, naming the region; a strategy that leaves regions unissued
+fails naming the first.
+
+Built-in: ``sequential`` (program order, one at a time; the default and today's behaviour) and
+``concurrent`` (every ready region that fits, highest priority first). A user strategy is a
+subclass in a file: ``strategy="my_strategy.py:PingPong"`` (CLI ``--strategy FILE.py:Class``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from fuseflow.errors import FuseflowError
+
+if TYPE_CHECKING:
+    from fuseflow.fabric.scheduler import FabricState
+
+
+@dataclass(frozen=True)
+class RegionTask:
+    """One region run a strategy may issue."""
+
+    region: str
+    index: int  # position in program order (relayouts first)
+    units: dict
+    host: bool = False  # a modelled conversion of a model input: no fabric units
+
+    def __repr__(self) -> str:
+        return f"RegionTask({self.region!r})"
+
+
+class Driver(Protocol):
+    """What runs the issued regions: known durations, or a shared engine run."""
+
+    now: int
+
+    def issue(self, i: int) -> None: ...
+
+    def wait(self) -> int | None: ...
+
+
+class Context:
+    """What `Strategy.schedule` sees of a run."""
+
+    def __init__(self, state: "FabricState", driver: Driver):
+        self._state, self._driver = state, driver
+        self._tasks = [RegionTask(t.name, i, state.units(i), t.host) for i, t in enumerate(state.tasks)]
+
+    @property
+    def now(self) -> int:
+        """The current cycle."""
+        return self._driver.now
+
+    @property
+    def free(self) -> dict[str, int] | None:
+        """Free units per resource class (None: an unbounded fabric)."""
+        return dict(self._state.free) if self._state.free is not None else None
+
+    @property
+    def tasks(self) -> list[RegionTask]:
+        """Every region run of the program, in program order."""
+        return list(self._tasks)
+
+    def ready(self) -> list[RegionTask]:
+        """Regions not yet issued whose inputs are done, in program order."""
+        return [self._tasks[i] for i in self._state.ready()]
+
+    def fits(self, task: RegionTask) -> bool:
+        """Whether `task`'s units are free now."""
+        return self._state.fits(task.index)
+
+    def issue(self, task: RegionTask) -> None:
+        """Start `task` now on free units (it loads its configuration first)."""
+        self._driver.issue(task.index)
+
+    def wait(self) -> RegionTask | None:
+        """Advance to the next region that finishes and return it; None when nothing runs."""
+        i = self._driver.wait()
+        return None if i is None else self._tasks[i]
+
+    def cost(self, task: RegionTask) -> float:
+        """The cycle model's prediction of `task`'s cycles alone on the machine."""
+        return self._state.predicted[task.index]
+
+    def priority(self, task: RegionTask) -> float:
+        """`cost` plus the longest predicted chain of regions that wait on `task`."""
+        return self._state.priority[task.index]
+
+
+class Strategy:
+    """The base strategy: program order, one region at a time. Subclasses override `schedule`."""
+
+    name = "sequential"
+
+    def schedule(self, ctx: Context) -> None:
+        for task in ctx.tasks:
+            while task not in ctx.ready():  # its inputs are still running
+                if ctx.wait() is None:
+                    raise FuseflowError(f"strategy {self.name}: region {task.region} can never become ready")
+            ctx.issue(task)
+            ctx.wait()
+
+
+class Concurrent(Strategy):
+    """Whenever units free up, every ready region that fits, highest priority first."""
+
+    name = "concurrent"
+
+    def schedule(self, ctx: Context) -> None:
+        while True:
+            for task in sorted(ctx.ready(), key=lambda t: (-ctx.priority(t), t.index)):
+                if ctx.fits(task):
+                    ctx.issue(task)
+            if ctx.wait() is None:
+                return
+
+
+BUILTIN: dict[str, type[Strategy]] = {"sequential": Strategy, "concurrent": Concurrent}
+
+
+def resolve(strategy: "str | Strategy") -> Strategy:
+    """A built-in by name, a `Strategy`, or ``FILE.py:Class`` (a `Strategy` subclass in a file)."""
+    if isinstance(strategy, Strategy):
+        return strategy
+    if strategy in BUILTIN:
+        return BUILTIN[strategy]()
+    if not isinstance(strategy, str) or ".py" not in strategy:
+        raise FuseflowError(f"unknown strategy {strategy!r}: one of {', '.join(BUILTIN)}, or FILE.py:Class")
+    path, _, cls_name = strategy.partition(":")
+    p = Path(path)
+    if not p.exists():
+        raise FuseflowError(f"strategy {strategy}: {path}: no such file")
+    spec = importlib.util.spec_from_file_location(f"fuseflow_strategy_{p.stem}", p)
+    if spec is None or spec.loader is None:
+        raise FuseflowError(f"strategy {strategy}: {path} is not a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:
+        raise FuseflowError(f"strategy {strategy}: {type(e).__name__}: {e}") from None
+    found = [
+        v
+        for v in vars(mod).values()
+        if isinstance(v, type) and issubclass(v, Strategy) and v.__module__ == mod.__name__
+    ]
+    if cls_name:
+        cls = getattr(mod, cls_name, None)
+        if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+            raise FuseflowError(f"strategy {strategy}: {path} defines no Strategy subclass {cls_name!r}")
+    elif len(found) == 1:
+        cls = found[0]
+    else:
+        names = ", ".join(c.__name__ for c in found) or "none"
+        raise FuseflowError(f"strategy {strategy}: name the class (FILE.py:Class); Strategy subclasses: {names}")
+    obj = cls()
+    if obj.name in BUILTIN and cls not in BUILTIN.values():
+        obj.name = f"{p.name}:{cls.__name__}"
+    return obj
