@@ -66,6 +66,10 @@ class NestPlan:
     bound: dict[int, frozenset] = field(default_factory=dict)  # id(node) -> variables reduced inside
     renamed: dict[str, str] = field(default_factory=dict)  # inner copy -> original (root) variable
     expr: Expr | None = None  # the (rewritten) expression planned
+    # every node whose id keys a table above, kept alive with the plan: a node built while
+    # planning and then dropped would free its id for a later node, which would then find the
+    # dropped node's entries (a spacc read where none was built: a KeyError, on some runs only)
+    keep: list = field(default_factory=list, repr=False)
 
     def prefixes(self) -> list[tuple[str, ...]]:
         """Every trie node (a nest prefix ending in a variable), parents first; the loops of a
@@ -205,13 +209,17 @@ def plan(
         """`assign_once`, once per DAG node and nest: the parser shares subexpressions (a
         softmax reads its row statistics twice), and walking the tree instead grows
         exponentially with the depth of a fused decoder."""
+        p.keep.append(e)
         if top or isinstance(e, (Access, Const)):
-            return assign_once(e, ctx, top, masked)
+            out = assign_once(e, ctx, top, masked)
+            p.keep.append(out)
+            return out
         key = (id(e), ctx, masked)
         hit = memo.get(key)
         if hit is None:
             collecting.append([])
             out = assign_once(e, ctx, top, masked)
+            p.keep.append(out)
             memo[key] = (out, collecting.pop())
             return out
         for nest in hit[1]:  # what the first visit recorded, for the spaccs around this one
@@ -318,6 +326,7 @@ def plan(
         else:
             b = frozenset()
         p.bound[id(e)] = b
+        p.keep.append(e)
         return b
 
     bound_of(p.expr)

@@ -147,8 +147,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
         default="sequential",
-        choices=("sequential", "concurrent"),
-        help="how regions share the fabric: one after another (default), or side by side when they fit",
+        help="how regions share the fabric: sequential (default), concurrent (side by side when they fit), "
+        "or FILE.py:Class (a fuseflow.Strategy subclass)",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")

@@ -69,8 +69,8 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--strategy",
         default="sequential",
-        choices=("sequential", "concurrent"),
-        help="how regions share the fabric: one after another (default), or side by side when they fit",
+        help="how regions share the fabric: sequential (default), concurrent (side by side when they fit), "
+        "or FILE.py:Class (a fuseflow.Strategy subclass)",
     )
     st.add_argument("--node-budget", type=int, default=100_000)
     st.add_argument("--order", help="dataflow order of every region: auto (default) | plain (the lowering's own)")

@@ -25,7 +25,13 @@ def program_tasks(program: "Program") -> list[Task]:
 
 def predicted_cycles(program: "Program", args: tuple, arch: Arch) -> list[float]:
     """The cycle model's cycles per task: what a strategy ranks by before anything has run."""
-    return [float(r.cycles) for r in program.estimate(*args, arch=replace(arch, fabric=None)).regions]
+    return predictions(program, args, arch)[0]
+
+
+def predictions(program: "Program", args: tuple, arch: Arch) -> tuple[list[float], list[float]]:
+    """The cycle model's cycles and off-chip bytes per task."""
+    regions = program.estimate(*args, arch=replace(arch, fabric=None)).regions
+    return [float(r.cycles) for r in regions], [float(r.mem_bytes) for r in regions]
 
 
 def place(
@@ -43,14 +49,15 @@ def place(
     `cycles` exactly."""
     chosen = resolve(strategy)
     tasks = program_tasks(program)
-    sequential = type(chosen) is Strategy
+    sequential = _one_at_a_time(chosen)
+    traffic = None
     if not sequential and predicted is None:
-        predicted = predicted_cycles(program, args, arch)
+        predicted, traffic = predictions(program, args, arch)
     if sequential or not arch.memory_model or env is None:
-        return timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted)
+        return timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted, traffic)
     from fuseflow.fabric.shared_run import shared_timeline
 
-    state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name)
+    state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name, traffic)
     n_hosts = len(program.relayouts)
     graphs = {n_hosts + k: g for k, g in enumerate(program.graphs)}
     hosts = {i: int(cycles[i]) for i in range(n_hosts)}
@@ -60,4 +67,10 @@ def place(
 
 def shares_memory(strategy: "str | Strategy", arch: Arch) -> bool:
     """Whether `place` will run the regions together (so `simulate` must keep every input)."""
-    return arch.memory_model and type(resolve(strategy)) is not Strategy
+    return arch.memory_model and not _one_at_a_time(resolve(strategy))
+
+
+def _one_at_a_time(strategy: Strategy) -> bool:
+    """The base class's schedule: one region at a time never shares the memory with another, so
+    each region's own run is its timing (and no shared run is needed)."""
+    return type(strategy).schedule is Strategy.schedule

@@ -91,8 +91,16 @@ class FabricState:
     hold units, and what is free. Every start goes through `start`, which refuses what a strategy
     must not do, naming the region."""
 
-    def __init__(self, tasks: Sequence[Task], fabric: Fabric | None, predicted: Sequence[float], name: str):
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        fabric: Fabric | None,
+        predicted: Sequence[float],
+        name: str,
+        predicted_bytes: Sequence[float] | None = None,
+    ):
         self.tasks = list(tasks)
+        self.predicted_bytes = list(predicted_bytes) if predicted_bytes is not None else [0.0] * len(tasks)
         self.fabric = fabric
         self.name = name
         self.deps = dependencies(self.tasks)
@@ -164,14 +172,15 @@ def timeline_from_durations(
     fabric: Fabric | None,
     strategy: "str | Strategy",
     predicted: Sequence[float] | None = None,
+    predicted_bytes: Sequence[float] | None = None,
 ) -> list[Span]:
     """The timeline when each region takes its own `durations[i]` cycles wherever it runs."""
-    from fuseflow.fabric.strategy import Context, resolve
+    from fuseflow.fabric.strategy import Context, resolve, run_schedule
 
     chosen = resolve(strategy)
-    state = FabricState(tasks, fabric, predicted if predicted is not None else durations, chosen.name)
+    state = FabricState(tasks, fabric, predicted if predicted is not None else durations, chosen.name, predicted_bytes)
     driver = _TimedDriver(state, durations)
-    chosen.schedule(Context(state, driver))
+    run_schedule(chosen, Context(state, driver))
     state.check_all_started()
     while driver.wait() is not None:  # what the strategy issued last runs to its end
         pass

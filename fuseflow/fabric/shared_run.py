@@ -19,7 +19,7 @@ import numpy as np
 import fuseflow._simulator as _simulator
 from fuseflow.errors import MismatchError, SimulationError
 from fuseflow.fabric.scheduler import FabricState, Span
-from fuseflow.fabric.strategy import Context, Strategy
+from fuseflow.fabric.strategy import Context, Strategy, run_schedule
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec, add_nodes, decode_outputs, pack_inputs
 
@@ -121,7 +121,7 @@ class _EngineDriver:
 
     def _run_strategy(self) -> None:
         try:
-            self.strategy.schedule(Context(self.state, self))
+            run_schedule(self.strategy, Context(self.state, self))
             self.to_engine.put(("start", self.pending))  # what it issued last
             self.pending = []
             self.to_engine.put(("exit", []))

@@ -3,7 +3,8 @@
 A strategy is kept apart from the model: its `schedule(ctx)` drives a simulated run through
 `ctx.ready()` (the regions not yet issued whose inputs are done), `ctx.issue(task)` (start one
 on free units) and `ctx.wait()` (advance to the next region that finishes; None when nothing
-runs). `ctx.cost(task)` is the cycle model's prediction, `ctx.priority(task)` that plus the
+runs). `ctx.cost(task)` is the cycle model's prediction (`ctx.memory_bytes(task)` its traffic),
+`ctx.priority(task)` that plus the
 longest predicted chain waiting on it, `ctx.free` the free units per class. Whatever a
 strategy does, `FabricState` refuses an issue before the inputs are done, an oversubscribed
 fabric and a region issued twice, naming the region; a strategy that leaves regions unissued
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from fuseflow.errors import FuseflowError
+from fuseflow.errors import FuseflowError, user_location
 
 if TYPE_CHECKING:
     from fuseflow.fabric.scheduler import FabricState
@@ -34,7 +35,7 @@ class RegionTask:
 
     region: str
     index: int  # position in program order (relayouts first)
-    units: dict
+    units: dict = field(hash=False, compare=False)
     host: bool = False  # a modelled conversion of a model input: no fabric units
 
     def __repr__(self) -> str:
@@ -94,6 +95,10 @@ class Context:
         """The cycle model's prediction of `task`'s cycles alone on the machine."""
         return self._state.predicted[task.index]
 
+    def memory_bytes(self, task: RegionTask) -> float:
+        """The cycle model's prediction of `task`'s off-chip bytes (0 for a relayout)."""
+        return self._state.predicted_bytes[task.index]
+
     def priority(self, task: RegionTask) -> float:
         """`cost` plus the longest predicted chain of regions that wait on `task`."""
         return self._state.priority[task.index]
@@ -125,6 +130,19 @@ class Concurrent(Strategy):
                     ctx.issue(task)
             if ctx.wait() is None:
                 return
+
+
+def run_schedule(strategy: Strategy, ctx: Context) -> None:
+    """`strategy.schedule(ctx)`; an exception in a user's strategy is one located error."""
+    try:
+        strategy.schedule(ctx)
+    except FuseflowError:
+        raise
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise FuseflowError(
+            f"strategy {strategy.name}: {type(e).__name__}: {first}", user_location(e.__traceback__)
+        ) from None
 
 
 BUILTIN: dict[str, type[Strategy]] = {"sequential": Strategy, "concurrent": Concurrent}

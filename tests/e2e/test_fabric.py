@@ -88,7 +88,7 @@ def test_scheduler_on_a_diamond_by_hand():
 
 def test_a_region_larger_than_the_fabric_never_starts():
     tasks = [_task("big", compute=5)]
-    with pytest.raises(FuseflowError, match="1 region\(s\) never issued, first big \(does it fit"):
+    with pytest.raises(FuseflowError, match=r"1 region\(s\) never issued, first big \(does it fit"):
         timeline_from_durations(tasks, [3], Fabric(4, 4), "concurrent")
 
 
