@@ -52,13 +52,16 @@ def _utilization(res) -> dict:
 def measure(name: str, mod, options: dict, arch: str, auto: bool) -> list[dict]:
     model, args, formats = mod.build(**options)
     rows = []
+    auto_row: dict | None = None  # schedule="auto" is planned once per model
     for schedule in SCHEDULES:
         row: dict = {"model": name, "schedule": schedule, "arch": arch}
         try:
             prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, arch=arch)
         except FitError as e:
             row.update(fits=False, why=str(e).split(";")[0])
-            if auto:
+            if auto and auto_row is not None:
+                row.update(auto_row)
+            elif auto:
                 t0 = time.perf_counter()
                 try:
                     found = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=arch)
@@ -69,6 +72,7 @@ def measure(name: str, mod, options: dict, arch: str, auto: bool) -> list[dict]:
                     res = found.simulate()
                     res.check()
                     row.update(auto_cycles=res.cycles)
+                auto_row = {k: v for k, v in row.items() if k.startswith("auto")}
             rows.append(row)
             continue
         need = prog.resources()
