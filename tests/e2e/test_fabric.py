@@ -105,7 +105,7 @@ def test_concurrent_heads_overlap_with_identical_outputs(gpt_unfused):
     con.check()
     assert all(torch.equal(a, b) for a, b in zip(seq.outputs, con.outputs))
     assert con.serial_cycles == seq.cycles
-    # two heads, Q/K/V and the FFN's independent pieces: measured 0.74 of the sum
+    # two heads, Q/K/V and the FFN's independent pieces: measured 0.59 of the sum (69,652 / 117,383)
     assert con.cycles < 0.85 * seq.cycles
     assert max(s.end for s in con.timeline) == con.cycles
     starts = sorted((s.start, s.end) for s in con.timeline)
