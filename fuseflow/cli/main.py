@@ -38,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--par", help="comma-separated level:factor lane settings ('' = none), e.g. ',i:2,i:4'")
     d.add_argument("--block", help="comma-separated block sizes (0 = none)")
     d.add_argument("--arch", help="comma-separated presets or TOML files")
+    d.add_argument("--strategy", help="comma-separated strategies (sequential,concurrent,FILE.py:Class)")
     d.add_argument("--param", action="append", metavar="KEY=V1,V2", help="sweep an [arch] key, e.g. fifo_depth=16,1024")
     d.add_argument("--prune", action="store_true", help="estimate every point, simulate only the non-dominated")
     d.add_argument("--executor", default="local", choices=("local", "ray"))

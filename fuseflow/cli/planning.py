@@ -122,6 +122,7 @@ def cmd_dse(a) -> int:
         "par": csv_list(a.par),
         "block": csv_list(a.block, int),
         "arch": csv_list(a.arch),
+        "strategy": csv_list(a.strategy),
     }
     for item in a.param or []:
         if "=" not in item:
@@ -172,6 +173,7 @@ def cmd_dse(a) -> int:
                     r["par"] or "-",
                     r["block"] or "-",
                     (r["arch"] + (" " + params if params else "")),
+                    r.get("strategy", "sequential"),
                     r.get("est_cycles", "-"),
                     r.get("cycles", "-"),
                     r.get("est_mem_bytes", "-"),
@@ -180,7 +182,7 @@ def cmd_dse(a) -> int:
                     r["status"][:50],
                 ]
             )
-        headers = ["#", "schedule", "order", "par", "block", "arch", "estimate", "cycles"]
+        headers = ["#", "schedule", "order", "par", "block", "arch", "strategy", "estimate", "cycles"]
         headers += ["bytes", "alu ops", "wall s", "status"]
         print_table(f"dse {Path(a.model).name}: {space.size} points, {result.cached} from cache", table, headers)
     failed = sum(r["status"].startswith("failed") for r in rows)

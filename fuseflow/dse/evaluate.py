@@ -42,7 +42,7 @@ def evaluate(path: str, options: dict[str, Any], point: Point, simulate: bool = 
         model, args, formats = _model(path, options)
         prog = fuseflow.compile(model, args, formats, schedule=point.schedule, order=point.order, passes=point.passes())
         arch = point.arch_spec()
-        est = prog.estimate(arch=arch)
+        est = prog.estimate(arch=arch, strategy=point.strategy)
         row.update(
             regions=len(prog.summary),
             est_cycles=int(est.cycles),
@@ -50,7 +50,7 @@ def evaluate(path: str, options: dict[str, Any], point: Point, simulate: bool = 
             est_alu_ops=int(est.alu_ops),
         )
         if simulate:
-            res = prog.simulate(arch=arch)
+            res = prog.simulate(arch=arch, strategy=point.strategy)
             err = res.check()
             totals = [r.totals() for r in res.regions]
             row.update(

@@ -8,6 +8,7 @@ From TOML (``fuseflow dse MODEL --space space.toml``)::
     par = ["", "i:2"]                         # sam-parallelize level:factor ("" = none)
     block = [0, 16]                           # block size (0 = none)
     arch = ["comal"]                          # presets or TOML files
+    strategy = ["sequential", "concurrent"]   # how regions share the fabric (or FILE.py:Class)
     prune = false                             # simulate only points the estimate does not dominate
     [dse.arch_params]                         # [arch] keys swept over every arch above
     fifo_depth = [16, 10240000]
@@ -25,7 +26,7 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 
-AXES = ("schedule", "order", "par", "block", "arch")
+AXES = ("schedule", "order", "par", "block", "arch", "strategy")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Point:
     block: int = 0
     arch: str = "comal"
     arch_params: tuple[tuple[str, Any], ...] = ()
+    strategy: str = "sequential"
 
     def passes(self) -> str | None:
         """The fuseflow passes this point adds after partitioning."""
@@ -57,6 +59,8 @@ class Point:
 
         base = Arch.resolve(self.arch)
         settings = {**base.settings, "max_cycles": base.max_cycles, **dict(self.arch_params)}
+        if base.fabric is not None:  # the swept keys leave the array as it was
+            settings["fabric"] = asdict(base.fabric)
         return {"arch": settings}
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,6 +78,7 @@ class Space:
             "par": [""],
             "block": [0],
             "arch": ["comal"],
+            "strategy": ["sequential"],
         }
     )
     arch_params: dict[str, list[Any]] = field(default_factory=dict)
@@ -83,9 +88,9 @@ class Space:
         keys = sorted(self.arch_params)
         params = [tuple(zip(keys, combo)) for combo in itertools.product(*(self.arch_params[k] for k in keys))]
         out = []
-        for s, o, p, b, a in itertools.product(*(self.axes[k] for k in AXES)):
+        for s, o, p, b, a, st in itertools.product(*(self.axes[k] for k in AXES)):
             for ap in params or [()]:
-                out.append(Point(str(s), str(o), str(p), int(b), str(a), ap))
+                out.append(Point(str(s), str(o), str(p), int(b), str(a), ap, str(st)))
         return out
 
     @property

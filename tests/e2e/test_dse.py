@@ -97,3 +97,30 @@ def test_cli_writes_rows_and_an_unreachable_ray_is_one_line_exit_1(tmp_path):
     r = _cli("dse", MODEL, "--executor", "ray", "--address", "127.0.0.1:1")
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0
     assert r.stderr.startswith("fuseflow: cannot reach Ray at 127.0.0.1:1")
+
+
+def test_strategies_and_a_finite_fabric_are_axes_of_the_sweep():
+    # gcn_layer unfused is a chain: concurrent equals sequential on an unbounded fabric; on amber
+    # with its FIFO depth swept, the fabric stays (every region pays its 512-cycle configuration)
+    space = load_space(
+        None,
+        {
+            "schedule": ["unfused"],
+            "order": ["plain"],
+            "arch": ["comal", "amber"],
+            "strategy": ["sequential", "concurrent"],
+            "fifo_depth": [16],
+        },
+    )
+    res = sweep(MODEL, OPTIONS, space, LocalExecutor(jobs=1), cache_dir=None)
+    assert all(r["status"] == "ok" for r in res.rows), [r["status"] for r in res.rows]
+    by = {(r["arch"], r["strategy"]): r for r in res.rows}
+    assert by[("comal", "sequential")]["cycles"] == by[("comal", "concurrent")]["cycles"]
+    import fuseflow
+    from fuseflow.model_files import build_from_file
+
+    model, args, formats = build_from_file(MODEL, OPTIONS)[1]
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain")
+    direct = prog.simulate(arch={"preset": "amber", "fifo_depth": 16})
+    assert direct.cycles == direct.serial_cycles + 512 * len(prog.graphs)
+    assert by[("amber", "sequential")]["cycles"] == direct.cycles
