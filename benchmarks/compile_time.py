@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 
-import fuseflow  # noqa: E402
 import gcn  # noqa: E402
 import gpt_bigbird  # noqa: E402
 import graphsage  # noqa: E402
 import sae  # noqa: E402
+
+import fuseflow  # noqa: E402
 
 
 def main() -> None:

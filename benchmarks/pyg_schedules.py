@@ -40,8 +40,9 @@ def graph(name: str):
 
 
 def main() -> int:
-    import fuseflow
     from test_pyg import CONVS, model
+
+    import fuseflow
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output")

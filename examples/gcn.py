@@ -8,7 +8,6 @@ features (10% density), hidden 16, 50% weight sparsity (pruned by magnitude, dec
 from __future__ import annotations
 
 import torch
-
 from graphs import TwoLayerGNN, feature_format, load_graph, normalise, prune, sparse_features
 
 

@@ -7,7 +7,6 @@ the model (A.sum(1)); fuseflow lowers the division by a hoisted per-row reductio
 from __future__ import annotations
 
 import torch
-
 from graphs import TwoLayerGNN, feature_format, load_graph, prune, sparse_features
 
 

@@ -6,7 +6,6 @@ Default batch 32, input 1024, hidden 256; the reference study's 50176/256 by `bu
 from __future__ import annotations
 
 import torch
-
 from graphs import prune
 
 

@@ -9,7 +9,6 @@ several buildable dataflow orders whose cycles differ by large factors:
 from __future__ import annotations
 
 import torch
-
 from graphs import load_graph
 
 

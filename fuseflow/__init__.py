@@ -9,9 +9,9 @@ from fuseflow.errors import (
     UnsupportedError,
     VerificationError,
 )
-from fuseflow.schedule.rules import Match, Rule, Schedule
-from fuseflow.program import Program, SimResult, compile
 from fuseflow.fabric.strategy import Context, RegionTask, Strategy
+from fuseflow.program import Program, SimResult, compile
+from fuseflow.schedule.rules import Match, Rule, Schedule
 
 __all__ = [
     "compile",

@@ -17,7 +17,7 @@ class ProgramEstimate:
     """Predicted cycles per region, and the makespan of their placement on the fabric by
     `strategy` (regions do not slow each other down here: memory contention is simulated only)."""
 
-    program: "Program"
+    program: Program
     regions: list[GraphEstimate]
     arch: Any
     strategy: str = "sequential"

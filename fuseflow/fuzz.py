@@ -23,9 +23,9 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 OPS = (
     "matmul",
@@ -326,7 +326,8 @@ def run(
     progress: Callable[[Report], None] | None = None,
 ) -> Report:
     """Run `n_cases` random cases; on the first failure shrink it and write the reproducer to `out`."""
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
 
     report = Report()
     last: list[tuple[Case, str]] = []

@@ -7,8 +7,10 @@ upstream ``mlir`` wheels touches this file only.
 from __future__ import annotations
 
 from torch_mlir import ir  # noqa: F401
-from torch_mlir.dialects import ext  # noqa: F401
-from torch_mlir.dialects import sparse_tensor  # noqa: F401
+from torch_mlir.dialects import (
+    ext,  # noqa: F401
+    sparse_tensor,  # noqa: F401
+)
 from torch_mlir.passmanager import PassManager  # noqa: F401
 
 MLIRError = ir.MLIRError

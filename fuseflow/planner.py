@@ -31,15 +31,16 @@ from __future__ import annotations
 import copy
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import networkx as nx
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
-from fuseflow.sim.arch import Arch
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
+from fuseflow.sim.arch import Arch
 
 TRUST = 1.5
 """A simulation further than this factor from its estimate (either way) widens the search."""

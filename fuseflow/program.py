@@ -6,8 +6,9 @@ import copy
 import functools
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,13 +21,13 @@ from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
 from fuseflow.lowering.rank import OrderRanker
+from fuseflow.mlir import ir
 from fuseflow.passes import run_pipeline
 from fuseflow.passes.context import PassContext
+from fuseflow.progress import progress_reporter
 from fuseflow.schedule.regions import OpInfo, assign_regions, main_func, op_listing
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
-from fuseflow.mlir import ir
 from fuseflow.sim.arch import Arch
-from fuseflow.progress import progress_reporter
 from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class RegionResult:
 class SimResult:
     """Outputs and cycle counts of one simulated program run."""
 
-    program: "Program"
+    program: Program
     args: tuple
     outputs: tuple
     regions: list[RegionResult]
@@ -194,7 +195,7 @@ class Program:
     assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
     arch: Any = None  # the machine orders were ranked for; simulate() and estimate() default to it
 
-    def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list["RegionResult"]:
+    def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list[RegionResult]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
         from fuseflow.analysis.cycle_model import relayout_cycles
         from fuseflow.analysis.tensor_stats import level_counts
@@ -208,7 +209,7 @@ class Program:
             out.append(RegionResult(r.name, int(round(relayout_cycles(st))), [], [r.tensor], "model"))
         return out
 
-    def reorder(self, order: "str | Mapping[str, str]") -> "Program":
+    def reorder(self, order: str | Mapping[str, str]) -> Program:
         """The same model, schedule and passes lowered under another dataflow order (no re-export):
         what an order sweep calls once per order."""
         from dataclasses import replace
@@ -226,7 +227,7 @@ class Program:
             passes,
         )
 
-    def estimate(self, *args, arch: Any = None, strategy: "str | Any" = "sequential") -> "ProgramEstimate":
+    def estimate(self, *args, arch: Any = None, strategy: str | Any = "sequential") -> ProgramEstimate:
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
         simulating (docs/cycle-model.md). Model inputs are measured exactly (entries per storage
         level of `args`, default the example arguments); tensors passed between regions are
@@ -235,7 +236,6 @@ class Program:
         the predicted regions on the fabric as `simulate` does (`.cycles` is the makespan)."""
         from fuseflow.analysis.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
         from fuseflow.estimate import ProgramEstimate
-
         from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args
@@ -315,7 +315,7 @@ class Program:
         memo: Any = None,
         jobs: int = 1,
         executor: Any = None,
-        strategy: "str | Any" = "sequential",
+        strategy: str | Any = "sequential",
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) and place the runs on the
         fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
@@ -539,9 +539,9 @@ def compile(
     model: torch.nn.Module,
     example_args: Sequence[Any],
     formats: Mapping[str, Any] | None = None,
-    schedule: "str | Schedule" = "unfused",
+    schedule: str | Schedule = "unfused",
     node_budget: int = 100_000,
-    order: "str | Mapping[str, str] | None" = None,
+    order: str | Mapping[str, str] | None = None,
     passes: str | None = None,
     arch: Any = None,
 ) -> Program:
@@ -613,13 +613,13 @@ def _lower(
     args: tuple,
     imported: ImportedModel,
     linalg_text: str,
-    schedule: "str | Schedule",
+    schedule: str | Schedule,
     node_budget: int,
     order,
     passes: str | None,
     ranker_options: Mapping[str, Any] | None = None,
     arch: Any = None,
-) -> "Program":
+) -> Program:
     """Partition, run passes, lower and parse: everything of `compile` after torch.export.
     `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
     module = imported.module
@@ -695,7 +695,7 @@ def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayou
     return list(out.values())
 
 
-def _order_spec(order: "str | Mapping[str, str] | None", passes: str | None) -> "str | Mapping[str, str] | None":
+def _order_spec(order: str | Mapping[str, str] | None, passes: str | None) -> str | Mapping[str, str] | None:
     """None means ``auto`` unless the pipeline orders; ``plain`` is the lowering's own
     deterministic order (no ordering pass)."""
     if order is None:
@@ -721,7 +721,7 @@ def _with_region_passes(passes: str | None, options: Mapping[str, Mapping[str, A
     return ",".join(([passes] if passes else []) + extra)
 
 
-def _with_region_orders(order: "str | Mapping[str, str] | None", res: Resolution) -> "str | Mapping[str, str] | None":
+def _with_region_orders(order: str | Mapping[str, str] | None, res: Resolution) -> str | Mapping[str, str] | None:
     """Rules' per-region ``order`` options over the global order (a mapping when any is given)."""
     given = {r: o["order"] for r, o in res.options.items() if "order" in o}
     if not given:
@@ -731,7 +731,7 @@ def _with_region_orders(order: "str | Mapping[str, str] | None", res: Resolution
     return {r: o for r, o in base.items() if o.strip() != "plain"} or None
 
 
-def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> list[str]:
+def _pipeline(passes: str | None, order: str | Mapping[str, str] | None) -> list[str]:
     from fuseflow.passes import split_pipeline
 
     out = split_pipeline(passes) if passes else []
@@ -743,7 +743,7 @@ def _pipeline(passes: str | None, order: "str | Mapping[str, str] | None") -> li
     return out
 
 
-def full_pipeline(schedule: "str | Schedule", pipeline: list[str], node_budget: int) -> list[str]:
+def full_pipeline(schedule: str | Schedule, pipeline: list[str], node_budget: int) -> list[str]:
     """The registered pipeline `compile` runs (what `fuseflow-opt --pass-pipeline` would take):
     partition, the user's linalg passes and ordering, ``lower-to-sam``, the user's sam passes."""
     from fuseflow.passes import PASSES, split_element

@@ -21,8 +21,9 @@ movement itself costs no cycles (docs/architecture.md, "Derived tensors").
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse

@@ -9,7 +9,8 @@ rules that create, translate and carry them across regions (docs/cycle-model.md,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,8 +30,8 @@ class CoordinateOrigins:
     """Atoms, their densities and frequencies, and what each written level's coordinates are.
     Mixed into the cycle model, which supplies `spec` and `stats`."""
 
-    spec: "GraphSpec"
-    stats: "Mapping[str, TensorStats]"
+    spec: GraphSpec
+    stats: Mapping[str, TensorStats]
 
     def __init__(self) -> None:
         self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent
@@ -44,7 +45,7 @@ class CoordinateOrigins:
             return None
         return (t.copy_of or t.name, tuple(t.fmt.mode_order))
 
-    def deeper(self, ref: tuple | None, node: "NodeSpec") -> tuple | None:
+    def deeper(self, ref: tuple | None, node: NodeSpec) -> tuple | None:
         """The reference a scan or locate of `node`'s level emits, given its input reference."""
         if ref is None or node.var is None:
             return None
@@ -53,7 +54,7 @@ class CoordinateOrigins:
             return None
         return (ident, node.level, vs + (node.var,))
 
-    def level_pattern(self, node: "NodeSpec", ref: tuple, p: float) -> frozenset:
+    def level_pattern(self, node: NodeSpec, ref: tuple, p: float) -> frozenset:
         """The atoms of the coordinates a compressed scan emits: the level itself, or, for a
         tensor an earlier region wrote, the atoms its writer's coordinates came from."""
         _ident, level, vs = ref

@@ -18,9 +18,9 @@ model is on. `docs/cycle-model.md` states the rules and where they are approxima
 from __future__ import annotations
 
 import math
-
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fuseflow.analysis.coordinates import Atom, CoordinateOrigins
 from fuseflow.analysis.tensor_stats import TensorStats
@@ -118,7 +118,7 @@ class Stream(NamedTuple):
         innermost fiber at all (an empty tensor) the outer stop still arrives, raised: one stop."""
         return self.data + (max(self.counts[-2], 1.0) if self.depth >= 1 else 0.0) + 1.0
 
-    def with_last(self, n: float, present: float = 1.0) -> "Stream":
+    def with_last(self, n: float, present: float = 1.0) -> Stream:
         return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
 
 
@@ -137,7 +137,7 @@ class Timing:
     fifo_depth: int = 10_240_000
 
     @staticmethod
-    def from_settings(settings: Mapping[str, Any]) -> "Timing":
+    def from_settings(settings: Mapping[str, Any]) -> Timing:
         """From `Arch.settings` (what the C++ graph is built from); a setting the model has no
         rule for is refused rather than silently ignored."""
         s = dict(settings)
@@ -255,7 +255,7 @@ def _union_fraction(p: float, m: float) -> float:
 
 
 class _Model(CoordinateOrigins):
-    def __init__(self, spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing):
+    def __init__(self, spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing):
         self.spec, self.stats, self.t = spec, stats, timing
         self.outs: list[list[Stream]] = []
         self.nodes: list[NodeEstimate] = []
@@ -264,7 +264,7 @@ class _Model(CoordinateOrigins):
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
         CoordinateOrigins.__init__(self)
 
-    def inp(self, node: "NodeSpec", i: int) -> Stream:
+    def inp(self, node: NodeSpec, i: int) -> Stream:
         src, port = node.inputs[i]
         return self.outs[src][port]
 
@@ -296,7 +296,7 @@ class _Model(CoordinateOrigins):
         )
 
     # -- per-primitive rules --------------------------------------------------------------------
-    def step(self, node: "NodeSpec") -> tuple[list[Stream], float, float, float]:
+    def step(self, node: NodeSpec) -> tuple[list[Stream], float, float, float]:
         """Output streams, busy cycles, ALU element ops, memory bytes of one node."""
         k = node.kind
         ii = self.t.kind_ii(k)
@@ -360,7 +360,7 @@ class _Model(CoordinateOrigins):
             return self.join(node, ii)
         raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{k}")
 
-    def scan(self, node: "NodeSpec", ii: int):
+    def scan(self, node: NodeSpec, ii: int):
         r = self.inp(node, 0)
         dim = int(node.params.get("dim", 1))
         refs = r.data * r.present
@@ -390,7 +390,7 @@ class _Model(CoordinateOrigins):
         mem = 0.0 if node.params.get("format") == "dense" else 8.0 * refs + 4.0 * n
         return [out, out], steps * ii, 0.0, mem
 
-    def joiner(self, node: "NodeSpec", ii: int, union: bool):
+    def joiner(self, node: NodeSpec, ii: int, union: bool):
         n_ops = len(node.inputs) - (node.n_out - 1)
         crds = [self.inp(node, i) for i in range(n_ops)]
         distinct = list({node.inputs[i]: crds[i] for i in range(n_ops)}.values())
@@ -444,7 +444,7 @@ class _Model(CoordinateOrigins):
             )
         return outs, steps * ii, 0.0, 0.0
 
-    def reduce(self, node: "NodeSpec", ii: int):
+    def reduce(self, node: NodeSpec, ii: int):
         v = self.inp(node, 0)
         out = Stream(v.counts[:-1], v.dims[:-1], 1.0, v.vars[:-1])
         steps = v.tokens
@@ -456,7 +456,7 @@ class _Model(CoordinateOrigins):
             busy += v.data * max(self.t.tile_busy(rank, self.spec.block) - ii, 0)
         return [out], busy, v.data * (self.spec.block**rank if rank is not None else 1.0), 0.0
 
-    def spacc(self, node: "NodeSpec", ii: int):
+    def spacc(self, node: NodeSpec, ii: int):
         order = int(node.params.get("order", 1))
         v = self.inp(node, len(node.inputs) - 1)
         c, d = v.counts, v.dims
@@ -485,7 +485,7 @@ class _Model(CoordinateOrigins):
             busy += v.data * max(self.t.tile_busy(rank, self.spec.block) - ii, 0)
         return outs, busy, 0.0, 0.0
 
-    def fork(self, node: "NodeSpec", ii: int):
+    def fork(self, node: NodeSpec, ii: int):
         s = self.inp(node, 0)
         P = int(node.params.get("factor", 1))
         lane = (
@@ -495,7 +495,7 @@ class _Model(CoordinateOrigins):
         )
         return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
 
-    def join(self, node: "NodeSpec", ii: int):
+    def join(self, node: NodeSpec, ii: int):
         lanes = [self.inp(node, i) for i in range(len(node.inputs))]
         d = int(node.params.get("depth", 0))
         first = lanes[0]
@@ -506,18 +506,18 @@ class _Model(CoordinateOrigins):
         return [out], out.tokens * ii, 0.0, 0.0
 
     # -- tiles, fill, memory, outputs ---------------------------------------------------------
-    def _in_rank(self, node: "NodeSpec") -> int | None:
+    def _in_rank(self, node: NodeSpec) -> int | None:
         if not self.spec.block or "in_ranks" not in node.params:
             return None
         ranks = list(node.params["in_ranks"])
         return int(ranks[0]) if ranks else 0
 
-    def tile_elems(self, node: "NodeSpec") -> float:
+    def tile_elems(self, node: NodeSpec) -> float:
         if not self.spec.block or "axes" not in node.params:
             return 1.0
         return float(self.spec.block ** len(node.params["axes"]))
 
-    def tile_steps(self, node: "NodeSpec", s: Stream, ii: int) -> float:
+    def tile_steps(self, node: NodeSpec, s: Stream, ii: int) -> float:
         """Steps of a value node: one per token; a tile occupies the node for its busy time."""
         if not self.spec.block or "axes" not in node.params:
             return s.tokens * ii
@@ -525,7 +525,7 @@ class _Model(CoordinateOrigins):
         busy = self.t.tile_busy(max(ranks), self.spec.block)
         return s.tokens * ii + s.data * max(busy - ii, 0)
 
-    def _latency(self, node: "NodeSpec") -> float:
+    def _latency(self, node: NodeSpec) -> float:
         own = self.t.latency if not self.t.kinds else self.t.kind_latency(node.kind)
         if self.spec.block and "axes" in node.params:
             own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
@@ -550,7 +550,7 @@ class _Model(CoordinateOrigins):
             finish[i] = max(start[i] + self.nodes[i].busy, last_in)
         return max(finish, default=0.0), max(lat, default=0.0)
 
-    def memory_bound(self, node: "NodeSpec", outs: list[Stream], mem_bytes: float) -> float:
+    def memory_bound(self, node: NodeSpec, outs: list[Stream], mem_bytes: float) -> float:
         """A node that reads memory emits a step's outputs only when its line arrives; with FIFOs
         shallower than the memory latency it can run at most `fifo_depth` tokens ahead of the
         oldest outstanding line, so it streams at fifo_depth / latency tokens per cycle."""
@@ -603,7 +603,7 @@ class _Model(CoordinateOrigins):
         return out
 
 
-def estimate_graph(spec: "GraphSpec", stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
+def estimate_graph(spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
     """Predict one graph's tokens per node and cycles from its input tensors' statistics."""
     return _Model(spec, stats, timing).run()
 
@@ -616,7 +616,7 @@ def relayout_cycles(st: TensorStats) -> float:
 
 
 def stats_for_inputs(
-    spec: "GraphSpec",
+    spec: GraphSpec,
     data: Mapping[str, Any],
     known: Mapping[str, TensorStats] | None = None,
     density: Mapping[str, float] | None = None,

@@ -9,8 +9,8 @@ search) read them, and `fuseflow.conversion.index_to_sam` lowers them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Union
 
 UNIT = "_"  # the variable of a size-1 dimension: never iterated (a dense level of one element)
 
@@ -34,7 +34,7 @@ class Call:
     """An elementwise ALU op (sam.alu names: add, sub, mul, div, max, min, exp, relu, ...)."""
 
     op: str
-    args: tuple["Expr", ...]
+    args: tuple[Expr, ...]
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,10 @@ class Reduce:
 
     kind: str
     vars: tuple[str, ...]
-    body: "Expr"
+    body: Expr
 
 
-Expr = Union[Access, Const, Call, Reduce]
+Expr = Access | Const | Call | Reduce
 
 
 @dataclass

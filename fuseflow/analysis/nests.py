@@ -14,13 +14,12 @@ trie node, so streams that meet are aligned by construction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.analysis.index_notation import UNIT, Access, Call, Const, Expr, Reduce
 from fuseflow.analysis.storage_order import default_order
-
+from fuseflow.errors import DiscordantError, UnsupportedError
 
 _FREE: dict[int, tuple[Expr, frozenset]] = {}
 
@@ -145,7 +144,7 @@ def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
 
 
 def plan(
-    expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None, order: "Sequence[str] | None" = None
+    expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None, order: Sequence[str] | None = None
 ) -> NestPlan:
     """Choose the root order and every node's nest; checks concordance of every access.
 

@@ -12,10 +12,9 @@ tensor's density, plus the cost of re-laying out a tensor.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Mapping, Sequence
 
-from fuseflow.errors import FuseflowError, UnsupportedError
 from fuseflow.analysis.index_notation import (
     UNIT,
     Access,
@@ -29,6 +28,7 @@ from fuseflow.analysis.index_notation import (
 )
 from fuseflow.analysis.nests import NestPlan, plan
 from fuseflow.analysis.storage_order import storage_vars
+from fuseflow.errors import FuseflowError, UnsupportedError
 
 DEFAULT_CAP = 64
 """Orders listed per region unless the caller asks for more."""
@@ -67,7 +67,7 @@ class Candidate:
     order: tuple[str, ...]
     relayouts: tuple[str, ...]  # tensors stored against this order (re-laid out, cost counted)
     estimate: Estimate
-    alternatives: tuple["Candidate", ...] = ()  # set on a choice: every enumerated order of the region
+    alternatives: tuple[Candidate, ...] = ()  # set on a choice: every enumerated order of the region
     cycles: float | None = None  # the cycle model's prediction, when the ranker lowered this order
 
     @property

@@ -7,7 +7,7 @@ variables come first in output order, then reduced variables in first-use order.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 

@@ -8,8 +8,8 @@ the region that produces them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import scipy.sparse
@@ -58,7 +58,7 @@ class TensorStats:
         return self.level_counts[level] / parent if parent > 0 else 0.0
 
     @staticmethod
-    def dense(dims: Sequence[int]) -> "TensorStats":
+    def dense(dims: Sequence[int]) -> TensorStats:
         counts, acc = [], 1.0
         for d in dims:
             acc *= d

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fuseflow.cli.common import compile_example, first_diagnostic, print_table
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import compile_example, print_table, first_diagnostic
 
 
 def cmd_report(a) -> int:

@@ -6,12 +6,12 @@ import argparse
 import os
 import sys
 
-from fuseflow.version import __version__
+from fuseflow.cli.common import add_engine_arg, add_example_file_args, add_model_args, add_pass_args, add_shortcut_args
+from fuseflow.cli.files import cmd_compile, cmd_ops, cmd_report, cmd_simulate
+from fuseflow.cli.planning import cmd_dse, cmd_estimate, cmd_plan
+from fuseflow.cli.runs import cmd_order_sweep, cmd_run, cmd_study
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import add_engine_arg, add_shortcut_args, add_pass_args, add_example_file_args, add_model_args
-from fuseflow.cli.planning import cmd_estimate, cmd_plan, cmd_dse
-from fuseflow.cli.runs import cmd_run, cmd_study, cmd_order_sweep
-from fuseflow.cli.files import cmd_report, cmd_compile, cmd_simulate, cmd_ops
+from fuseflow.version import __version__
 
 
 def parser() -> argparse.ArgumentParser:

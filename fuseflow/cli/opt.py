@@ -8,8 +8,8 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from fuseflow.errors import FuseflowError
 from fuseflow.dialects.sam import new_context
+from fuseflow.errors import FuseflowError
 from fuseflow.mlir import MLIRError, ir
 from fuseflow.passes import PASSES, run_pipeline, split_pipeline
 

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from fuseflow.cli.common import compile_example, csv_list, load_example, option_dict, print_table
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import compile_example, option_dict, load_example, print_table, csv_list
 
 
 def print_estimate(prog, a) -> int:

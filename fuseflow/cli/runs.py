@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from fuseflow.cli.common import build_model, compile_example, load_example, option_dict, print_table, write_json
+from fuseflow.cli.planning import explain_plan, print_estimate
 from fuseflow.errors import FuseflowError
-from fuseflow.cli.common import compile_example, option_dict, build_model, load_example, print_table, write_json
-from fuseflow.cli.planning import print_estimate, explain_plan
 
 
 def cmd_run(a) -> int:
@@ -114,8 +114,9 @@ def _requested(known: list, spec: str) -> list:
 def cmd_study(a) -> int:
     """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
 
-    import fuseflow
     from rich.progress import Progress
+
+    import fuseflow
 
     mod, (model, args, formats) = build_model(a.model, a)
     base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order, arch=a.arch)
@@ -234,8 +235,9 @@ def cmd_study(a) -> int:
 def cmd_order_sweep(a) -> int:
     """Simulate every enumerated dataflow order of one region: cycles (with the conversion of every
     model input the order re-lays out), the cycle model's prediction, and auto's pick."""
-    import fuseflow
     from rich.progress import Progress
+
+    import fuseflow
 
     model, args, formats = load_example(a.model, a)
     first = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order="auto")

@@ -10,18 +10,17 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 from __future__ import annotations
 
 import math
-
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
+from fuseflow.analysis.absent import absent, identity
+from fuseflow.analysis.alpha import alpha_key, share_equivalent
+from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
+from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
+from fuseflow.analysis.storage_order import storage_vars
 from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
-from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
-from fuseflow.analysis.absent import absent, identity
-from fuseflow.analysis.alpha import alpha_key, share_equivalent
-from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
-from fuseflow.analysis.storage_order import storage_vars
 
 
 @dataclass

@@ -10,8 +10,8 @@ tensor access. Views (transpose, broadcast, cast) permute variables; they are ne
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from fuseflow.analysis.index_notation import (
     UNIT,
@@ -23,10 +23,9 @@ from fuseflow.analysis.index_notation import (
     Reduce,
     call,
 )
-from fuseflow.views import cat_name, gather_name, perm_name, slice_name, view_name
 from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
-
+from fuseflow.views import cat_name, gather_name, perm_name, slice_name, view_name
 
 UNARY = {
     "arith.negf": "neg",

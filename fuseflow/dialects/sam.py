@@ -16,7 +16,8 @@ ops only in the generic form, e.g.::
 # No `from __future__ import annotations`: dialects.ext reads the annotations as live types.
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from fuseflow.mlir import ext, ir
 from fuseflow.primitives import ALU_BINARY, ALU_UNARY  # the simulator's table

@@ -12,8 +12,9 @@ graphs have 10^4-10^5 ops. The text never leaves this module.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from fuseflow.errors import VerificationError
 from fuseflow.mlir import ir

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from fuseflow.errors import FuseflowError
 from fuseflow.primitives import RESOURCE

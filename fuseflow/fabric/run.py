@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,28 +18,28 @@ if TYPE_CHECKING:
     from fuseflow.program import Program
 
 
-def program_tasks(program: "Program") -> list[Task]:
+def program_tasks(program: Program) -> list[Task]:
     """The relayouts (host conversions) then every region, in program order."""
     hosts = [Task(r.name, frozenset({r.source}), frozenset({r.tensor}), {}, True) for r in program.relayouts]
     return hosts + [graph_task(g, demand_of(g)) for g in program.graphs]
 
 
-def predicted_cycles(program: "Program", args: tuple, arch: Arch) -> list[float]:
+def predicted_cycles(program: Program, args: tuple, arch: Arch) -> list[float]:
     """The cycle model's cycles per task: what a strategy ranks by before anything has run."""
     return predictions(program, args, arch)[0]
 
 
-def predictions(program: "Program", args: tuple, arch: Arch) -> tuple[list[float], list[float]]:
+def predictions(program: Program, args: tuple, arch: Arch) -> tuple[list[float], list[float]]:
     """The cycle model's cycles and off-chip bytes per task."""
     regions = program.estimate(*args, arch=replace(arch, fabric=None)).regions
     return [float(r.cycles) for r in regions], [float(r.mem_bytes) for r in regions]
 
 
 def place(
-    program: "Program",
+    program: Program,
     cycles: Sequence[int],
     arch: Arch,
-    strategy: "str | Strategy",
+    strategy: str | Strategy,
     args: tuple,
     env: Mapping[str, Any] | None = None,
     predicted: Sequence[float] | None = None,
@@ -65,7 +66,7 @@ def place(
     return shared_timeline(state, chosen, graphs, hosts, env, values, arch)
 
 
-def shares_memory(strategy: "str | Strategy", arch: Arch) -> bool:
+def shares_memory(strategy: str | Strategy, arch: Arch) -> bool:
     """Whether `place` will run the regions together (so `simulate` must keep every input)."""
     return arch.memory_model and not _one_at_a_time(resolve(strategy))
 

@@ -14,8 +14,9 @@ end as it happens.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.dag import Task, dependencies, longest_paths
@@ -63,7 +64,7 @@ class Utilization:
     peak: dict[str, int]
 
     @staticmethod
-    def of(timeline: Sequence[Span], fabric: Fabric | None) -> "Utilization":
+    def of(timeline: Sequence[Span], fabric: Fabric | None) -> Utilization:
         events: dict[int, dict[str, int]] = {}
         for s in timeline:
             for r in RESOURCES:
@@ -170,7 +171,7 @@ def timeline_from_durations(
     tasks: Sequence[Task],
     durations: Sequence[int],
     fabric: Fabric | None,
-    strategy: "str | Strategy",
+    strategy: str | Strategy,
     predicted: Sequence[float] | None = None,
     predicted_bytes: Sequence[float] | None = None,
 ) -> list[Span]:

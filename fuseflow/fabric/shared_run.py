@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -55,7 +55,7 @@ class Driver(Protocol):
 class Context:
     """What `Strategy.schedule` sees of a run."""
 
-    def __init__(self, state: "FabricState", driver: Driver):
+    def __init__(self, state: FabricState, driver: Driver):
         self._state, self._driver = state, driver
         self._tasks = [RegionTask(t.name, i, state.units(i), t.host) for i, t in enumerate(state.tasks)]
 
@@ -148,7 +148,7 @@ def run_schedule(strategy: Strategy, ctx: Context) -> None:
 BUILTIN: dict[str, type[Strategy]] = {"sequential": Strategy, "concurrent": Concurrent}
 
 
-def resolve(strategy: "str | Strategy") -> Strategy:
+def resolve(strategy: str | Strategy) -> Strategy:
     """A built-in by name, a `Strategy`, or ``FILE.py:Class`` (a `Strategy` subclass in a file)."""
     if isinstance(strategy, Strategy):
         return strategy

@@ -10,7 +10,7 @@ means in a feature normalisation.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse

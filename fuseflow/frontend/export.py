@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
-from fuseflow.frontend.torch_sparse import implied_format, is_sparse, stored_entries
 from fuseflow.frontend.torch_lowering import lower_to_linalg
-from fuseflow.dialects.sam import new_context
+from fuseflow.frontend.torch_sparse import implied_format, is_sparse, stored_entries
 from fuseflow.mlir import ir
 
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import operator
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -122,7 +123,7 @@ class Translation:
 
     module: torch.nn.Module
     input_names: list[str]
-    adapter: "EdgeAdapter"
+    adapter: EdgeAdapter
 
 
 @dataclass
@@ -487,9 +488,15 @@ def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> An
         return NodeRange(int(a[1]))
     if name in ("aten.view", "aten.repeat") and isinstance(a[0], NodeRange):
         return a[0]
-    if name == "aten.cat" and len(a[0]) == 2 and isinstance(a[0][0], Index) and isinstance(a[0][1], NodeRange):
-        if a[0][0].s.kind == "offdiag" and a[1] in (1, -1):
-            return Index(EdgeSet(a[0][0].s.arg, "loops"))
+    if (
+        name == "aten.cat"
+        and len(a[0]) == 2
+        and isinstance(a[0][0], Index)
+        and isinstance(a[0][1], NodeRange)
+        and a[0][0].s.kind == "offdiag"
+        and a[1] in (1, -1)
+    ):
+        return Index(EdgeSet(a[0][0].s.arg, "loops"))
     if name in ("aten.view", "aten.expand", "aten.expand_as", "aten.clone", "aten._unsafe_view") and isinstance(
         a[0], Side
     ):

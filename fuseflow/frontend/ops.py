@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from fuseflow.errors import UnsupportedError
 

@@ -10,7 +10,8 @@ nonzeros: dynamic sparsity, as a ReLU or a threshold makes it. The attribute is 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.frontend.ops import node_location

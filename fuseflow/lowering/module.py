@@ -8,19 +8,19 @@ region scans them by name.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Mapping
 
+from fuseflow import views
+from fuseflow.analysis.index_notation import Assign, render
+from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
+from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.formats import Format, parse_format
-from fuseflow.analysis.index_notation import Assign, render
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
-from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.lowering.rank import OrderRanker
-from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
-from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.mlir import ir
-from fuseflow import views
+from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
 
 
 def _format_of(t: ir.RankedTensorType) -> Format:
@@ -66,9 +66,9 @@ ORDERS_ATTR = "fuseflow.orders"
 def lower_module(
     module: ir.Module,
     node_budget: int = 100_000,
-    order_spec: "str | Mapping[str, str] | None" = None,
+    order_spec: str | Mapping[str, str] | None = None,
     cap: int = DEFAULT_CAP,
-    ranker: "OrderRanker | None" = None,
+    ranker: OrderRanker | None = None,
 ) -> tuple[str, dict, dict[str, Candidate], dict[str, list[Assign]]]:
     """Return the sam module text, a summary {region: [expressions]}, the chosen orders and each
     region's outputs in index notation (what `sim/values.py` evaluates).
@@ -95,8 +95,9 @@ def lower_module(
     Partition.of(func)
     block = func.regions[0].blocks[0]
     names: dict = {}
-    arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None
-    res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None
+    # MLIR's attribute map has no .get()
+    arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None  # noqa: SIM401
+    res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None  # noqa: SIM401
     tensors: dict[str, TensorInfo] = {}
     for i, arg in enumerate(block.arguments):
         name = f"arg{i}"
@@ -189,7 +190,7 @@ def lower_module(
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
             return lw
 
-        def build(order_vars: "list[str] | None", asgs=asgs, fresh=fresh) -> SamLowering:
+        def build(order_vars: list[str] | None, asgs=asgs, fresh=fresh) -> SamLowering:
             lw = fresh()
             for asg in asgs:
                 lw.lower(asg, order_vars)

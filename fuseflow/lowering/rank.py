@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from fuseflow.analysis.cycle_model import Timing, estimate_graph, relayout_cycles, stats_for_inputs
+from fuseflow.analysis.ordering import Candidate
 from fuseflow.analysis.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
-from fuseflow.analysis.ordering import Candidate
 
 DEFAULT_TOP = 6
 """Orders per region lowered and estimated (shortlisted by the static estimate)."""
@@ -51,10 +52,10 @@ class OrderRanker:
         self,
         data: Mapping[str, Any] | None = None,
         timing: Timing | None = None,
-        model_inputs: "set[str] | None" = None,
+        model_inputs: set[str] | None = None,
         top: int = DEFAULT_TOP,
-        keep_vars: "set[str] | None" = None,
-        memo: "dict[str, str] | None" = None,
+        keep_vars: set[str] | None = None,
+        memo: dict[str, str] | None = None,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
@@ -151,7 +152,7 @@ class OrderRanker:
             self.memo[key] = alts[best].name
         return replace(alts[best], alternatives=alts)
 
-    def commit(self, text: str, assigns: "list | None" = None) -> None:
+    def commit(self, text: str, assigns: list | None = None) -> None:
         """The chosen graph of a region: its written tensors feed later regions, as values
         where they are cheap to compute from `assigns` (`sim.values.evaluate_into`), else as
         predicted statistics."""

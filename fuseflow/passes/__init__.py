@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import MLIRError, PassManager

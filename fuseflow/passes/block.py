@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from fuseflow.errors import FuseflowError
 from fuseflow.lowering.module import BLOCK_ATTR
-from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
+from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.lowering.module import ORDERS_ATTR, lower_module
 from fuseflow.analysis.ordering import DEFAULT_CAP
+from fuseflow.lowering.module import ORDERS_ATTR, lower_module
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
@@ -19,7 +19,7 @@ class Options:
     cap: int = DEFAULT_CAP
 
 
-def parse_order(text: str) -> "str | dict[str, str]":
+def parse_order(text: str) -> str | dict[str, str]:
     """``auto`` / ``3`` / ``i,k,j`` for every region, or ``region:order;region2:order`` per region."""
     if ":" not in text:
         return text

@@ -4,8 +4,8 @@ per resource class underneath."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.scheduler import Span, Utilization, tracks

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from fuseflow.errors import UnsupportedError
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, derives, is_inlined
+from fuseflow.errors import UnsupportedError
 from fuseflow.mlir import ir, location_str
 from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
 
@@ -154,7 +154,7 @@ def _layer_of(path: str, containers: set[str]) -> str:
 
 
 def assign_regions(
-    func, schedule: "str | Schedule", containers: set[str] | None = None, classes: dict[str, str] | None = None
+    func, schedule: str | Schedule, containers: set[str] | None = None, classes: dict[str, str] | None = None
 ) -> Resolution:
     """Annotate compute ops with the region names of a schedule (a built-in name, a schedule file
     or a `Schedule` of rules); returns the resolution (names in program order, per-region

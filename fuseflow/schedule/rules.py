@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from fuseflow.errors import FuseflowError, UnsupportedError
 
@@ -75,9 +76,7 @@ class Match:
             return False
         if self.index and op.index not in self.index:
             return False
-        if self.module_class is not None and op.instance_of(self.module_class) is None:
-            return False
-        return True
+        return self.module_class is None or op.instance_of(self.module_class) is not None
 
     def __repr__(self) -> str:
         return _repr(self)

@@ -29,12 +29,13 @@ table's own then override (tables such as ``memory`` and ``fabric`` key by key):
 
 from __future__ import annotations
 
+import functools
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-import functools
-from typing import Any, Mapping
+from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.primitives import ARCH_KEYS, KINDS  # the simulator's tables (fork and join included)
@@ -84,7 +85,7 @@ class Arch:
         return int(self.settings.get("fifo_depth", UNBOUNDED))
 
     @staticmethod
-    def resolve(arch: "str | Path | Mapping[str, Any] | Arch | None") -> "Arch":
+    def resolve(arch: str | Path | Mapping[str, Any] | Arch | None) -> Arch:
         if arch is None:
             arch = "comal"
         if isinstance(arch, Arch):
@@ -105,7 +106,7 @@ class Arch:
             raise FuseflowError(f"{path}: invalid TOML: {e}") from None
 
     @staticmethod
-    def from_dict(d: dict, name: str) -> "Arch":
+    def from_dict(d: dict, name: str) -> Arch:
         d = dict(d.get("arch", d))
         if "preset" in d:
             base = d.pop("preset")
@@ -179,7 +180,7 @@ def _fabric(v: Any, name: str) -> Fabric:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _preset(name: str) -> Arch:
     """A shipped preset, read once per process (a simulate call on a small kernel took ~0.4 ms to
     re-read and re-validate its TOML). Arch is frozen; its settings dict is only read."""

@@ -6,16 +6,17 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import scipy.sparse
 
 import fuseflow._simulator as _simulator
+from fuseflow import views
 from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
-from fuseflow import views
 from fuseflow.formats import Format, pack, pack_blocked, pack_bsr, pack_sparse, packs_as_bsr, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.primitives import ALU_UNARY
@@ -187,14 +188,14 @@ def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
     return packed
 
 
-def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> "_simulator.Graph":
+def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> _simulator.Graph:
     """A fresh C++ graph for `spec` (a run consumes it)."""
     g = _simulator.Graph(arch.settings)
     add_nodes(g, spec, packed)
     return g
 
 
-def add_nodes(g: "_simulator.Graph", spec: GraphSpec, packed: Mapping[str, Any]) -> None:
+def add_nodes(g: _simulator.Graph, spec: GraphSpec, packed: Mapping[str, Any]) -> None:
     """Add `spec`'s nodes to `g` after the ones it holds (a shared run adds one region per part)."""
     base = len(g)
     try:
@@ -223,7 +224,7 @@ def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, **opt
 
 def run_packed(
     spec: GraphSpec,
-    packed: "Mapping[str, Any] | Callable[[], Mapping[str, Any]]",
+    packed: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
     arch: Arch,
     record: bool = False,
     spans: bool = False,

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _plain(v: Any) -> Any:
     return v.tolist() if hasattr(v, "tolist") else str(v)
 
 
-def as_memo(memo: "bool | str | Path | RegionMemo | None") -> RegionMemo | None:
+def as_memo(memo: bool | str | Path | RegionMemo | None) -> RegionMemo | None:
     """`simulate(memo=)`: True (this call), a directory (shared on disk), a RegionMemo, or off."""
     if memo is None or memo is False:
         return None

@@ -12,14 +12,13 @@ Every subexpression is evaluated once, over its own free variables only; a sum o
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import scipy.sparse
 import scipy.special
 
 from fuseflow import views
-
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 
 MAX_DENSE_ELEMENTS = 1 << 28

@@ -6,14 +6,13 @@ Graph applications run on the karate club and on Cora (../shared/data, skipped i
 
 from pathlib import Path
 
-import pytest
-
-import fuseflow
-
 import gcn
 import gpt_bigbird
 import graphsage
+import pytest
 import sae
+
+import fuseflow
 
 CORA = Path(__file__).resolve().parents[3] / "shared" / "data" / "planetoid" / "cora.npz"
 SCHEDULES = ["unfused", "layer", "full"]

@@ -6,13 +6,13 @@ Outputs are compared with PyTorch at the default tolerance of `SimResult.check` 
 
 import numpy as np
 import pytest
+import sae
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_parallelize import attention
 
 import fuseflow
-import sae
 from fuseflow.formats import Format, pack_blocked, parse_format, unpack_blocked
-from test_parallelize import attention
 
 
 def run(build, passes=None, **kw):

@@ -2,17 +2,17 @@
 node's counters, on compiled graphs that use every primitive kind and both timing presets; and
 `engine="auto"` falls back to the event engine when the window engine cannot run a graph."""
 
-import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings
-
-import fuseflow
 import gcn_layer
 import gpt_bigbird
+import numpy as np
+import pytest
 import spgemm_chain
-from fuseflow.sim import graph as sim_graph
+from hypothesis import HealthCheck, given, settings
 from test_kernels import KERNELS, operands, program
 from test_parallelize import attention
+
+import fuseflow
+from fuseflow.sim import graph as sim_graph
 
 
 def assert_same_runs(a, b):

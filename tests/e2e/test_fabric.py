@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gcn_layer  # noqa: E402
+import gpt_bigbird  # noqa: E402
 import pytest
 import torch
 
@@ -19,14 +21,11 @@ from fuseflow.fabric.dag import Task
 from fuseflow.fabric.resources import FitError
 from fuseflow.fabric.run import predicted_cycles, program_tasks
 from fuseflow.fabric.scheduler import FabricState, Utilization, timeline_from_durations
-from fuseflow.fabric.strategy import Concurrent
 from fuseflow.fabric.shared_run import shared_timeline
+from fuseflow.fabric.strategy import Concurrent
 from fuseflow.primitives import KINDS, RESOURCE
 from fuseflow.sim.arch import Arch, Fabric
 from fuseflow.sim.graph import run_graph
-
-import gcn_layer  # noqa: E402
-import gpt_bigbird  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_GPT = dict(seq=32, d_model=16, d_ff=32, block=8)

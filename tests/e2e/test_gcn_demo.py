@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import torch
+from gcn_layer import build
 
 import fuseflow
-from gcn_layer import build
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ Data are small integers (exact in f32), so simulated outputs must equal PyTorch 
 (tolerance 0); densities span 0 (all-zero) to 50%, with empty rows and columns.
 """
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -43,7 +43,7 @@ KERNELS = {
 B_SPARSE = {"spgemm", "mul", "add", "relu"}  # these also declare B sparse
 
 
-@lru_cache(maxsize=None)
+@cache
 def program(kernel: str, fmt: str):
     fn, sa, sb = KERNELS[kernel]
     formats = {"A": fmt}

@@ -8,12 +8,12 @@ property test uses small integers, exact in f32.
 
 import numpy as np
 import pytest
+import spgemm_chain
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-import spgemm_chain
 from fuseflow.analysis.ordering import linear_extensions
 
 

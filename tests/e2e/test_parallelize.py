@@ -5,14 +5,14 @@ Tolerance against PyTorch: the default of `SimResult.check` (rtol = atol = 1e-5 
 dimension). Between lane counts the outputs must be bit-identical (same arithmetic, same order).
 """
 
+import gcn_layer
+import gpt_bigbird
 import numpy as np
 import pytest
+import spgemm_chain
 import torch
 
 import fuseflow
-import gcn_layer
-import gpt_bigbird
-import spgemm_chain
 
 
 class MaskedAttention(torch.nn.Module):

@@ -1,10 +1,10 @@
 """`compile()` and `fuseflow-opt` run one registered pipeline: the sam `compile` produces is what
 `fuseflow-opt --pass-pipeline=<prog.pipeline>` makes of the program's linalg module."""
 
+import gcn_layer
 import pytest
 
 import fuseflow
-import gcn_layer
 from fuseflow.cli import opt
 from fuseflow.frontend.export import import_model
 

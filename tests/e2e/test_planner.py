@@ -5,11 +5,11 @@ rtol = atol = 1e-5 x the longest dimension)."""
 
 from pathlib import Path
 
+import gcn
+import gpt_bigbird
 import pytest
 
 import fuseflow
-import gcn
-import gpt_bigbird
 from fuseflow import Match, Rule, Schedule
 from fuseflow.errors import FuseflowError
 from fuseflow.planner import Space, plan

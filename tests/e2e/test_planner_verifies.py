@@ -12,11 +12,11 @@ rtol = atol = 1e-5 x the longest reduction).
 
 import os
 
+import gcn
+import pyg_gnn
 import pytest
 
 import fuseflow
-import gcn
-import pyg_gnn
 from fuseflow.planner import TRUST, plan
 
 if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: never skip there

@@ -7,16 +7,16 @@ import hashlib
 import json
 import re
 
+import gcn
+import gpt_bigbird
+import graphsage
 import pytest
+import sae
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-import gcn
-import gpt_bigbird
-import graphsage
-import sae
 from fuseflow import Match, Rule, Schedule
 from fuseflow.errors import FuseflowError, UnsupportedError
 from fuseflow.schedule import BUILTIN, ScheduleWarning

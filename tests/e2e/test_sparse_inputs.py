@@ -2,10 +2,10 @@
 the result equals the dense-input run exactly (same packed streams) and PyTorch."""
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fuseflow
 

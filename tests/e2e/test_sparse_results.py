@@ -3,12 +3,12 @@ that intermediate in the format with its zeros dropped; consumers iterate only i
 Outputs are compared with eager PyTorch (default tolerance: 1e-5 x the longest reduction)."""
 
 import pytest
+import sae
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-import sae
 
 
 class ToSparse(torch.nn.Module):

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gpt_bigbird  # noqa: E402
 import pytest
 import torch
 
 import fuseflow
 from fuseflow.errors import FuseflowError
-
-import gpt_bigbird  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STRATEGIES = ROOT / "examples" / "strategies"

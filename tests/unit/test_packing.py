@@ -4,11 +4,10 @@ arrays of the general coordinate-sorting packer, dtypes included."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-import scipy.sparse
 
 from fuseflow.formats import Format, _pack_general, pack, pack_coo
 
