@@ -14,20 +14,28 @@ from typing import Any
 from fuseflow.errors import FuseflowError, user_location
 
 
-def load_module(path: str):
+def load_python_file(path: str, name: str | None = None):
+    """Execute a user's Python file as module `name` (default: its stem); its own errors are one
+    located line."""
     p = Path(path)
     if not p.exists():
         raise FuseflowError(f"{path}: no such file")
     sys.path.insert(0, str(p.parent.resolve()))
-    spec = importlib.util.spec_from_file_location(p.stem, p)
+    spec = importlib.util.spec_from_file_location(name or p.stem, p)
     if spec is None or spec.loader is None:
         raise FuseflowError(f"{path}: not a Python file")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[p.stem] = mod
+    sys.modules[spec.name] = mod
     try:
         spec.loader.exec_module(mod)
     except Exception as e:
         raise _user_error(e, path) from None
+    return mod
+
+
+def load_module(path: str):
+    """A model file: a Python file defining build(**options)."""
+    mod = load_python_file(path)
     if not hasattr(mod, "build"):
         raise FuseflowError(f"{path}: defines no build(**options) -> (model, example_args, formats)")
     return mod

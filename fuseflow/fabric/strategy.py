@@ -17,13 +17,12 @@ subclass in a file: ``strategy="my_strategy.py:PingPong"`` (CLI ``--strategy FIL
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fuseflow.errors import FuseflowError, user_location
+from fuseflow.model_files import load_python_file
 
 if TYPE_CHECKING:
     from fuseflow.fabric.scheduler import FabricState
@@ -158,17 +157,10 @@ def resolve(strategy: str | Strategy) -> Strategy:
         raise FuseflowError(f"unknown strategy {strategy!r}: one of {', '.join(BUILTIN)}, or FILE.py:Class")
     path, _, cls_name = strategy.partition(":")
     p = Path(path)
-    if not p.exists():
-        raise FuseflowError(f"strategy {strategy}: {path}: no such file")
-    spec = importlib.util.spec_from_file_location(f"fuseflow_strategy_{p.stem}", p)
-    if spec is None or spec.loader is None:
-        raise FuseflowError(f"strategy {strategy}: {path} is not a Python file")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
     try:
-        spec.loader.exec_module(mod)
-    except Exception as e:
-        raise FuseflowError(f"strategy {strategy}: {type(e).__name__}: {e}") from None
+        mod = load_python_file(path, f"fuseflow_strategy_{p.stem}")
+    except FuseflowError as e:
+        raise FuseflowError(f"strategy {strategy}: {e.message}", e.location) from None
     found = [
         v
         for v in vars(mod).values()
