@@ -73,14 +73,26 @@ def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
     itself (they need every element, so their inputs are joined first). Everything downstream of
     an exit follows the joins. Raises FuseflowError when no name is a variable of the region, or
     a lane (or the level itself) would read a stream the fork cannot split."""
+    levels = _known_levels(g, levels)
+    level = ",".join(sorted(levels))
+    level_nodes, lane, after = _partition(g, levels)
+    _check_lanes(g, level, level_nodes, lane, after)
+    return _emit_lanes(g, level, factor, level_nodes, lane, after)
+
+
+def _known_levels(g: SamGraph, levels: set[str]) -> set[str]:
+    """The names in `levels` that are index variables of the region (at least one must be)."""
     have = sorted({op.index_var for op in g.ops if op.index_var})
     if not levels & set(have):
         raise FuseflowError(
             f"region {g.name}: cannot parallelize at {', '.join(sorted(levels))}: no such "
             f"index variable (variables: {', '.join(have)})"
         )
-    levels = levels & set(have)
-    level = ",".join(sorted(levels))
+    return levels & set(have)
+
+
+def _partition(g: SamGraph, levels: set[str]) -> tuple[set[int], set[int], set[int]]:
+    """The level's nodes, the lane body under them, and what follows the lanes' exits."""
     level_nodes: set[int] = set()
     for i, op in enumerate(g.ops):
         if (op.index_var in levels and op.kind not in ("reduce", "spacc")) or (
@@ -99,6 +111,11 @@ def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
             after.add(i)
         elif reads_lane:
             lane.add(i)
+    return level_nodes, lane, after
+
+
+def _check_lanes(g: SamGraph, level: str, level_nodes: set[int], lane: set[int], after: set[int]) -> None:
+    """Refuse a level that reads its own lanes, or lanes that read a stream a fork cannot split."""
     for i in sorted(level_nodes):
         bad = next((src for src, _ in g.ops[i].operands if src in lane or src in after), None)
         if bad is not None:
@@ -122,6 +139,11 @@ def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
                 )
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
+
+
+def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lane: set[int], after: set[int]) -> str:
+    """The new graph: the level and what is above it, forks, `factor` copies of the lane body,
+    joins, then what follows."""
     depth = _depths(g, lane, level_nodes)
     em = GraphBuilder(cse=False)
     names: dict[tuple[int, int], str] = {}
