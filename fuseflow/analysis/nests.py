@@ -143,7 +143,7 @@ def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
     return out
 
 
-def plan(
+def plan(  # noqa: C901 (to split into named phases)
     expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None, order: Sequence[str] | None = None
 ) -> NestPlan:
     """Choose the root order and every node's nest; checks concordance of every access.

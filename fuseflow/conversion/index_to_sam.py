@@ -439,7 +439,7 @@ class SamLowering:
         self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
         return self._plan_concordant(asg.expr, out_vars, asg, order)
 
-    def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:
+    def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:  # noqa: C901 (to split into named phases)
         self.dims = asg.dims
         if self.block:
             self.dims = self._block_dims(asg)

@@ -367,7 +367,7 @@ class RegionParser:
                     out[d] = vs[gi] if d in real else UNIT
         return tuple(out)
 
-    def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:
+    def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:  # noqa: C901 (to split into named phases)
         self._computed += 1
         if self._computed > self.max_ops:
             raise unsupported(
@@ -398,7 +398,7 @@ class RegionParser:
         else:
             block, yielded = None, None
 
-        def scalar(v: ir.Value):
+        def scalar(v: ir.Value):  # noqa: C901 (to split into named phases)
             if block is None:
                 raise AssertionError
             if isinstance(v.owner, ir.Block) and v.owner == block:
