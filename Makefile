@@ -46,7 +46,8 @@ test-sanitize: $(STAMP)
 		-DPython_EXECUTABLE=$(CURDIR)/$(BIN)/python > $(SAN_DIR).log
 	cmake --build $(SAN_DIR) -j2 >> $(SAN_DIR).log
 	$(SAN_ENV) $(BIN)/python tests/sanitize.py tests/unit/test_simulator.py tests/unit/test_presets.py \
-		tests/unit/test_sam_ir.py tests/unit/test_builder_fuzz.py tests/e2e/test_engines.py tests/e2e/test_kernels.py
+		tests/unit/test_sam_ir.py tests/unit/test_builder_fuzz.py tests/e2e/test_engines.py tests/e2e/test_kernels.py \
+		tests/e2e/test_fabric.py tests/e2e/test_strategies.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py
