@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,6 @@ import torch
 from fuseflow import views
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits, demand_of
-from fuseflow.fabric.scheduler import Span, Utilization
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
@@ -25,6 +23,7 @@ from fuseflow.mlir import ir
 from fuseflow.passes import run_pipeline
 from fuseflow.passes.context import PassContext
 from fuseflow.progress import progress_reporter
+from fuseflow.results import RegionResult, SimResult
 from fuseflow.schedule.regions import OpInfo, assign_regions, main_func, op_listing
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
 from fuseflow.sim.arch import Arch
@@ -34,128 +33,6 @@ if TYPE_CHECKING:
     from fuseflow.estimate import ProgramEstimate
 
 SCHEDULES = ("unfused", "layer", "full", "op", "auto")
-
-
-@dataclass
-class RegionResult:
-    """One region's run: name, cycles and per-node counters."""
-
-    name: str
-    cycles: int
-    nodes: list[dict]
-    writes: list[str] = field(default_factory=list)  # tensors the region writes
-    engine: str = "event"  # simulation engine that ran it (results do not depend on it)
-    memoised: bool = False  # cycles and counters from a structurally identical region (sim/memo.py)
-
-    def totals(self) -> dict[str, int]:
-        keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
-        return {k: int(sum(n[k] for n in self.nodes)) for k in keys}
-
-
-@dataclass
-class SimResult:
-    """Outputs and cycle counts of one simulated program run."""
-
-    program: Program
-    args: tuple
-    outputs: tuple
-    regions: list[RegionResult]
-    arch: Arch
-    max_abs_error: float | None = None
-    output_errors: list[float] = field(default_factory=list)
-    traces: list | None = None
-    timeline: list[Span] = field(default_factory=list)  # one span per region run (fuseflow/fabric)
-    strategy: str = "sequential"
-
-    @property
-    def cycles(self) -> int:
-        """The makespan: the cycle the last region ends in (with `strategy="sequential"`, the sum
-        of the regions' cycles, plus reconfiguration on a finite fabric)."""
-        if self.timeline:
-            return max(s.end for s in self.timeline)
-        return sum(r.cycles for r in self.regions)
-
-    @property
-    def serial_cycles(self) -> int:
-        """The regions' own cycles summed: the makespan had they run one after another, alone."""
-        return sum(r.cycles for r in self.regions)
-
-    @property
-    def utilization(self) -> Utilization:
-        """Busy units per resource class over the timeline (`fraction` of the fabric when finite)."""
-        return Utilization.of(self.timeline, self.arch.fabric)
-
-    def check(self, rtol: float | None = None, atol: float | None = None) -> float:
-        """Compare with eager PyTorch; returns the max abs error, raises MismatchError beyond tolerance.
-
-        Default tolerance: rtol 1e-5 and atol 1e-5 scaled by the longest reduction (f32 sums
-        reassociate differently in the simulator and in PyTorch). NaN must match NaN.
-        """
-        expected = self.program.reference(*self.args)
-        rtol = self.program.tolerance if rtol is None else rtol
-        atol = self.program.tolerance if atol is None else atol
-        worst = 0.0
-        self.output_errors = []
-        for i, (got, want) in enumerate(zip(self.outputs, expected)):
-            g = got.to_dense().numpy() if got.is_sparse or got.layout != torch.strided else got.numpy()
-            w = (
-                want.detach().to_dense().float().numpy()
-                if want.layout != torch.strided
-                else want.detach().float().numpy()
-            )
-            if g.shape != w.shape:
-                raise MismatchError(f"output {i}: shape {g.shape} differs from PyTorch's {w.shape}")
-            nan_g, nan_w = np.isnan(g), np.isnan(w)
-            if (nan_g != nan_w).any():
-                raise MismatchError(
-                    f"output {i}: NaN pattern differs from PyTorch at {int((nan_g != nan_w).sum())} places"
-                )
-            ok = ~nan_w
-            diff = np.abs(g[ok] - w[ok]) if ok.any() else np.zeros(1)
-            err = float(diff.max()) if diff.size else 0.0
-            inf_mismatch = (np.isinf(g[ok]) != np.isinf(w[ok])).any() if ok.any() else False
-            if inf_mismatch or not np.allclose(g[ok], w[ok], rtol=rtol, atol=atol):
-                raise MismatchError(
-                    f"output {i}: max abs error {err:.3g} exceeds tolerance (rtol={rtol:.1e}, atol={atol:.1e})"
-                )
-            self.output_errors.append(err if np.isfinite(err) else 0.0)
-            worst = max(worst, self.output_errors[-1])
-        self.max_abs_error = worst
-        return worst
-
-    def to_json(self, detail: bool = False) -> dict:
-        """Summary (cycles per region, totals, error); `detail` adds every node's counters and edges."""
-        regions = []
-        graphs = {g.name: g for g in self.program.graphs}
-        for r in self.regions:
-            entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
-            if r.memoised:
-                entry["memoised"] = True
-            g = graphs.get(r.name)
-            if detail and g is not None:
-                entry["nodes"] = [
-                    {
-                        k: (v.tolist() if hasattr(v, "tolist") else v)
-                        for k, v in n.items()
-                        if k not in ("seg", "crd", "vals")
-                    }
-                    for n in r.nodes
-                ]
-                entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
-            regions.append(entry)
-        return {
-            "total_cycles": self.cycles,
-            "serial_cycles": self.serial_cycles,
-            "strategy": self.strategy,
-            "timeline": [sp.to_json() for sp in self.timeline],
-            "arch": self.arch.name,
-            "schedule": self.program.schedule,
-            "passes": self.program.passes,
-            "orders": dict(self.program.orders),
-            "regions": regions,
-            "max_abs_error": self.max_abs_error,
-            "notes": list(self.program.imported.notes),
-        }
 
 
 @dataclass(frozen=True)
@@ -765,7 +642,3 @@ def full_pipeline(schedule: str | Schedule, pipeline: list[str], node_budget: in
         + [f"lower-to-sam{{node-budget={node_budget}}}"]
         + stages["sam"]
     )
-
-
-def dumps(res: SimResult) -> str:
-    return json.dumps(res.to_json(), indent=2)
