@@ -345,6 +345,8 @@ class Space:
         sched = segments if isinstance(segments, str) else _schedule(self.units, segments)
         opts = {"top": QUICK_TOP, "memo": self.quick_memo} if quick else {"memo": self.memo}
         opts.update(ranker_for(self.arch))
+        if quick:
+            opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists
         passes = self.passes
         if quick and order in (None, "auto") and not (passes and "fuseflow-order" in passes):
             passes = ",".join(([passes] if passes else []) + [f"fuseflow-order{{order=auto cap={QUICK_CAP}}}"])

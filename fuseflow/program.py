@@ -482,7 +482,8 @@ def ranker_for(arch: Any) -> dict[str, Any]:
         return {}
     from fuseflow.analysis.cycle_model import Timing
 
-    return {"timing": Timing.from_settings(Arch.resolve(arch).settings)}
+    arch_ = Arch.resolve(arch)
+    return {"timing": Timing.from_settings(arch_.settings), "arch": arch_}
 
 
 def _lower(

@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor
 
 DEFAULT_FIBER_DENSITY = 0.1
 """Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
+_LINE_ELEMS = 16.0
+"""4-byte elements per 64-byte memory line, the unit `Stream.walked` judges re-walks by."""
 
 
 COVERED_SETTINGS = frozenset(
@@ -99,6 +101,7 @@ class Stream(NamedTuple):
     pattern: frozenset | None = None
     ref: tuple | None = None
     ref_pattern: frozenset | None = None  # the pattern of the coordinates the references sit at
+    walk: Walk | None = None  # how a reference stream walks memory (None: unknown, a line per token)
 
     @property
     def depth(self) -> int:
@@ -120,6 +123,85 @@ class Stream(NamedTuple):
 
     def with_last(self, n: float, present: float = 1.0) -> Stream:
         return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
+
+
+class Walk(NamedTuple):
+    """How a stream of references walks the array it indexes, for the memory model's line buffer
+    (one line per array and node, node.cpp `request_lines`), as fractions of its data tokens:
+    `same` repeat the previous reference, `jump` land elsewhere, `free` move within the line
+    just read (a short fiber walked again), and the rest step `step` elements on."""
+
+    same: float = 0.0
+    jump: float = 1.0
+    free: float = 0.0
+    step: float = 1.0
+
+    def line_changes(self, per_line: float) -> float:
+        """Expected fraction of tokens that need a new line, `per_line` elements per line."""
+        if per_line <= 1.0:
+            return 1.0 - self.same
+        rest = max(1.0 - self.jump - self.same - self.free, 0.0)
+        return min(self.jump + rest * min(self.step / per_line, 1.0), 1.0)
+
+    def walked(self, refs: float, fiber: float, span: float, aligned: bool = False) -> Walk:
+        """The walk of the positions a level visits under `refs` references walked this way:
+        `fiber` positions per reference spread over `span` consecutive positions (`aligned`:
+        each fiber starts a line, a dense row whose extent divides the line). A repeated
+        reference walks its fiber again, within the line it just read when the fiber fits one;
+        the next reference continues where the last fiber ended; any other jumps."""
+        n = refs * fiber
+        starts = min(refs, n)
+        if starts <= 0.0:
+            return Walk()
+        inner = span / max(fiber, 1.0)
+        # the chance a fiber lies in one line: certain for an aligned short row, else by offset
+        one_line = 1.0 if span <= _LINE_ELEMS and aligned else max(1.0 - max(span - 1.0, 0.0) / _LINE_ELEMS, 0.0)
+        onward = max(1.0 - self.jump - self.same, 0.0)
+        free = starts * self.same * one_line * (n / starts)
+        jumps = starts * (self.jump + self.same * (1.0 - one_line))
+        return Walk.of(
+            n,
+            0.0,
+            jumps,
+            free,
+            [
+                (starts * onward, self.step * span - max(fiber - 1.0, 0.0) * inner),  # last of one to first of next
+                (n - free - jumps - starts * onward, inner),
+            ],
+        )
+
+    def thinned(self, thin: float) -> Walk:
+        """The walk of the references that survive a join keeping one in `thin`: fiber starts
+        (jumps) survive, repeats stay repeats, steps grow `thin`-fold."""
+        n = 1.0 / thin
+        same = self.same / thin
+        jumps = min(self.jump, max(n - same, 0.0))
+        free = min(self.free / thin, max(n - same - jumps, 0.0))
+        return Walk.of(n, same, jumps, free, [(n - same - jumps - free, self.step * thin)])
+
+    def repeated(self, copies: float) -> Walk:
+        """Each reference `copies` times in a row (a repeat node)."""
+        return Walk(1.0 - (1.0 - self.same) / copies, self.jump / copies, self.free / copies, self.step)
+
+    @staticmethod
+    def of(n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]]) -> Walk:
+        """From token counts; a step of a line or more is a jump (it changes line, and a level
+        walked under it does not continue where the last fiber ended)."""
+        total = 0.0
+        moving = 0.0
+        for count, step in steps:
+            if count <= 0.0:
+                continue
+            if step >= _LINE_ELEMS:
+                jumps += count
+            else:
+                total += count * max(step, 1.0)
+                moving += count
+        n = max(n, 1e-9)
+        return Walk(min(same / n, 1.0), min(jumps / n, 1.0), min(free / n, 1.0), total / moving if moving else 1.0)
+
+
+UNKNOWN_WALK = Walk()
 
 
 @dataclass(frozen=True)
@@ -262,6 +344,7 @@ class _Model(CoordinateOrigins):
         self.written: dict[str, dict[int, float]] = {}
         self.loaded: dict[str, float] = {}
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
+        self.misses: dict[int, float] = {}  # node id -> memory lines it waits for (reads)
         CoordinateOrigins.__init__(self)
 
     def inp(self, node: NodeSpec, i: int) -> Stream:
@@ -271,13 +354,13 @@ class _Model(CoordinateOrigins):
     def run(self) -> GraphEstimate:
         for node in self.spec.nodes:
             outs, busy, alu, mem = self.step(node)
-            busy = max(busy, self.memory_bound(node, outs, mem))
             self.outs.append(outs)
             tokens = (
                 sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
             )
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
         end, fill = self.timeline()
+        end += self.memory_stalls()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
         mem_cycles = self.memory_cycles()
         cycles = max(end, mem_cycles + fill)
@@ -306,8 +389,18 @@ class _Model(CoordinateOrigins):
             return self.scan(node, ii)
         if k == "locate":
             crd, ref = self.inp(node, 0), self.inp(node, 1)
+            fiber = crd.data / max(crd.fibers, 1e-9)
+            dim = max(crd.dims[-1], 1)
+            walk = (ref.walk or UNKNOWN_WALK).walked(ref.data, fiber, float(dim), _LINE_ELEMS % dim == 0)
             out = Stream(
-                crd.counts, crd.dims, ref.present, crd.vars, crd.pattern, self.deeper(ref.ref, node), crd.pattern
+                crd.counts,
+                crd.dims,
+                ref.present,
+                crd.vars,
+                crd.pattern,
+                self.deeper(ref.ref, node),
+                crd.pattern,
+                walk,
             )
             return [out], crd.tokens * ii, 0.0, 0.0
         if k in ("intersect", "union"):
@@ -317,7 +410,17 @@ class _Model(CoordinateOrigins):
             return [s], s.tokens * ii, 0.0, 0.0
         if k == "repeat":
             ref, sig = self.inp(node, 0), self.inp(node, 1)
-            out = Stream(sig.counts, sig.dims, ref.present, sig.vars, sig.pattern, ref.ref, ref.ref_pattern)
+            copies = max(sig.data / max(ref.data, 1e-9), 1.0)  # each reference, once per signal element
+            out = Stream(
+                sig.counts,
+                sig.dims,
+                ref.present,
+                sig.vars,
+                sig.pattern,
+                ref.ref,
+                ref.ref_pattern,
+                (ref.walk or UNKNOWN_WALK).repeated(copies),
+            )
             return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
         if k == "load":
             s = self.inp(node, 0)
@@ -325,6 +428,8 @@ class _Model(CoordinateOrigins):
             if node.tensor:
                 self.loaded[node.tensor] = self.loaded.get(node.tensor, 0.0) + real
             elems = self.tile_elems(node)
+            walk = s.walk or UNKNOWN_WALK
+            self.misses[len(self.outs)] = real * walk.line_changes(_LINE_ELEMS / elems) * max(elems / _LINE_ELEMS, 1.0)
             return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
         if k == "alu":
             s = self.inp(node, 0)
@@ -384,11 +489,16 @@ class _Model(CoordinateOrigins):
             pattern = None
         else:
             pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
-        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern)
+        dense = node.params.get("format") == "dense"
+        rw = r.walk or UNKNOWN_WALK
+        walk = rw.walked(r.data, fiber, float(dim) if dense else fiber, dense and _LINE_ELEMS % max(dim, 1) == 0)
+        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern, walk)
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
-        mem = 0.0 if node.params.get("format") == "dense" else 8.0 * refs + 4.0 * n
-        return [out, out], steps * ii, 0.0, mem
+        if node.params.get("format") == "dense":
+            return [out, out], steps * ii, 0.0, 0.0
+        self.misses[len(self.outs)] = refs * rw.line_changes(_LINE_ELEMS) + n * walk.line_changes(_LINE_ELEMS)
+        return [out, out], steps * ii, 0.0, 8.0 * refs + 4.0 * n
 
     def joiner(self, node: NodeSpec, ii: int, union: bool):
         n_ops = len(node.inputs) - (node.n_out - 1)
@@ -431,6 +541,7 @@ class _Model(CoordinateOrigins):
             present = payload_present[j - n_ops] * (pay.present if union else 1.0)
             # a payload of references at the joined coordinate now sits at the joined coordinates
             at_join = pay.ref is not None and pay.ref[2][-1:] == crd.vars[-1:]
+            thin = max(pay.data / max(n, 1e-9), 1.0)  # the joined references skip the others
             outs.append(
                 Stream(
                     crd.counts,
@@ -440,6 +551,7 @@ class _Model(CoordinateOrigins):
                     crd.pattern,
                     pay.ref,
                     pattern if at_join else pay.ref_pattern,
+                    (pay.walk or UNKNOWN_WALK).thinned(thin),
                 )
             )
         return outs, steps * ii, 0.0, 0.0
@@ -550,18 +662,33 @@ class _Model(CoordinateOrigins):
             finish[i] = max(start[i] + self.nodes[i].busy, last_in)
         return max(finish, default=0.0), max(lat, default=0.0)
 
-    def memory_bound(self, node: NodeSpec, outs: list[Stream], mem_bytes: float) -> float:
-        """A node that reads memory emits a step's outputs only when its line arrives; with FIFOs
-        shallower than the memory latency it can run at most `fifo_depth` tokens ahead of the
-        oldest outstanding line, so it streams at fifo_depth / latency tokens per cycle."""
+    def memory_stalls(self) -> float:
+        """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
+
+        A node that reads memory emits a step's outputs only when the step's line arrives (a read
+        of the line it read last costs nothing), and its output FIFO lets it run `fifo_depth`
+        tokens ahead, which covers `fifo_depth x c` cycles when the pipeline takes `c` cycles
+        per token of that node. So each line change stalls the pipeline `latency - fifo_depth x
+        c` cycles, and a node whose lines change more than once per FIFO's worth of tokens
+        streams at fifo_depth / latency tokens per cycle. The graph waits for its worst node:
+        stalls of different nodes overlap in some graphs and add up in others (both measured),
+        and the overlap fits more of the shipped graphs."""
         mem = self.t.memory
-        if not mem or mem_bytes <= 0 or not outs:
+        if not mem or not self.misses:
             return 0.0
-        latency = int(mem.get("latency", 0))
-        depth = max(self.t.fifo_depth, 1)
-        if latency <= depth:
-            return 0.0
-        return max(s.tokens for s in outs) * latency / depth
+        latency = float(mem.get("latency", 0))
+        depth = float(max(self.t.fifo_depth, 1))
+        pace = max((n.busy for n in self.nodes), default=0.0)
+        worst = 0.0
+        for i, misses in self.misses.items():
+            steps = max((s.tokens for s in self.outs[i]), default=0.0)
+            if steps <= 0.0:
+                continue
+            c = max(pace / steps, 1.0)
+            stall = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
+            self.nodes[i].busy += stall
+            worst = max(worst, stall)
+        return worst
 
     def memory_cycles(self) -> float:
         """With the memory model on: lines over the channels, plus one request's latency."""
@@ -569,7 +696,11 @@ class _Model(CoordinateOrigins):
         if not mem:
             return 0.0
         line = int(mem.get("bytes_per_request", 64))
-        lines = sum(math.ceil(n.mem_bytes / line) for n in self.nodes if n.mem_bytes)
+        lines = sum(
+            self.misses[i] if i in self.misses else math.ceil(n.mem_bytes / line)
+            for i, n in enumerate(self.nodes)
+            if n.mem_bytes
+        )
         return (
             lines * int(mem.get("ii", 1)) / max(int(mem.get("channels", 1)), 1)
             + int(mem.get("latency", 0))
@@ -601,6 +732,13 @@ class _Model(CoordinateOrigins):
                 dims, tuple(counts), False, patterns, tuple(t.fmt.mode_order), level_frequencies=freqs
             )
         return out
+
+
+def model_approximates(timing: Timing) -> bool:
+    """Whether the model only approximates this timing: FIFOs shallower than the memory latency
+    stall in ways `memory_stalls` estimates but does not follow token by token."""
+    mem = timing.memory
+    return bool(mem) and bool(mem.get("enabled", True)) and int(mem.get("latency", 0)) > timing.fifo_depth
 
 
 def estimate_graph(spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:

@@ -69,6 +69,7 @@ class Candidate:
     estimate: Estimate
     alternatives: tuple[Candidate, ...] = ()  # set on a choice: every enumerated order of the region
     cycles: float | None = None  # the cycle model's prediction, when the ranker lowered this order
+    simulated: int | None = None  # simulated cycles, when the ranker verified this order (rank.py)
 
     @property
     def name(self) -> str:

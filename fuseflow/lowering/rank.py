@@ -8,6 +8,11 @@ nonzeros, SDDMM's 20x). So `auto` keeps the static estimate only to shortlist: i
 every model input the order re-lays out (parameters are laid out at compile time, free), and
 keeps the fastest. Regions are lowered in program order, so the statistics of a tensor passed
 between regions are the prediction from the chosen producer.
+
+On a machine whose timing the model only approximates (finite FIFOs shallower than the memory
+latency: `rda`, `amber`), the ranker verifies: it simulates the `verify` best orders by estimate
+on the example inputs, when their values are at hand and the runs are small, and keeps the
+fastest simulated one (docs/cycle-model.md).
 """
 
 from __future__ import annotations
@@ -16,16 +21,29 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fuseflow.analysis.cycle_model import Timing, estimate_graph, relayout_cycles, stats_for_inputs
+from fuseflow.analysis.cycle_model import (
+    Timing,
+    estimate_graph,
+    model_approximates,
+    relayout_cycles,
+    stats_for_inputs,
+)
 from fuseflow.analysis.ordering import Candidate
 from fuseflow.analysis.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
 
+if TYPE_CHECKING:
+    from fuseflow.sim.arch import Arch
+
 DEFAULT_TOP = 6
 """Orders per region lowered and estimated (shortlisted by the static estimate)."""
+DEFAULT_VERIFY = 3
+"""Orders per region simulated on a machine the model approximates (the best by estimate)."""
+VERIFY_MAX_TOKENS = 2_000_000
+"""Largest predicted token count of a region the ranker simulates to verify (about a second)."""
 MAX_RANKED_NODES = 4000
 """A region whose default graph is larger than this is ranked on its shortlist's first order
 only (lowering each of a huge region's orders costs seconds)."""
@@ -56,9 +74,13 @@ class OrderRanker:
         top: int = DEFAULT_TOP,
         keep_vars: set[str] | None = None,
         memo: dict[str, str] | None = None,
+        arch: Arch | None = None,
+        verify: int = DEFAULT_VERIFY,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
+        self.arch = arch if arch is not None and model_approximates(self.timing) else None
+        self.verify = verify
         self.model_inputs = model_inputs
         self.top = top
         self.memo = memo  # canonical default-order graph -> chosen order name (shared across compiles)
@@ -115,6 +137,8 @@ class OrderRanker:
             shortlist.remove(cands[0])
         shortlist.insert(0, cands[0])  # the lowering's own default order is always a contender, built first
         scored: dict[int, float] = {}
+        texts: dict[int, str] = {}
+        extras: dict[int, float] = {}  # re-layout cycles of each scored order
         required: set[str] | None = None
         key = None
         for c in shortlist:
@@ -135,7 +159,9 @@ class OrderRanker:
                 required = present  # the variables a later sam-parallelize names in the default graph
             elif not required <= present:
                 continue  # this order renames one of them (Gustavson): the pass could not find it
-            scored[c.index], _ = self.cost(text)
+            scored[c.index], est = self.cost(text)
+            texts[c.index] = text
+            extras[c.index] = scored[c.index] - est.cycles
         if not scored:  # no shortlisted order lowers: the first of the others that does
             for c in sorted(cands, key=lambda c: (c.estimate.cost, c.index)):
                 if c in shortlist:
@@ -146,11 +172,43 @@ class OrderRanker:
                     continue
                 return replace(c, alternatives=tuple(cands))
             return pick
-        best = min(scored, key=lambda i: (scored[i], i))
-        alts = tuple(replace(c, cycles=scored.get(c.index)) for c in cands)
+        simulated = self._verified(scored, texts)
+        if simulated:
+            best = min(simulated, key=lambda i: (simulated[i], i))
+        else:
+            best = min(scored, key=lambda i: (scored[i], i))
+        alts = tuple(
+            replace(
+                c,
+                cycles=scored.get(c.index),
+                simulated=round(simulated[c.index] - extras[c.index]) if c.index in simulated else None,
+            )
+            for c in cands
+        )
         if key is not None and self.memo is not None:
             self.memo[key] = alts[best].name
         return replace(alts[best], alternatives=alts)
+
+    def _verified(self, scored: dict[int, float], texts: dict[int, str]) -> dict[int, float]:
+        """Simulated cycles (re-layouts included) of the `verify` best scored orders, when the
+        model only approximates the machine and the inputs' values are known; else empty."""
+        if self.arch is None or self.verify < 2 or len(scored) < 2:
+            return {}
+        from fuseflow import views
+        from fuseflow.sim.graph import run_graph
+
+        out: dict[int, float] = {}
+        for i in sorted(scored, key=lambda i: (scored[i], i))[: self.verify]:
+            spec, est = self._estimate(texts[i])
+            inputs = [t.copy_of or n for n, t in spec.tensors.items() if t.role == "input"]
+            if sum(n.tokens for n in est.nodes) > VERIFY_MAX_TOKENS or not all(views.has(self.data, n) for n in inputs):
+                return {}  # verify all or none: a partial verification would compare unlike figures
+            try:
+                run = run_graph(spec, self.data, self.arch)
+            except FuseflowError:
+                return {}
+            out[i] = run.cycles + (scored[i] - est.cycles)
+        return out
 
     def commit(self, text: str, assigns: list | None = None) -> None:
         """The chosen graph of a region: its written tensors feed later regions, as values
