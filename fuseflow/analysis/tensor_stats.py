@@ -97,7 +97,14 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
 
 def _matrix_profile(data, mode_order: Sequence[int]) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
     """A stored matrix's fiber lengths by outer coordinate, and `TensorStats.frequencies`."""
-    m = scipy.sparse.csr_array(data) if scipy.sparse.issparse(data) else scipy.sparse.csr_array(np.asarray(data))
+    if not scipy.sparse.issparse(data):  # counted on the array: a 768 x 3072 weight took 25 ms through scipy
+        mask = np.asarray(data) != 0
+        if tuple(mode_order) != (0, 1):
+            mask = mask.T
+        lengths = np.count_nonzero(mask, axis=1).astype(np.float64)
+        inner = np.count_nonzero(mask, axis=0).astype(np.float64)
+        return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}
+    m = scipy.sparse.csr_array(data)
     if tuple(mode_order) != (0, 1):
         m = scipy.sparse.csr_array(m.T)
     m.sum_duplicates()

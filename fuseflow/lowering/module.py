@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from fuseflow import views
-from fuseflow.analysis.index_notation import Assign, render
+from fuseflow.analysis.index_notation import Access, Assign, Const, Reduce, render
 from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
@@ -158,6 +158,7 @@ def lower_module(  # noqa: C901 (to split into named phases)
         if src is not None and v not in copies.values():
             outputs_of[region_of[_op_of(src)]].append(v)
     graphs, summary, chosen, assigns = [], {}, {}, {}
+    picked: dict[tuple, Candidate] = {}  # structure of a region -> its order (identical decoders, heads)
     if ranker is not None:
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
@@ -206,9 +207,14 @@ def lower_module(  # noqa: C901 (to split into named phases)
             density,
         )
         spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
-        pick = choose(rv, spec, cap) if spec is not None else None
-        if pick is not None and ranker is not None and spec.strip() == "auto":
-            pick = ranker.rank(region, pick, build)
+        key = _structure_key(asgs, declared, sparse_results, region_block, spec, ranker) if spec is not None else None
+        pick = picked.get(key) if key is not None else None
+        if pick is None and spec is not None:
+            pick = choose(rv, spec, cap)
+            if ranker is not None and spec.strip() == "auto":
+                pick = ranker.rank(region, pick, build)
+            if key is not None:
+                picked[key] = pick
         lowering = build([v for v in pick.order] if pick is not None else None)
         if ranker is not None:
             ranker.commit(lowering.text(), asgs)
@@ -223,6 +229,47 @@ def lower_module(  # noqa: C901 (to split into named phases)
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
     return module_text(graphs, out_names), summary, chosen, assigns
+
+
+def _structure_key(
+    asgs: list[Assign],
+    declared: Mapping[str, TensorInfo],
+    written: Mapping[str, Format],
+    block: int,
+    spec: str,
+    ranker: OrderRanker | None,
+) -> tuple | None:
+    """What a region's order choice depends on, up to the names of its tensors: its index
+    notation with each tensor replaced by its first-use position, each tensor's shape and
+    format, and whether a re-layout of it would cost cycles. Regions with equal keys (the heads
+    of an attention, the blocks of a decoder) take the first one's order: the search and the
+    ranking run once. Regions reading derived tensors (views) are not keyed."""
+    slots: dict[str, int] = {}
+
+    def slot(name: str) -> int:
+        return slots.setdefault(name, len(slots))
+
+    def shape(e) -> tuple:
+        if isinstance(e, Access):
+            return ("a", slot(e.tensor), e.vars, e.use)
+        if isinstance(e, Const):
+            return ("c", e.value)
+        if isinstance(e, Reduce):
+            return ("r", e.kind, e.vars, shape(e.body))
+        return ("f", e.op, tuple(shape(a) for a in e.args))
+
+    body = tuple((slot(a.out), a.vars, tuple(sorted(a.dims.items())), shape(a.expr)) for a in asgs)
+    tensors = []
+    for name in slots:
+        if views.parse(name) is not None:
+            return None
+        info = declared.get(name)
+        fmt = written.get(name)
+        costly = ranker is not None and ranker.relayout_costs(name)
+        tensors.append(
+            (info.shape if info else None, (info.fmt.levels, info.fmt.mode_order) if info else None, fmt, costly)
+        )
+    return (body, tuple(tensors), block, spec)
 
 
 def _view_of_argument(v: ir.Value) -> bool:

@@ -126,6 +126,10 @@ class OrderRanker:
                 extra += relayout_cycles(self._measured[key])
         return est.cycles + extra, est
 
+    def relayout_costs(self, name: str) -> bool:
+        """Whether storing `name` against another order costs run-time cycles (a model input)."""
+        return self._is_model_input(name)
+
     def _is_model_input(self, name: str) -> bool:
         return name in self.data and (self.model_inputs is None or name in self.model_inputs)
 

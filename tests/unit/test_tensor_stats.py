@@ -1,0 +1,39 @@
+"""Per-level statistics of stored tensors (`analysis/tensor_stats.py`), against numpy counts.
+
+A dense array and the same matrix held as scipy sparse must give the same statistics: the dense
+path counts on the array, the sparse one on its compressed form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuseflow.analysis.tensor_stats import level_counts
+
+
+@st.composite
+def matrices(draw):
+    rows, cols = draw(st.integers(1, 24)), draw(st.integers(1, 24))
+    seed = draw(st.integers(0, 2**31 - 1))
+    density = draw(st.sampled_from([0.0, 0.05, 0.3, 1.0]))
+    rng = np.random.default_rng(seed)
+    a = rng.random((rows, cols)) * (rng.random((rows, cols)) < density)
+    return a.astype(np.float32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices(), st.sampled_from([(0, 1), (1, 0)]), st.sampled_from([("dense", "compressed"), ("compressed",) * 2]))
+def test_dense_and_sparse_data_give_the_same_statistics(a, mode_order, levels):
+    dense = level_counts(a, levels, mode_order)
+    sparse = level_counts(sp.csr_array(a), levels, mode_order)
+    stored = a if mode_order == (0, 1) else a.T
+    per_fiber = np.count_nonzero(stored, axis=1)
+    assert dense.level_counts[-1] == sparse.level_counts[-1] == np.count_nonzero(a)
+    assert np.array_equal(dense.fiber_lengths, per_fiber)
+    assert np.array_equal(sparse.fiber_lengths, per_fiber)
+    for key, freq in dense.frequencies.items():
+        assert np.array_equal(freq, sparse.frequencies[key]), key
+    assert np.array_equal(dense.frequencies[(1, 1)], np.count_nonzero(stored, axis=0))
