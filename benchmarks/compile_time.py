@@ -1,6 +1,9 @@
 """Compile time per application and schedule (frontend + partition + lowering + parse).
 
 Prints JSON and a table. Usage: python benchmarks/compile_time.py [--quick]
+
+    python benchmarks/compile_time.py --decoders 1,12   # GPT-3 Small with 1 and 12 decoders,
+                                                        # unfused, frontend vs lowering seconds
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ import fuseflow  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="the test-size transformer only")
+    ap.add_argument("--decoders", help="GPT-3 Small (seq 1024) with these numbers of decoders, e.g. 1,12")
     a = ap.parse_args()
+    if a.decoders:
+        _decoders([int(x) for x in a.decoders.split(",")])
+        return
     gpt_opts = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16) if a.quick else {}
     cases = [("gcn", gcn, {}), ("graphsage", graphsage, {}), ("sae", sae, {}), ("gpt_bigbird", gpt_bigbird, gpt_opts)]
     rows = []
@@ -56,6 +63,37 @@ def main() -> None:
     for r in rows:
         t.add_row(r["model"], r["schedule"], str(r["regions"]), str(r["sam_nodes"]), f"{r['compile_s']:.2f}")
     Console(width=120).print(t)
+
+
+def _decoders(counts: list[int]) -> None:
+    """GPT-3 Small unfused with N decoders: the frontend (torch.export + torch-mlir) and
+    fuseflow's lowering timed apart. Identical decoders share their order search and ranking."""
+    from fuseflow.frontend.export import import_model
+    from fuseflow.program import _lower
+
+    rows = []
+    for n in counts:
+        model, args, formats = gpt_bigbird.build(gpt3_small=True, layers=n)
+        t0 = time.perf_counter()
+        imported = import_model(model, args, formats)
+        t1 = time.perf_counter()
+        asm = imported.module.operation.get_asm(enable_debug_info=True)
+        prog = _lower(model, args, imported, asm, "unfused", 100_000, None, None)
+        t2 = time.perf_counter()
+        rows.append(
+            {
+                "decoders": n,
+                "regions": len(prog.graphs),
+                "orders": len(set(prog.orders.values())),
+                "frontend_s": round(t1 - t0, 1),
+                "lowering_s": round(t2 - t1, 1),
+                "compile_s": round(t2 - t0, 1),
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    print("| decoders | regions | frontend s | lowering s | compile s |\n|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['decoders']} | {r['regions']} | {r['frontend_s']} | {r['lowering_s']} | {r['compile_s']} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +89,8 @@ class OrderRanker:
         self.density: Mapping[str, float] = {}
         self.declared: Mapping[str, Format] = {}
         self._measured: dict = {}  # statistics of model inputs, counted once per format
-        self._estimates: dict[str, Any] = {}  # graph text -> its estimate, so commit() reuses rank()'s
+        self._estimates: dict[str, Any] = {}  # graph text -> its estimate, within one region
+        self._pending: dict[str, tuple[str, list]] = {}  # tensor -> (graph, assigns) committed, not yet known
 
     def begin(self, density: Mapping[str, float], declared: Mapping[str, Format]) -> None:
         """Called by `lower_module` before the first region: fallback densities, declared formats."""
@@ -106,9 +107,36 @@ class OrderRanker:
         """The graph of one lowered region and its estimate (memoised by text within a region)."""
         if text not in self._estimates:
             spec = self._graph(text)
+            self._resolve(t.copy_of or n for n, t in spec.tensors.items() if t.role == "input")
             stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
             self._estimates[text] = (spec, estimate_graph(spec, stats, self.timing))
         return self._estimates[text]
+
+    def _resolve(self, names: Iterable[str]) -> None:
+        """Make the committed regions that write `names` (and, first, what they read) known:
+        as values where cheap (`sim.values.evaluate_into`), else as predicted statistics."""
+        from fuseflow import views
+        from fuseflow.sim.values import evaluate_into, tensors_read
+
+        stack = [b for n in names for b in views.bases_of(n)]
+        while stack:
+            name = stack[-1]
+            region = self._pending.get(name)
+            if region is None:
+                stack.pop()
+                continue
+            text, assigns = region
+            unresolved = [b for n in tensors_read(assigns) for b in views.bases_of(n) if b in self._pending]
+            if unresolved:
+                stack.extend(unresolved)
+                continue
+            stack.pop()
+            for a in assigns:
+                self._pending.pop(a.out, None)
+            if not evaluate_into(self.data, assigns):
+                spec = self._graph(text)
+                stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
+                self.known.update(estimate_graph(spec, stats, self.timing).outputs)
 
     def cost(self, text: str) -> tuple[float, Any]:
         """Predicted cycles of one lowered region, re-layouts of model inputs included."""
@@ -216,11 +244,14 @@ class OrderRanker:
 
     def commit(self, text: str, assigns: list | None = None) -> None:
         """The chosen graph of a region: its written tensors feed later regions, as values
-        where they are cheap to compute from `assigns` (`sim.values.evaluate_into`), else as
-        predicted statistics."""
-        from fuseflow.sim.values import evaluate_into
-
-        _, est = self._estimate(text)
-        if not assigns or not evaluate_into(self.data, assigns):
+        where they are cheap to compute from `assigns`, else as predicted statistics. Both are
+        made when a later region's ranking first reads them (`_resolve`): a compile whose
+        orders are fixed, or whose later regions repeat an earlier one's structure, never
+        evaluates them."""
+        if assigns:
+            for a in assigns:
+                self._pending[a.out] = (text, assigns)
+        else:
+            _, est = self._estimate(text)
             self.known.update(est.outputs)
         self._estimates.clear()  # the next region sees new known statistics

@@ -79,7 +79,7 @@ def evaluate_into(env: dict, assigns: list[Assign], limit: int = ESTIMATE_ELEMEN
     (the caller predicts them instead). The cycle model reads tensors passed between regions
     from these values: the simulator packs them from values too, so a ReLU's or a masked max's
     zeros are dropped there, which no structural prediction sees."""
-    if any(not views.has(env, name) for name in _read(assigns)):
+    if any(not views.has(env, name) for name in tensors_read(assigns)):
         return False  # no data for an input (a hand-written .mlir): nothing to evaluate on
     try:
         env.update(region_values(assigns, env, limit))
@@ -88,7 +88,7 @@ def evaluate_into(env: dict, assigns: list[Assign], limit: int = ESTIMATE_ELEMEN
     return True
 
 
-def _read(assigns: list[Assign]) -> set[str]:
+def tensors_read(assigns: list[Assign]) -> set[str]:
     """The tensors a region reads (its expressions are DAGs: each node visited once)."""
     names: set[str] = set()
     seen: set[int] = set()
