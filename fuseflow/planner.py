@@ -332,6 +332,8 @@ class Space:
         self.compiles = 0
         self.memo: dict[str, str] = {}
         self.quick_memo: dict[str, str] = {}
+        self.picks: dict[tuple, Any] = {}  # region structure -> chosen order, across compiles (lower_module)
+        self.quick_picks: dict[tuple, Any] = {}
 
     def compile(self, segments: Sequence[tuple[int, int]] | str, order: Any = None, quick: bool = False):
         """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
@@ -343,7 +345,11 @@ class Space:
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
         sched = segments if isinstance(segments, str) else _schedule(self.units, segments)
-        opts = {"top": QUICK_TOP, "memo": self.quick_memo} if quick else {"memo": self.memo}
+        opts: dict[str, Any] = (
+            {"top": QUICK_TOP, "memo": self.quick_memo, "picks": self.quick_picks}
+            if quick
+            else {"memo": self.memo, "picks": self.picks}
+        )
         opts.update(ranker_for(self.arch))
         if quick:
             opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists

@@ -158,7 +158,8 @@ def lower_module(  # noqa: C901 (to split into named phases)
         if src is not None and v not in copies.values():
             outputs_of[region_of[_op_of(src)]].append(v)
     graphs, summary, chosen, assigns = [], {}, {}, {}
-    picked: dict[tuple, Candidate] = {}  # structure of a region -> its order (identical decoders, heads)
+    # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
+    picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}
     if ranker is not None:
         ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
     for region in order:
@@ -191,11 +192,16 @@ def lower_module(  # noqa: C901 (to split into named phases)
                 lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
             return lw
 
-        def build(order_vars: list[str] | None, asgs=asgs, fresh=fresh) -> SamLowering:
-            lw = fresh()
-            for asg in asgs:
-                lw.lower(asg, order_vars)
-            return lw
+        built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
+
+        def build(order_vars: list[str] | None, asgs=asgs, fresh=fresh, built=built) -> SamLowering:
+            key = tuple(order_vars) if order_vars is not None else None
+            if key not in built:
+                lw = fresh()
+                for asg in asgs:
+                    lw.lower(asg, order_vars)
+                built[key] = lw
+            return built[key]
 
         inputs = fresh()
         declared = inputs.tensors
@@ -207,7 +213,11 @@ def lower_module(  # noqa: C901 (to split into named phases)
             density,
         )
         spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
-        key = _structure_key(asgs, declared, sparse_results, region_block, spec, ranker) if spec is not None else None
+        key = (
+            _structure_key(asgs, declared, sparse_results, region_block, (spec, cap), ranker)
+            if spec is not None
+            else None
+        )
         pick = picked.get(key) if key is not None else None
         if pick is None and spec is not None:
             pick = choose(rv, spec, cap)
@@ -224,7 +234,8 @@ def lower_module(  # noqa: C901 (to split into named phases)
             density[asg.out] = estimate_density(rv, asg)
         if pick is not None:
             chosen[region] = pick
-            exprs.append(f"order: {pick.name}")
+            verified = sum(1 for c in pick.alternatives if c.simulated is not None)
+            exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
         tensors.update(lowering.outputs)
         graphs.append(lowering.text())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
@@ -236,7 +247,7 @@ def _structure_key(
     declared: Mapping[str, TensorInfo],
     written: Mapping[str, Format],
     block: int,
-    spec: str,
+    spec: tuple,
     ranker: OrderRanker | None,
 ) -> tuple | None:
     """What a region's order choice depends on, up to the names of its tensors: its index

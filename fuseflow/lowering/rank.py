@@ -76,11 +76,14 @@ class OrderRanker:
         memo: dict[str, str] | None = None,
         arch: Arch | None = None,
         verify: int = DEFAULT_VERIFY,
+        picks: dict[tuple, Candidate] | None = None,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
         self.arch = arch if arch is not None and model_approximates(self.timing) else None
         self.verify = verify
+        # region structure -> chosen order (lower_module): shared by the planner's compiles
+        self.picks: dict[tuple, Candidate] = picks if picks is not None else {}
         self.model_inputs = model_inputs
         self.top = top
         self.memo = memo  # canonical default-order graph -> chosen order name (shared across compiles)
