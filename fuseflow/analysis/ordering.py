@@ -184,14 +184,26 @@ def _acyclic(items: Sequence[str], preds: dict[str, set[str]]) -> bool:
     return True
 
 
-def _plans(rv: RegionVars, order: Sequence[str]) -> list[NestPlan]:
+def _plans(rv: RegionVars, order: Sequence[str], cache: dict | None = None) -> list[NestPlan]:
     """Loop nests of every assignment under `order`, ignoring storage orders (re-layouts are
-    counted separately); raises UnsupportedError when the order cannot be built."""
+    counted separately); raises UnsupportedError when the order cannot be built. `cache` keeps
+    each assignment's plan under the part of the order it reads: many orders of a region with
+    several outputs agree on most of them."""
     out = []
-    for a in rv.assigns:
+    for i, a in enumerate(rv.assigns):
         red = _reduced_of(a)
-        sub = [v for v in order if v in a.dims or v in red]
-        out.append(plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, sub))
+        sub = tuple(v for v in order if v in a.dims or v in red)
+        hit = cache.get((i, sub)) if cache is not None else None
+        if hit is None:
+            try:
+                hit = plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, list(sub))
+            except UnsupportedError as e:
+                hit = e
+            if cache is not None:
+                cache[(i, sub)] = hit
+        if isinstance(hit, UnsupportedError):
+            raise hit.with_traceback(None)
+        out.append(hit)
     return out
 
 
@@ -312,10 +324,11 @@ def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
     out: list[Candidate] = []
     seen: set = set()
     budget = SCAN_LIMIT * max(cap, 1)
+    cache: dict = {}
 
     def consider(order: tuple[str, ...]) -> None:
         try:
-            plans = _plans(rv, order)
+            plans = _plans(rv, order, cache)
         except UnsupportedError:
             return
         sig = _signature(plans)
