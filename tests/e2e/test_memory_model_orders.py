@@ -71,3 +71,27 @@ def test_auto_order_for_rda_is_verified_by_simulation(build, opts):
     got = prog.simulate().cycles
     assert got <= 1.05 * min(brute.values()), (got, sorted(brute.items(), key=lambda kv: kv[1])[:3])
     prog.simulate().check()
+
+
+def test_verification_overrules_a_wrong_estimate(monkeypatch):
+    """With the cycle model's figures reversed (the slowest order predicted fastest), the orders
+    it shortlists are still simulated and the fastest simulated one is kept."""
+    from fuseflow.lowering import rank
+
+    real = rank.estimate_graph
+
+    def reversed_estimate(spec, stats, timing):
+        est = real(spec, stats, timing)
+        est.cycles = 1e12 / max(est.cycles, 1.0)
+        return est
+
+    monkeypatch.setattr(rank, "estimate_graph", reversed_estimate)
+    model, args, formats = kernels.build(kernel="spmm")
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full", order="auto", arch=ARCH)
+    region = _region(prog)
+    verified = {c.name: c.simulated for c in prog.order_candidates[region] if c.simulated is not None}
+    assert len(verified) >= 2
+    assert prog.orders[region] == min(verified, key=verified.get)
+    for name, cycles in verified.items():  # the figures are the simulator's, not the estimate's
+        alone = prog.reorder({region: name}).simulate(arch=ARCH)
+        assert cycles == next(r.cycles for r in alone.regions if r.name == region)
