@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fuseflow.analysis.coordinates import Atom, CoordinateOrigins
+from fuseflow.analysis.memory_walk import LINE_ELEMS as _LINE_ELEMS
+from fuseflow.analysis.memory_walk import UNKNOWN_WALK, Walk
 from fuseflow.analysis.tensor_stats import TensorStats
 from fuseflow.errors import FuseflowError
 
@@ -31,8 +33,6 @@ if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor
 
 DEFAULT_FIBER_DENSITY = 0.1
 """Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
-_LINE_ELEMS = 16.0
-"""4-byte elements per 64-byte memory line, the unit `Stream.walked` judges re-walks by."""
 
 
 COVERED_SETTINGS = frozenset(
@@ -101,7 +101,7 @@ class Stream(NamedTuple):
     pattern: frozenset | None = None
     ref: tuple | None = None
     ref_pattern: frozenset | None = None  # the pattern of the coordinates the references sit at
-    walk: Walk | None = None  # how a reference stream walks memory (None: unknown, a line per token)
+    walk: Walk = UNKNOWN_WALK  # how a reference stream walks memory (unknown: a line per token)
 
     @property
     def depth(self) -> int:
@@ -123,85 +123,6 @@ class Stream(NamedTuple):
 
     def with_last(self, n: float, present: float = 1.0) -> Stream:
         return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
-
-
-class Walk(NamedTuple):
-    """How a stream of references walks the array it indexes, for the memory model's line buffer
-    (one line per array and node, node.cpp `request_lines`), as fractions of its data tokens:
-    `same` repeat the previous reference, `jump` land elsewhere, `free` move within the line
-    just read (a short fiber walked again), and the rest step `step` elements on."""
-
-    same: float = 0.0
-    jump: float = 1.0
-    free: float = 0.0
-    step: float = 1.0
-
-    def line_changes(self, per_line: float) -> float:
-        """Expected fraction of tokens that need a new line, `per_line` elements per line."""
-        if per_line <= 1.0:
-            return 1.0 - self.same
-        rest = max(1.0 - self.jump - self.same - self.free, 0.0)
-        return min(self.jump + rest * min(self.step / per_line, 1.0), 1.0)
-
-    def walked(self, refs: float, fiber: float, span: float, aligned: bool = False) -> Walk:
-        """The walk of the positions a level visits under `refs` references walked this way:
-        `fiber` positions per reference spread over `span` consecutive positions (`aligned`:
-        each fiber starts a line, a dense row whose extent divides the line). A repeated
-        reference walks its fiber again, within the line it just read when the fiber fits one;
-        the next reference continues where the last fiber ended; any other jumps."""
-        n = refs * fiber
-        starts = min(refs, n)
-        if starts <= 0.0:
-            return Walk()
-        inner = span / max(fiber, 1.0)
-        # the chance a fiber lies in one line: certain for an aligned short row, else by offset
-        one_line = 1.0 if span <= _LINE_ELEMS and aligned else max(1.0 - max(span - 1.0, 0.0) / _LINE_ELEMS, 0.0)
-        onward = max(1.0 - self.jump - self.same, 0.0)
-        free = starts * self.same * one_line * (n / starts)
-        jumps = starts * (self.jump + self.same * (1.0 - one_line))
-        return Walk.of(
-            n,
-            0.0,
-            jumps,
-            free,
-            [
-                (starts * onward, self.step * span - max(fiber - 1.0, 0.0) * inner),  # last of one to first of next
-                (n - free - jumps - starts * onward, inner),
-            ],
-        )
-
-    def thinned(self, thin: float) -> Walk:
-        """The walk of the references that survive a join keeping one in `thin`: fiber starts
-        (jumps) survive, repeats stay repeats, steps grow `thin`-fold."""
-        n = 1.0 / thin
-        same = self.same / thin
-        jumps = min(self.jump, max(n - same, 0.0))
-        free = min(self.free / thin, max(n - same - jumps, 0.0))
-        return Walk.of(n, same, jumps, free, [(n - same - jumps - free, self.step * thin)])
-
-    def repeated(self, copies: float) -> Walk:
-        """Each reference `copies` times in a row (a repeat node)."""
-        return Walk(1.0 - (1.0 - self.same) / copies, self.jump / copies, self.free / copies, self.step)
-
-    @staticmethod
-    def of(n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]]) -> Walk:
-        """From token counts; a step of a line or more is a jump (it changes line, and a level
-        walked under it does not continue where the last fiber ended)."""
-        total = 0.0
-        moving = 0.0
-        for count, step in steps:
-            if count <= 0.0:
-                continue
-            if step >= _LINE_ELEMS:
-                jumps += count
-            else:
-                total += count * max(step, 1.0)
-                moving += count
-        n = max(n, 1e-9)
-        return Walk(min(same / n, 1.0), min(jumps / n, 1.0), min(free / n, 1.0), total / moving if moving else 1.0)
-
-
-UNKNOWN_WALK = Walk()
 
 
 @dataclass(frozen=True)
@@ -391,7 +312,7 @@ class _Model(CoordinateOrigins):
             crd, ref = self.inp(node, 0), self.inp(node, 1)
             fiber = crd.data / max(crd.fibers, 1e-9)
             dim = max(crd.dims[-1], 1)
-            walk = (ref.walk or UNKNOWN_WALK).walked(ref.data, fiber, float(dim), _LINE_ELEMS % dim == 0)
+            walk = ref.walk.walked(ref.data, fiber, float(dim), _LINE_ELEMS % dim == 0)
             out = Stream(
                 crd.counts,
                 crd.dims,
@@ -419,7 +340,7 @@ class _Model(CoordinateOrigins):
                 sig.pattern,
                 ref.ref,
                 ref.ref_pattern,
-                (ref.walk or UNKNOWN_WALK).repeated(copies),
+                ref.walk.repeated(copies),
             )
             return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
         if k == "load":
@@ -428,7 +349,7 @@ class _Model(CoordinateOrigins):
             if node.tensor:
                 self.loaded[node.tensor] = self.loaded.get(node.tensor, 0.0) + real
             elems = self.tile_elems(node)
-            walk = s.walk or UNKNOWN_WALK
+            walk = s.walk
             self.misses[len(self.outs)] = real * walk.line_changes(_LINE_ELEMS / elems) * max(elems / _LINE_ELEMS, 1.0)
             return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
         if k == "alu":
@@ -490,7 +411,7 @@ class _Model(CoordinateOrigins):
         else:
             pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
         dense = node.params.get("format") == "dense"
-        rw = r.walk or UNKNOWN_WALK
+        rw = r.walk
         walk = rw.walked(r.data, fiber, float(dim) if dense else fiber, dense and _LINE_ELEMS % max(dim, 1) == 0)
         out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern, walk)
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
@@ -551,7 +472,7 @@ class _Model(CoordinateOrigins):
                     crd.pattern,
                     pay.ref,
                     pattern if at_join else pay.ref_pattern,
-                    (pay.walk or UNKNOWN_WALK).thinned(thin),
+                    pay.walk.thinned(thin),
                 )
             )
         return outs, steps * ii, 0.0, 0.0

@@ -95,3 +95,24 @@ def test_verification_overrules_a_wrong_estimate(monkeypatch):
     for name, cycles in verified.items():  # the figures are the simulator's, not the estimate's
         alone = prog.reorder({region: name}).simulate(arch=ARCH)
         assert cycles == next(r.cycles for r in alone.regions if r.name == region)
+
+
+def test_identical_regions_share_one_order_search(monkeypatch):
+    """Two decoder blocks with their own weights: each distinct region structure is searched
+    once, and the program still matches PyTorch."""
+    import gpt_bigbird
+
+    from fuseflow.lowering import module
+
+    searched = []
+    real = module.choose
+
+    def counting(rv, spec, cap):
+        searched.append(rv.name)
+        return real(rv, spec, cap)
+
+    monkeypatch.setattr(module, "choose", counting)
+    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, block=16, layers=2)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="auto")
+    assert len(prog.graphs) > 2 * len(searched) > 0  # the second block (and repeated heads) reuse
+    prog.simulate().check()

@@ -1,0 +1,94 @@
+"""How a stream of references walks the memory lines of the array it indexes (the cycle model's
+memory rule, docs/cycle-model.md "Memory").
+
+The simulator keeps one line buffer per array and node (node.cpp `request_lines`): a read of
+the line read last costs nothing. A `Walk` summarises a reference stream by the fractions of
+its tokens that repeat, jump, stay within the line or step on, and derives the walk of the
+positions a level visits under it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+LINE_ELEMS = 16.0
+"""4-byte elements per 64-byte memory line, the unit `Walk.walked` judges re-walks by."""
+
+
+class Walk(NamedTuple):
+    """How a stream of references walks the array it indexes, for the memory model's line buffer
+    (one line per array and node, node.cpp `request_lines`), as fractions of its data tokens:
+    `same` repeat the previous reference, `jump` land elsewhere, `free` move within the line
+    just read (a short fiber walked again), and the rest step `step` elements on."""
+
+    same: float = 0.0
+    jump: float = 1.0
+    free: float = 0.0
+    step: float = 1.0
+
+    def line_changes(self, per_line: float) -> float:
+        """Expected fraction of tokens that need a new line, `per_line` elements per line."""
+        if per_line <= 1.0:
+            return 1.0 - self.same
+        rest = max(1.0 - self.jump - self.same - self.free, 0.0)
+        return min(self.jump + rest * min(self.step / per_line, 1.0), 1.0)
+
+    def walked(self, refs: float, fiber: float, span: float, aligned: bool = False) -> Walk:
+        """The walk of the positions a level visits under `refs` references walked this way:
+        `fiber` positions per reference spread over `span` consecutive positions (`aligned`:
+        each fiber starts a line, a dense row whose extent divides the line). A repeated
+        reference walks its fiber again, within the line it just read when the fiber fits one;
+        the next reference continues where the last fiber ended; any other jumps."""
+        n = refs * fiber
+        starts = min(refs, n)
+        if starts <= 0.0:
+            return Walk()
+        inner = span / max(fiber, 1.0)
+        # the chance a fiber lies in one line: certain for an aligned short row, else by offset
+        one_line = 1.0 if span <= LINE_ELEMS and aligned else max(1.0 - max(span - 1.0, 0.0) / LINE_ELEMS, 0.0)
+        onward = max(1.0 - self.jump - self.same, 0.0)
+        free = starts * self.same * one_line * (n / starts)
+        jumps = starts * (self.jump + self.same * (1.0 - one_line))
+        return Walk.of(
+            n,
+            0.0,
+            jumps,
+            free,
+            [
+                (starts * onward, self.step * span - max(fiber - 1.0, 0.0) * inner),  # last of one to first of next
+                (n - free - jumps - starts * onward, inner),
+            ],
+        )
+
+    def thinned(self, thin: float) -> Walk:
+        """The walk of the references that survive a join keeping one in `thin`: fiber starts
+        (jumps) survive, repeats stay repeats, steps grow `thin`-fold."""
+        n = 1.0 / thin
+        same = self.same / thin
+        jumps = min(self.jump, max(n - same, 0.0))
+        free = min(self.free / thin, max(n - same - jumps, 0.0))
+        return Walk.of(n, same, jumps, free, [(n - same - jumps - free, self.step * thin)])
+
+    def repeated(self, copies: float) -> Walk:
+        """Each reference `copies` times in a row (a repeat node)."""
+        return Walk(1.0 - (1.0 - self.same) / copies, self.jump / copies, self.free / copies, self.step)
+
+    @staticmethod
+    def of(n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]]) -> Walk:
+        """From token counts; a step of a line or more is a jump (it changes line, and a level
+        walked under it does not continue where the last fiber ended)."""
+        total = 0.0
+        moving = 0.0
+        for count, step in steps:
+            if count <= 0.0:
+                continue
+            if step >= LINE_ELEMS:
+                jumps += count
+            else:
+                total += count * max(step, 1.0)
+                moving += count
+        n = max(n, 1e-9)
+        return Walk(min(same / n, 1.0), min(jumps / n, 1.0), min(free / n, 1.0), total / moving if moving else 1.0)
+
+
+UNKNOWN_WALK = Walk()
