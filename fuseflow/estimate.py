@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuseflow.analysis.cycle_model import GraphEstimate
 from fuseflow.fabric.scheduler import Span
+from fuseflow.fabric.split import SplitPlan
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
@@ -22,6 +23,7 @@ class ProgramEstimate:
     arch: Any
     strategy: str = "sequential"
     timeline: list[Span] = field(default_factory=list)
+    split: SplitPlan | None = None  # the micro-batches of a strategy that splits
 
     @property
     def cycles(self) -> int:
@@ -47,6 +49,7 @@ class ProgramEstimate:
             "estimated_cycles": self.cycles,
             "serial_cycles": self.serial_cycles,
             "strategy": self.strategy,
+            "split": self.split.to_json() if self.split is not None else None,
             "timeline": [sp.to_json() for sp in self.timeline],
             "arch": self.arch.name,
             "schedule": self.program.schedule,

@@ -136,12 +136,10 @@ class Program:
         whole = ProgramEstimate(self, conversions + regions, arch_, strategy_.name)
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
         if strategy_.name != "sequential" or arch_.fabric is not None:
-            from fuseflow.fabric.run import program_tasks
-            from fuseflow.fabric.scheduler import timeline_from_durations
+            from fuseflow.fabric.run import predicted_timeline
 
             predicted = [r.cycles for r in whole.regions]
-            durations = [int(round(c)) for c in predicted]
-            whole.timeline = timeline_from_durations(program_tasks(self), durations, arch_.fabric, strategy_, predicted)
+            whole.timeline, whole.split = predicted_timeline(self, predicted, args, arch_, strategy_, data)
         return whole
 
     def mlir(self, stage: str = "sam") -> str:
@@ -217,12 +215,12 @@ class Program:
 
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch if arch is not None else self.arch)
-        from fuseflow.fabric.run import shares_memory
+        from fuseflow.fabric.run import needs_values
         from fuseflow.fabric.strategy import resolve
 
         strategy_ = resolve(strategy)  # a bad name or file fails before anything runs
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
-        shared = shares_memory(strategy_, arch_)  # regions re-run together: keep their inputs
+        shared = needs_values(strategy_, arch_)  # regions re-run together or split: keep every tensor
         env = self.bind(args)
         memo_ = as_memo(memo)
         if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
@@ -246,8 +244,9 @@ class Program:
 
         outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
         runs_ = self.relayout_runs(env) + regions
-        timeline = place(self, [r.cycles for r in runs_], arch_, strategy_, args, env if shared else None)
-        res = SimResult(self, args, outs, runs_, arch_, timeline=timeline, strategy=strategy_.name)
+        placed = place(self, [r.cycles for r in runs_], arch_, strategy_, args, env if shared else None)
+        res = SimResult(self, args, outs, runs_, arch_, timeline=placed.timeline, strategy=placed.strategy)
+        res.split, res.considered = placed.split, placed.considered
         res.traces = traces
         return res
 

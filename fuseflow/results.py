@@ -11,6 +11,7 @@ import torch
 
 from fuseflow.errors import MismatchError
 from fuseflow.fabric.scheduler import Span, Utilization
+from fuseflow.fabric.split import SplitPlan
 from fuseflow.sim.arch import Arch
 
 if TYPE_CHECKING:
@@ -46,7 +47,9 @@ class SimResult:
     output_errors: list[float] = field(default_factory=list)
     traces: list | None = None
     timeline: list[Span] = field(default_factory=list)  # one span per region run (fuseflow/fabric)
-    strategy: str = "sequential"
+    strategy: str = "sequential"  # the strategy that placed them (auto names its choice)
+    split: SplitPlan | None = None  # the micro-batches a strategy cut the rows into; None: whole
+    considered: dict[str, float] = field(default_factory=dict)  # auto: predicted makespan per candidate
 
     @property
     def cycles(self) -> int:
@@ -128,6 +131,8 @@ class SimResult:
             "total_cycles": self.cycles,
             "serial_cycles": self.serial_cycles,
             "strategy": self.strategy,
+            "split": self.split.to_json() if self.split is not None else None,
+            "considered": dict(self.considered),
             "timeline": [sp.to_json() for sp in self.timeline],
             "arch": self.arch.name,
             "schedule": self.program.schedule,

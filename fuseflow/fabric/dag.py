@@ -18,6 +18,11 @@ class Task:
     writes: frozenset[str]
     units: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
     host: bool = False  # a conversion of a model input (relayout): modelled, holds no fabric units
+    batch: int | None = None  # the micro-batch it runs (fabric/split.py); None: the region whole
+
+    @property
+    def label(self) -> str:
+        return self.name if self.batch is None else f"{self.name}#{self.batch}"
 
 
 def graph_task(spec: GraphSpec, units: dict[str, int]) -> Task:

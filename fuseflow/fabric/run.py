@@ -1,27 +1,42 @@
-"""A simulated program's timeline: its regions placed on the fabric by a strategy."""
+"""A simulated program's timeline: its regions (or their micro-batches) placed on the fabric by a
+strategy."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fuseflow.fabric.dag import Task, graph_task
-from fuseflow.fabric.resources import demand_of
+from fuseflow import views
+from fuseflow.errors import FuseflowError
+from fuseflow.fabric.batches import Batched, batched, program_task_list, run_batches
+from fuseflow.fabric.dag import Task
 from fuseflow.fabric.scheduler import FabricState, Span, timeline_from_durations
-from fuseflow.fabric.strategy import Strategy, resolve
+from fuseflow.fabric.split import SplitInfo, SplitPlan, split_info
+from fuseflow.fabric.strategy import Auto, Strategy, resolve
 from fuseflow.sim.arch import Arch
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
 
 
+@dataclass
+class Placement:
+    """Where and when every task ran: the `timeline`, the strategy that made it (``auto`` names
+    its choice: ``auto(pipeline:4)``), the split it ran under (None: the rows whole) and, for
+    ``auto``, the predicted makespan of every candidate it weighed."""
+
+    timeline: list[Span]
+    strategy: str
+    split: SplitPlan | None = None
+    considered: dict[str, float] = field(default_factory=dict)
+
+
 def program_tasks(program: Program) -> list[Task]:
     """The relayouts (host conversions) then every region, in program order."""
-    hosts = [Task(r.name, frozenset({r.source}), frozenset({r.tensor}), {}, True) for r in program.relayouts]
-    return hosts + [graph_task(g, demand_of(g)) for g in program.graphs]
+    return program_task_list(program)[0]
 
 
 def predicted_cycles(program: Program, args: tuple, arch: Arch) -> list[float]:
@@ -35,6 +50,47 @@ def predictions(program: Program, args: tuple, arch: Arch) -> tuple[list[float],
     return [float(r.cycles) for r in regions], [float(r.mem_bytes) for r in regions]
 
 
+def row_extent(program: Program) -> int:
+    """The rows a split cuts: the first dimension of the program's first output (1 for a scalar)."""
+    if not program.output_names:
+        return 1
+    name = program.output_names[0]
+    for g in program.graphs:
+        t = g.tensors.get(name)
+        if t is not None and t.role == "output":
+            return t.shape[0] if t.shape else 1
+    return 1
+
+
+def info_for(program: Program, env: Mapping[str, Any]) -> SplitInfo:
+    """What a strategy's `split` sees of `program` on the inputs in `env`."""
+    return split_info(program.graphs, program.assigns, env, row_extent(program))
+
+
+def plan_for(strategy: Strategy, info: SplitInfo) -> SplitPlan:
+    """`strategy.split(info)`, checked: contiguous ranges that cover the rows."""
+    plan = strategy.split(info)
+    edges = [lo for lo, _ in plan.bounds] + [plan.bounds[-1][1]] if plan.bounds else []
+    if not edges or edges[0] != 0 or edges[-1] != info.extent or any(a >= b for a, b in zip(edges, edges[1:])):
+        raise FuseflowError(
+            f"strategy {strategy.name}: its split {list(plan.bounds)} does not cut rows 0..{info.extent} "
+            "into contiguous, non-empty ranges"
+        )
+    return plan
+
+
+def needs_values(strategy: str | Strategy, arch: Arch) -> bool:
+    """Whether `place` reads every tensor after the run (a shared run re-simulates the regions
+    together; micro-batches slice intermediates), so `simulate` must keep them."""
+    s = resolve(strategy)
+    return shares_memory(s, arch) or isinstance(s, Auto) or type(s).split is not Strategy.split
+
+
+def shares_memory(strategy: str | Strategy, arch: Arch) -> bool:
+    """Whether `place` will run the regions together (so `simulate` must keep every input)."""
+    return arch.memory_model and not _one_at_a_time(resolve(strategy))
+
+
 def place(
     program: Program,
     cycles: Sequence[int],
@@ -43,32 +99,142 @@ def place(
     args: tuple,
     env: Mapping[str, Any] | None = None,
     predicted: Sequence[float] | None = None,
-) -> list[Span]:
-    """Each task's span. `cycles` are the tasks' own cycles (alone on the machine). With the
-    memory model on and a strategy other than the sequential one, the regions run in one engine
-    run sharing its channels (`env`: every tensor they read); otherwise spans follow from
-    `cycles` exactly."""
+) -> Placement:
+    """Each task's span. `cycles` are the program's tasks' own cycles (alone on the machine);
+    `env` holds every tensor of the run when `needs_values` (else None). With the memory model
+    on and a strategy other than the sequential one, the tasks run in one engine run sharing its
+    channels; otherwise spans follow from each task's own cycles exactly."""
     chosen = resolve(strategy)
+    if isinstance(chosen, Auto):
+        assert env is not None
+        return _auto(program, cycles, arch, chosen, args, env)
+    plan = plan_for(chosen, info_for(program, env if env is not None else program.bind(args)))
+    if plan.k > 1:
+        assert env is not None
+        return _place_split(program, plan, cycles, arch, chosen, args, env)
     tasks = program_tasks(program)
     sequential = _one_at_a_time(chosen)
     traffic = None
     if not sequential and predicted is None:
         predicted, traffic = predictions(program, args, arch)
     if sequential or not arch.memory_model or env is None:
-        return timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted, traffic)
+        return Placement(timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted, traffic), chosen.name)
+    state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name, traffic)
+    _, specs = program_task_list(program)
+    graphs = {i: g for i, g in enumerate(specs) if g is not None}
+    hosts = {i: int(cycles[i]) for i, g in enumerate(specs) if g is None}
+    values = {k: np.asarray(v) for k, v in env.items() if isinstance(v, np.ndarray)}
+    return Placement(_shared(state, chosen, graphs, hosts, lambda i: env, lambda i: values, arch), chosen.name)
+
+
+def _place_split(
+    program: Program, plan: SplitPlan, cycles: Sequence[int], arch: Arch, chosen: Strategy, args: tuple, env
+) -> Placement:
+    b = batched(program, plan, info_for(program, env))
+    predicted, traffic = task_predictions(b, program, args, arch, env)
+    if _one_at_a_time(chosen) or not arch.memory_model:
+        durations = run_batches(b, env, cycles, arch)
+        spans = timeline_from_durations(b.tasks, durations, arch.fabric, chosen, predicted, traffic, b.deps)
+        return Placement(spans, chosen.name, plan)
+    state = FabricState(b.tasks, arch.fabric, predicted, chosen.name, traffic, b.deps)
+    graphs = {i: s for i, s in enumerate(b.specs) if s is not None}
+    hosts = {i: int(cycles[b.region[i]]) for i, s in enumerate(b.specs) if s is None}
+    return Placement(
+        _shared(state, chosen, graphs, hosts, lambda i: b.inputs(i, env), lambda i: b.expected(i, env), arch),
+        chosen.name,
+        plan,
+    )
+
+
+def _shared(state, chosen, graphs, hosts, inputs, expected, arch) -> list[Span]:
     from fuseflow.fabric.shared_run import shared_timeline
 
-    state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name, traffic)
-    n_hosts = len(program.relayouts)
-    graphs = {n_hosts + k: g for k, g in enumerate(program.graphs)}
-    hosts = {i: int(cycles[i]) for i in range(n_hosts)}
-    values = {k: np.asarray(v) for k, v in env.items() if isinstance(v, np.ndarray)}
-    return shared_timeline(state, chosen, graphs, hosts, env, values, arch)
+    return shared_timeline(state, chosen, graphs, hosts, inputs, expected, arch)
 
 
-def shares_memory(strategy: str | Strategy, arch: Arch) -> bool:
-    """Whether `place` will run the regions together (so `simulate` must keep every input)."""
-    return arch.memory_model and not _one_at_a_time(resolve(strategy))
+def task_predictions(
+    b: Batched, program: Program, args: tuple, arch: Arch, env: Mapping[str, Any]
+) -> tuple[list[float], list[float]]:
+    """The cycle model's cycles and bytes per task of a split program: a micro-batch is estimated
+    on its own rows (a fused region whose rows are an inner loop repeats its outer loops in every
+    micro-batch, and this shows it); when its inputs are not at hand, its region's share of work."""
+    from fuseflow.analysis.cycle_model import Timing, estimate_graph, stats_for_inputs
+
+    region_cycles, region_bytes = predictions(program, args, arch)
+    timing = Timing.from_settings(arch.settings)
+    cycles_out, bytes_out = [], []
+    work = b.plan.work
+    for i, spec in enumerate(b.specs):
+        p, rows = b.region[i], b.rows[i]
+        if rows is None or spec is None:
+            cycles_out.append(region_cycles[p])
+            bytes_out.append(region_bytes[p])
+            continue
+        ins = b.inputs(i, env) if _has_inputs(b, i, env) else None
+        if ins is not None:
+            est = estimate_graph(spec, stats_for_inputs(spec, ins), timing)
+            cycles_out.append(float(est.cycles))
+            bytes_out.append(float(est.mem_bytes))
+        else:
+            share = work[b.tasks[i].batch or 0] / max(sum(work), 1e-9)
+            cycles_out.append(region_cycles[p] * share)
+            bytes_out.append(region_bytes[p] * share)
+    return cycles_out, bytes_out
+
+
+def _has_inputs(b: Batched, i: int, env: Mapping[str, Any]) -> bool:
+    whole = b._whole[b.region[i]]
+    return all(views.has(env, t.copy_of or n) for n, t in whole.tensors.items() if t.role == "input")
+
+
+def predicted_timeline(
+    program: Program, predicted: Sequence[float], args: tuple, arch: Arch, strategy: Strategy, data
+) -> tuple[list[Span], SplitPlan | None]:
+    """The timeline of the cycle model's figures (`Program.estimate`): the regions' predicted
+    cycles, or their micro-batches' under a strategy that splits."""
+    info = info_for(program, data)
+    plan = plan_for(strategy, info) if not isinstance(strategy, Auto) else SplitPlan.one(info)
+    if plan.k == 1:
+        durations = [int(round(c)) for c in predicted]
+        return timeline_from_durations(program_tasks(program), durations, arch.fabric, strategy, predicted), None
+    b = batched(program, plan, info)
+    cycles, traffic = task_predictions(b, program, args, arch, data)
+    durations = [int(round(c)) for c in cycles]
+    return timeline_from_durations(b.tasks, durations, arch.fabric, strategy, cycles, traffic, b.deps), plan
+
+
+def _auto(program: Program, cycles: Sequence[int], arch: Arch, auto: Auto, args: tuple, env) -> Placement:
+    """The candidate with the shortest predicted makespan, simulated; ``sequential`` when that
+    turns out faster (a strategy the model favours can lose to contention it does not predict)."""
+    info = info_for(program, env)
+    region_cycles, region_bytes = predictions(program, args, arch)
+    tasks = program_tasks(program)
+    considered: dict[str, float] = {}
+    for name in Auto.CANDIDATES:
+        s = resolve(name)
+        plan = s.split(info) if info.extent >= getattr(s, "k", 1) else None
+        if plan is None:
+            continue
+        if plan.k == 1:
+            spans = timeline_from_durations(
+                tasks, [round(c) for c in region_cycles], arch.fabric, s, region_cycles, region_bytes
+            )
+        else:
+            b = batched(program, plan, info)
+            if not b.cuts:
+                continue  # no region can be cut: the same as one micro-batch
+            pc, pb = task_predictions(b, program, args, arch, env)
+            spans = timeline_from_durations(b.tasks, [round(c) for c in pc], arch.fabric, s, pc, pb, b.deps)
+        considered[name] = float(max((sp.end for sp in spans), default=0))
+    best = min(considered, key=lambda n: considered[n])  # candidates in order: ties keep the simpler
+    sequential = timeline_from_durations(tasks, cycles, arch.fabric, Strategy())
+    auto.chosen = Strategy()
+    if best != "sequential":
+        run = place(program, cycles, arch, best, args, env)
+        if max(s.end for s in run.timeline) < max(s.end for s in sequential):
+            auto.chosen = resolve(best)
+            return Placement(run.timeline, f"auto({best})", run.split, considered)
+    return Placement(sequential, "auto(sequential)", None, considered)
 
 
 def _one_at_a_time(strategy: Strategy) -> bool:

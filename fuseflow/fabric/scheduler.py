@@ -38,19 +38,27 @@ class Span:
     end: int
     units: dict[str, int] = field(default_factory=dict)
     reconfig: int = 0
+    batch: int | None = None  # the micro-batch (fabric/split.py); None: the region whole
 
     @property
     def cycles(self) -> int:
         return self.end - self.start - self.reconfig
 
+    @property
+    def label(self) -> str:
+        return self.region if self.batch is None else f"{self.region}#{self.batch}"
+
     def to_json(self) -> dict:
-        return {
+        out = {
             "region": self.region,
             "start": self.start,
             "end": self.end,
             "units": dict(self.units),
             "reconfig": self.reconfig,
         }
+        if self.batch is not None:
+            out["batch"] = self.batch
+        return out
 
 
 @dataclass(frozen=True)
@@ -88,9 +96,13 @@ class Utilization:
 
 
 class FabricState:
-    """What a run knows: which regions finished (or, for host conversions, when they will), which
-    hold units, and what is free. Every start goes through `start`, which refuses what a strategy
-    must not do, naming the region."""
+    """What a run knows: which tasks finished (or, for host conversions, when they will), which
+    hold units, and what is free. Every start goes through `begin`, which refuses what a strategy
+    must not do, naming the task.
+
+    A finished task leaves its region's configuration on its units: a later micro-batch of the
+    same region that starts on them loads nothing. Any other task may take those units (free
+    ones first, then the configurations left longest ago), and loads its own."""
 
     def __init__(
         self,
@@ -99,64 +111,106 @@ class FabricState:
         predicted: Sequence[float],
         name: str,
         predicted_bytes: Sequence[float] | None = None,
+        deps: Sequence[frozenset[int]] | None = None,
     ):
         self.tasks = list(tasks)
         self.predicted_bytes = list(predicted_bytes) if predicted_bytes is not None else [0.0] * len(tasks)
         self.fabric = fabric
         self.name = name
-        self.deps = dependencies(self.tasks)
+        self.deps = list(deps) if deps is not None else dependencies(self.tasks)
         self.predicted = list(predicted)
         self.priority = longest_paths(self.deps, self.predicted)
         self.reconfig = fabric.reconfig_cycles if fabric is not None else 0
         self.free = {r: fabric.capacity(r) for r in RESOURCES} if fabric is not None else None
+        self.idle: list[tuple[str, dict[str, int]]] = []  # configurations left on free units, oldest first
         self.start: dict[int, int] = {}
-        self.end: dict[int, int] = {}  # known ends: finished regions, and host tasks from their start
+        self.loads: dict[int, int] = {}  # cycles each started task spends loading its configuration
+        self.end: dict[int, int] = {}  # known ends: finished tasks, and host tasks from their start
+        self.before: dict[int, int] = {}  # a micro-batch task -> the one before it in program order
+        last: dict[int, int] = {}
+        for i, t in enumerate(self.tasks):
+            if t.batch is not None:
+                if t.batch in last:
+                    self.before[i] = last[t.batch]
+                last[t.batch] = i
 
     def units(self, i: int) -> dict[str, int]:
         t = self.tasks[i]
         return {} if t.host else dict(t.units)
 
     def is_ready(self, i: int) -> bool:
-        return i not in self.start and all(d in self.end for d in self.deps[i])
+        return (
+            i not in self.start
+            and all(d in self.end for d in self.deps[i])
+            and (i not in self.before or self.before[i] in self.start)
+        )
 
     def ready(self) -> list[int]:
         return [i for i in range(len(self.tasks)) if self.is_ready(i)]
 
+    def running(self) -> list[int]:
+        return [i for i in self.start if i not in self.end]
+
+    def available(self) -> dict[str, int] | None:
+        """Units a task may take now: free ones and those holding a finished task's configuration."""
+        if self.free is None:
+            return None
+        return {r: self.free[r] + sum(u.get(r, 0) for _, u in self.idle) for r in RESOURCES}
+
     def fits(self, i: int) -> bool:
-        units = self.units(i)
-        return self.free is None or all(units.get(r, 0) <= self.free[r] for r in RESOURCES)
+        units, avail = self.units(i), self.available()
+        return avail is None or all(units.get(r, 0) <= avail[r] for r in RESOURCES)
 
     def begin(self, i: int, now: int) -> int:
-        """Take region `i`'s units now; returns the cycle its own work begins (its inputs ready,
+        """Take task `i`'s units now; returns the cycle its own work begins (its inputs ready,
         its configuration loaded)."""
         t = self.tasks[i]
         if i in self.start:
-            raise FuseflowError(f"strategy {self.name}: region {t.name} was issued twice")
-        waiting = [self.tasks[d].name for d in self.deps[i] if d not in self.end]
+            raise FuseflowError(f"strategy {self.name}: region {t.label} was issued twice")
+        waiting = [self.tasks[d].label for d in self.deps[i] if d not in self.end]
         if waiting:
             raise FuseflowError(
-                f"strategy {self.name}: region {t.name} was issued at cycle {now} before its input "
+                f"strategy {self.name}: region {t.label} was issued at cycle {now} before its input "
                 f"region {waiting[0]} finished"
             )
-        if not self.fits(i):
-            assert self.free is not None
-            short = next(r for r in RESOURCES if self.units(i).get(r, 0) > self.free[r])
+        if i in self.before and self.before[i] not in self.start:
             raise FuseflowError(
-                f"strategy {self.name}: region {t.name} needs {self.units(i)[short]} {short} units at cycle "
-                f"{now}, but only {self.free[short]} are free (the fabric would be oversubscribed)"
+                f"strategy {self.name}: region {t.label} was issued before {self.tasks[self.before[i]].label}: "
+                f"a micro-batch runs its regions in program order"
             )
-        if self.free is not None:
-            self.free = {r: self.free[r] - self.units(i).get(r, 0) for r in RESOURCES}
+        if not self.fits(i):
+            avail = self.available()
+            assert avail is not None
+            short = next(r for r in RESOURCES if self.units(i).get(r, 0) > avail[r])
+            raise FuseflowError(
+                f"strategy {self.name}: region {t.label} needs {self.units(i)[short]} {short} units at cycle "
+                f"{now}, but only {avail[short]} are free (the fabric would be oversubscribed)"
+            )
+        self.loads[i] = 0 if t.host else self._take(t.name, self.units(i))
         self.start[i] = now
-        return max([now, *(self.end[d] for d in self.deps[i])]) + (0 if t.host else self.reconfig)
+        return max([now, *(self.end[d] for d in self.deps[i])]) + self.loads[i]
+
+    def _take(self, region: str, units: dict[str, int]) -> int:
+        """Book `units` for `region`; the cycles spent loading its configuration."""
+        if self.free is None:
+            return self.reconfig
+        for k, (name, held) in enumerate(self.idle):
+            if name == region and held == units:  # its configuration is still there
+                del self.idle[k]
+                return 0
+        while any(units.get(r, 0) > self.free[r] for r in RESOURCES):
+            _, held = self.idle.pop(0)
+            self.free = {r: self.free[r] + held.get(r, 0) for r in RESOURCES}
+        self.free = {r: self.free[r] - units.get(r, 0) for r in RESOURCES}
+        return self.reconfig
 
     def finish(self, i: int, at: int) -> None:
         self.end[i] = at
-        if self.free is not None:
-            self.free = {r: self.free[r] + self.units(i).get(r, 0) for r in RESOURCES}
+        if self.free is not None and not self.tasks[i].host:
+            self.idle.append((self.tasks[i].name, self.units(i)))
 
     def check_all_started(self) -> None:
-        left = [t.name for i, t in enumerate(self.tasks) if i not in self.start]
+        left = [t.label for i, t in enumerate(self.tasks) if i not in self.start]
         if left:
             raise FuseflowError(
                 f"strategy {self.name} finished with {len(left)} region(s) never issued, first {left[0]}"
@@ -164,7 +218,8 @@ class FabricState:
             )
 
     def span(self, i: int, end: int) -> Span:
-        return Span(self.tasks[i].name, self.start[i], end, self.units(i), 0 if self.tasks[i].host else self.reconfig)
+        t = self.tasks[i]
+        return Span(t.name, self.start[i], end, self.units(i), self.loads.get(i, 0), t.batch)
 
 
 def timeline_from_durations(
@@ -174,12 +229,15 @@ def timeline_from_durations(
     strategy: str | Strategy,
     predicted: Sequence[float] | None = None,
     predicted_bytes: Sequence[float] | None = None,
+    deps: Sequence[frozenset[int]] | None = None,
 ) -> list[Span]:
-    """The timeline when each region takes its own `durations[i]` cycles wherever it runs."""
+    """The timeline when each task takes its own `durations[i]` cycles wherever it runs."""
     from fuseflow.fabric.strategy import Context, resolve, run_schedule
 
     chosen = resolve(strategy)
-    state = FabricState(tasks, fabric, predicted if predicted is not None else durations, chosen.name, predicted_bytes)
+    state = FabricState(
+        tasks, fabric, predicted if predicted is not None else durations, chosen.name, predicted_bytes, deps
+    )
     driver = _TimedDriver(state, durations)
     run_schedule(chosen, Context(state, driver))
     state.check_all_started()

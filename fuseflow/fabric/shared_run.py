@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -29,13 +29,13 @@ def shared_timeline(
     strategy: Strategy,
     graphs: Mapping[int, GraphSpec],
     host_cycles: Mapping[int, int],
-    env: Mapping[str, np.ndarray],
-    values: Mapping[str, np.ndarray],
+    inputs: Callable[[int], Mapping[str, object]],
+    expected: Callable[[int], Mapping[str, np.ndarray]],
     arch: Arch,
 ) -> list[Span]:
     """Run every task of `state` in one engine run, in the order `strategy` issues them: `graphs`
-    are the simulated tasks (by task index), `host_cycles` the modelled ones (relayouts); `env`
-    holds every tensor they read, `values` what their outputs must be."""
+    are the simulated tasks (by task index), `host_cycles` the modelled ones (relayouts);
+    `inputs(i)` holds every tensor task i reads, `expected(i)` what its outputs must be."""
     g = _simulator.Graph(arch.settings)
     part_of: dict[int, int] = {}
     task_of: list[int] = []
@@ -44,7 +44,7 @@ def shared_timeline(
         part_of[i] = g.begin_part()
         task_of.append(i)
         first = len(g)
-        add_nodes(g, spec, pack_inputs(spec, env))
+        add_nodes(g, spec, pack_inputs(spec, inputs(i)))
         ranges.append((first, len(g)))
     driver = _EngineDriver(state, strategy, part_of, task_of, host_cycles)
     try:
@@ -58,8 +58,9 @@ def shared_timeline(
     state.check_all_started()
     for p, (first, end) in enumerate(ranges):
         spec = graphs[task_of[p]]
+        want_all = expected(task_of[p])
         for name, got in decode_outputs(spec, res["nodes"][first:end]).items():
-            want = values.get(name)
+            want = want_all.get(name)
             if want is not None and not np.array_equal(got, want, equal_nan=True):
                 raise MismatchError(f"region {spec.name}: its shared run wrote other values for {name}")
     return [state.span(i, driver.ends[i]) for i in range(len(state.tasks))]

@@ -10,9 +10,15 @@ strategy does, `FabricState` refuses an issue before the inputs are done, an ove
 fabric and a region issued twice, naming the region; a strategy that leaves regions unissued
 fails naming the first.
 
-Built-in: ``sequential`` (program order, one at a time; the default and today's behaviour) and
-``concurrent`` (every ready region that fits, highest priority first). A user strategy is a
-subclass in a file: ``strategy="my_strategy.py:PingPong"`` (CLI ``--strategy FILE.py:Class``).
+A strategy may also cut the rows into micro-batches (`split(info)`, fabric/split.py): the tasks
+are then (region, micro-batch) pairs, and a consumer that reads its producer by rows waits only
+for the same micro-batch.
+
+Built-in: ``sequential`` (program order, one at a time; the default), ``concurrent`` (every ready
+region that fits, highest priority first), ``pipeline:K`` (K micro-batches of equal work, issued
+round-robin, one running copy per region) and ``auto`` (the best of those by the cycle model,
+confirmed by simulation; fabric/run.py). A user strategy is a subclass in a file:
+``strategy="my_strategy.py:PingPong"`` (CLI ``--strategy FILE.py:Class``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fuseflow.errors import FuseflowError, user_location
+from fuseflow.fabric.split import SPLIT_KINDS, SplitInfo, SplitPlan, split_nnz, split_rows
 from fuseflow.model_files import load_python_file
 
 if TYPE_CHECKING:
@@ -36,9 +43,12 @@ class RegionTask:
     index: int  # position in program order (relayouts first)
     units: dict = field(hash=False, compare=False)
     host: bool = False  # a modelled conversion of a model input: no fabric units
+    batch: int | None = None  # its micro-batch; None: the region whole
 
     def __repr__(self) -> str:
-        return f"RegionTask({self.region!r})"
+        return (
+            f"RegionTask({self.region!r})" if self.batch is None else f"RegionTask({self.region!r}, batch={self.batch})"
+        )
 
 
 class Driver(Protocol):
@@ -56,7 +66,7 @@ class Context:
 
     def __init__(self, state: FabricState, driver: Driver):
         self._state, self._driver = state, driver
-        self._tasks = [RegionTask(t.name, i, state.units(i), t.host) for i, t in enumerate(state.tasks)]
+        self._tasks = [RegionTask(t.name, i, state.units(i), t.host, t.batch) for i, t in enumerate(state.tasks)]
 
     @property
     def now(self) -> int:
@@ -66,7 +76,7 @@ class Context:
     @property
     def free(self) -> dict[str, int] | None:
         """Free units per resource class (None: an unbounded fabric)."""
-        return dict(self._state.free) if self._state.free is not None else None
+        return self._state.available()
 
     @property
     def tasks(self) -> list[RegionTask]:
@@ -76,6 +86,10 @@ class Context:
     def ready(self) -> list[RegionTask]:
         """Regions not yet issued whose inputs are done, in program order."""
         return [self._tasks[i] for i in self._state.ready()]
+
+    def running(self) -> list[RegionTask]:
+        """Tasks issued and not yet finished."""
+        return [self._tasks[i] for i in self._state.running()]
 
     def fits(self, task: RegionTask) -> bool:
         """Whether `task`'s units are free now."""
@@ -104,9 +118,15 @@ class Context:
 
 
 class Strategy:
-    """The base strategy: program order, one region at a time. Subclasses override `schedule`."""
+    """The base strategy: one micro-batch, program order, one region at a time. Subclasses
+    override `split`, `schedule` or both."""
 
     name = "sequential"
+
+    def split(self, info: SplitInfo) -> SplitPlan:
+        """The micro-batches: `SplitPlan.one(info)` (the rows whole), or `split_nnz(info, K)` /
+        `split_rows(info, K)`, or any `SplitPlan` of contiguous ranges covering the rows."""
+        return SplitPlan.one(info)
 
     def schedule(self, ctx: Context) -> None:
         for task in ctx.tasks:
@@ -131,6 +151,45 @@ class Concurrent(Strategy):
                 return
 
 
+class Pipeline(Strategy):
+    """K micro-batches (`kind`: ``nnz``, equal work, or ``rows``), issued round-robin: whenever
+    units free up, the ready tasks of the earliest micro-batches start, at most one running copy
+    of each region, so a region keeps its configuration from one micro-batch to the next while
+    the regions after it work on the ones before."""
+
+    def __init__(self, k: int, kind: str = "nnz"):
+        if kind not in SPLIT_KINDS:
+            raise FuseflowError(f"unknown split {kind!r}: one of {', '.join(SPLIT_KINDS)}")
+        self.k, self.kind = k, kind
+        self.name = f"pipeline:{k}" + ("" if kind == "nnz" else f":{kind}")
+
+    def split(self, info: SplitInfo) -> SplitPlan:
+        return (split_nnz if self.kind == "nnz" else split_rows)(info, self.k)
+
+    def schedule(self, ctx: Context) -> None:
+        while True:
+            busy = {t.region for t in ctx.running()}
+            for task in sorted(ctx.ready(), key=lambda t: (t.batch or 0, t.index)):
+                if task.region not in busy and ctx.fits(task):
+                    ctx.issue(task)
+                    busy.add(task.region)
+            if ctx.wait() is None:
+                return
+
+
+class Auto(Strategy):
+    """Chooses among ``sequential``, ``concurrent`` and ``pipeline:K`` (K = 2, 4, 8) by the cycle
+    model's makespan, then simulates its choice and keeps ``sequential`` if that is faster
+    (fabric/run.py). `chosen` is the strategy it ran."""
+
+    name = "auto"
+    CANDIDATES: tuple[str, ...] = ("sequential", "concurrent", "pipeline:2", "pipeline:4", "pipeline:8")
+
+    def __init__(self) -> None:
+        self.chosen: Strategy | None = None
+        self.considered: dict[str, float] = {}  # candidate -> predicted makespan
+
+
 def run_schedule(strategy: Strategy, ctx: Context) -> None:
     """`strategy.schedule(ctx)`; an exception in a user's strategy is one located error."""
     try:
@@ -144,7 +203,14 @@ def run_schedule(strategy: Strategy, ctx: Context) -> None:
         ) from None
 
 
-BUILTIN: dict[str, type[Strategy]] = {"sequential": Strategy, "concurrent": Concurrent}
+BUILTIN: dict[str, type[Strategy]] = {"sequential": Strategy, "concurrent": Concurrent, "auto": Auto}
+
+
+def _pipeline(text: str) -> Pipeline:
+    _, k, *kind = text.split(":")
+    if not k.isdigit() or int(k) < 1 or len(kind) > 1:
+        raise FuseflowError(f"strategy {text!r}: expected pipeline:K or pipeline:K:rows, K a positive integer")
+    return Pipeline(int(k), kind[0] if kind else "nnz")
 
 
 def resolve(strategy: str | Strategy) -> Strategy:
@@ -153,8 +219,12 @@ def resolve(strategy: str | Strategy) -> Strategy:
         return strategy
     if strategy in BUILTIN:
         return BUILTIN[strategy]()
+    if isinstance(strategy, str) and strategy.startswith("pipeline:"):
+        return _pipeline(strategy)
     if not isinstance(strategy, str) or ".py" not in strategy:
-        raise FuseflowError(f"unknown strategy {strategy!r}: one of {', '.join(BUILTIN)}, or FILE.py:Class")
+        raise FuseflowError(
+            f"unknown strategy {strategy!r}: one of {', '.join(BUILTIN)}, pipeline:K[:rows], or FILE.py:Class"
+        )
     path, _, cls_name = strategy.partition(":")
     p = Path(path)
     try:

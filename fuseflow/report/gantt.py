@@ -39,7 +39,7 @@ def draw(timeline: Sequence[Span], path: str | Path, title: str, fabric: Fabric 
         )
         end = max(x.end for x in timeline)
         if (s.end - s.start) > 0.04 * end:  # a name only where it fits
-            ax.text(s.start + s.reconfig, row, " " + s.region, va="center", ha="left", fontsize=6, clip_on=True)
+            ax.text(s.start + s.reconfig, row, " " + s.label, va="center", ha="left", fontsize=6, clip_on=True)
     ax.set_yticks(range(n_rows), [f"track {r}" for r in range(n_rows)], fontsize=7)
     ax.invert_yaxis()
     ax.set_title(title, fontsize=9)

@@ -60,12 +60,15 @@ def perfetto(result: dict) -> dict[str, Any]:
     from fuseflow.fabric.scheduler import Span, tracks
 
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "fabric"}}]
-    timeline = [Span(s["region"], s["start"], s["end"], s["units"], s["reconfig"]) for s in result.get("timeline", [])]
+    timeline = [
+        Span(s["region"], s["start"], s["end"], s["units"], s["reconfig"], s.get("batch"))
+        for s in result.get("timeline", [])
+    ]
     for s, row in zip(timeline, tracks(timeline)):
         events.append(
             {
                 "ph": "X",
-                "name": s.region,
+                "name": s.label,
                 "pid": 0,
                 "tid": row,
                 "ts": s.start,
@@ -73,7 +76,7 @@ def perfetto(result: dict) -> dict[str, Any]:
                 "args": {"units": s.units, "reconfig": s.reconfig},
             }
         )
-    starts = [s.start + s.reconfig for s in timeline]
+    starts = [s.start + s.reconfig for s in timeline if s.batch is None]
     offset = 0
     for pid, r in enumerate(result["regions"], start=1):
         if len(starts) == len(result["regions"]):

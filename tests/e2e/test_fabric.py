@@ -137,7 +137,7 @@ def test_without_the_memory_model_a_shared_run_equals_offset_runs(gpt_unfused):
         env.update(run_graph(g, env, arch).outputs)
     graphs = dict(enumerate(gpt_unfused.graphs))
     state = FabricState(tasks, None, predicted, "concurrent")
-    shared = shared_timeline(state, Concurrent(), graphs, {}, env, {}, arch)
+    shared = shared_timeline(state, Concurrent(), graphs, {}, lambda i: env, lambda i: {}, arch)
     assert [(s.region, s.start, s.end) for s in shared] == [(s.region, s.start, s.end) for s in offset]
 
 
