@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse
@@ -41,14 +41,14 @@ class Batched:
     rows: list[tuple[int, int] | None]
     cuts: dict[int, RegionCut] = field(default_factory=dict)  # program task index -> its cut
 
-    def inputs(self, i: int, env: Mapping[str, object]) -> Mapping[str, object]:
+    def inputs(self, i: int, env: Mapping[str, Any]) -> Mapping[str, Any]:
         """What task `i` reads, from the program's values `env`."""
         spec, rows = self.specs[i], self.rows[i]
         if rows is None or spec is None:
             return env
         return batch_inputs(self._whole[self.region[i]], self.cuts[self.region[i]], env, *rows)
 
-    def expected(self, i: int, env: Mapping[str, object]) -> dict[str, np.ndarray]:
+    def expected(self, i: int, env: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """What task `i` must write: its rows of the unsplit run's outputs."""
         spec, rows = self.specs[i], self.rows[i]
         if spec is None:
@@ -56,7 +56,7 @@ class Batched:
         out = {}
         for name, t in spec.tensors.items():
             if t.role == "output" and name in env:
-                full = env[name]
+                full: Any = env[name]
                 full = full.toarray() if scipy.sparse.issparse(full) else np.asarray(full)
                 out[name] = full if rows is None else slice_rows(full, 0, *rows)
         return out
@@ -143,7 +143,7 @@ def _row_local_reads(spec: GraphSpec | None, cut: RegionCut | None) -> set[str]:
     return out
 
 
-def run_batches(b: Batched, env: Mapping[str, object], cycles: Sequence[int], arch: Arch) -> list[int]:
+def run_batches(b: Batched, env: Mapping[str, Any], cycles: Sequence[int], arch: Arch) -> list[int]:
     """Each task's own cycles, alone on the machine: a whole task's are `cycles` (the program's
     run); a micro-batch is simulated on its rows, and its outputs must be those rows of the
     unsplit run's, bit for bit."""

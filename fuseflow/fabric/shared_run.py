@@ -13,6 +13,7 @@ import heapq
 import queue
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ def shared_timeline(
     strategy: Strategy,
     graphs: Mapping[int, GraphSpec],
     host_cycles: Mapping[int, int],
-    inputs: Callable[[int], Mapping[str, object]],
+    inputs: Callable[[int], Mapping[str, Any]],
     expected: Callable[[int], Mapping[str, np.ndarray]],
     arch: Arch,
 ) -> list[Span]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import scipy.sparse
@@ -134,7 +135,7 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
         return "a blocked region"
     if not assigns:
         return "no index notation"
-    row_vars = set()
+    row_vars: set[str] = set()
     for a in assigns:
         if not a.vars or a.dims.get(a.vars[0]) != extent:
             return f"output {a.out} does not have {extent} rows"
@@ -200,10 +201,10 @@ def batch_spec(spec: GraphSpec, cut: RegionCut, lo: int, hi: int, batch: int) ->
     return replace(spec, name=f"{spec.name}#{batch}", nodes=nodes, tensors=tensors)
 
 
-def batch_inputs(spec: GraphSpec, cut: RegionCut, env: Mapping[str, object], lo: int, hi: int) -> dict[str, object]:
+def batch_inputs(spec: GraphSpec, cut: RegionCut, env: Mapping[str, Any], lo: int, hi: int) -> dict[str, Any]:
     """Each input of `spec` as the micro-batch reads it: the rows [lo, hi) of those it reads along
     the rows (views where the layout allows: dense arrays and CSR rows), the rest whole."""
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for name, t in spec.tensors.items():
         if t.role != "input":
             continue
