@@ -153,11 +153,10 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
     # the graph's loops over the rows: fusion renames a variable per nest (``i_k``), so they are
     # found by the tensor dimensions they walk, and every scan or locate on them is shrunk
     scans = [n for n in spec.nodes if n.kind in ("scan", "locate")]
-    loop_vars = set(row_vars) | {
-        n.var
-        for n in scans
-        if n.tensor in spec.tensors and dims.get(n.tensor) == spec.tensors[n.tensor].fmt.mode_order[n.level]
-    }
+    loop_vars: set[str] = set(row_vars)
+    for n in scans:
+        if n.var and n.tensor in spec.tensors and dims.get(n.tensor) == spec.tensors[n.tensor].fmt.mode_order[n.level]:
+            loop_vars.add(n.var)
     for n in scans:
         if n.tensor not in spec.tensors:  # a loop over a dimension alone (a broadcast)
             if n.var in loop_vars and int(n.params.get("dim", -1)) != extent:
