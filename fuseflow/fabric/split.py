@@ -135,35 +135,62 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
         return "a blocked region"
     if not assigns:
         return "no index notation"
+    row_vars = _row_vars(assigns, extent)
+    if isinstance(row_vars, str):
+        return row_vars
+    dims = _access_dims(assigns, row_vars)
+    if isinstance(dims, str):
+        return dims
+    loops = _row_loops(spec, dims, row_vars, extent)
+    if isinstance(loops, str):
+        return loops
+    for name, t in spec.tensors.items():
+        if t.role == "output" and name not in dims:
+            return f"output {name} has no row dimension"
+    return RegionCut(dims, frozenset(loops))
+
+
+def _row_vars(assigns: Sequence[Assign], extent: int) -> set[str] | str:
+    """Each output's first variable, which must run over `extent` rows and never be reduced."""
     row_vars: set[str] = set()
     for a in assigns:
         if not a.vars or a.dims.get(a.vars[0]) != extent:
             return f"output {a.out} does not have {extent} rows"
         row_vars.add(a.vars[0])
-    for a in assigns:
-        if _reduced(a.expr) & row_vars:
-            return "it reduces over the rows"
+    if any(_reduced(a.expr) & row_vars for a in assigns):
+        return "it reduces over the rows"
+    return row_vars
+
+
+def _access_dims(assigns: Sequence[Assign], row_vars: set[str]) -> dict[str, int] | str:
+    """The row dimension of every tensor the notation indexes by a row variable (outputs: 0)."""
     dims: dict[str, int] = {a.out: 0 for a in assigns}
     for a in assigns:
         for acc in accesses(a.expr):
             rows = [d for d, v in enumerate(acc.vars) if v in row_vars]
-            if len(rows) > 1 or dims.setdefault(acc.tensor, rows[0] if rows else -1) != (rows[0] if rows else -1):
+            d = rows[0] if rows else -1
+            if len(rows) > 1 or dims.setdefault(acc.tensor, d) != d:
                 return f"tensor {acc.tensor} is not read by its rows alone"
-    dims = {t: d for t, d in dims.items() if d >= 0}
-    # the graph's loops over the rows: fusion renames a variable per nest (``i_k``), so they are
-    # found by the tensor dimensions they walk, and every scan or locate on them is shrunk
+    return {t: d for t, d in dims.items() if d >= 0}
+
+
+def _row_loops(spec: GraphSpec, dims: dict[str, int], row_vars: set[str], extent: int) -> set[str] | str:
+    """The graph's loops over the rows. Fusion renames a variable per nest (``i_k``), so they are
+    found by the tensor dimensions they walk; every scan or locate on them is shrunk, so each
+    must walk a row dimension of `extent` (added to `dims` for tensors the notation names
+    otherwise)."""
     scans = [n for n in spec.nodes if n.kind in ("scan", "locate")]
-    loop_vars: set[str] = set(row_vars)
+    loops: set[str] = set(row_vars)
     for n in scans:
         if n.var and n.tensor in spec.tensors and dims.get(n.tensor) == spec.tensors[n.tensor].fmt.mode_order[n.level]:
-            loop_vars.add(n.var)
+            loops.add(n.var)
     for n in scans:
         if n.tensor not in spec.tensors:  # a loop over a dimension alone (a broadcast)
-            if n.var in loop_vars and int(n.params.get("dim", -1)) != extent:
+            if n.var in loops and int(n.params.get("dim", -1)) != extent:
                 return f"a loop over the rows ({n.var}) has another extent"
             continue
         dim = spec.tensors[n.tensor].fmt.mode_order[n.level]
-        if n.var not in loop_vars:
+        if n.var not in loops:
             if dims.get(n.tensor) == dim:
                 return f"tensor {n.tensor} is read along the rows by a loop over other rows"
             continue
@@ -171,10 +198,7 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
             return f"tensor {n.tensor} is read along the rows with another extent"
         if dims.setdefault(n.tensor, dim) != dim:
             return f"tensor {n.tensor} is read along the rows twice"
-    for name, t in spec.tensors.items():
-        if t.role == "output" and name not in dims:
-            return f"output {name} has no row dimension"
-    return RegionCut(dims, frozenset(loop_vars))
+    return loops
 
 
 def _reduced(e) -> set[str]:
