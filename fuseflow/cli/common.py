@@ -128,6 +128,14 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
 
 
+STRATEGY_HELP = (
+    "how regions share the fabric: sequential (default), concurrent (side by side when they fit), "
+    "pipeline:K[:rows] (K micro-batches of equal work, or equal rows, pipelined across regions), "
+    "auto (the best of these by the cycle model, confirmed by simulation), "
+    "or FILE.py:Class (a fuseflow.Strategy subclass)"
+)
+
+
 def add_example_file_args(p: argparse.ArgumentParser) -> None:
     """The model file and what its build() takes: every command that builds an example."""
     p.add_argument("model", help="Python file defining build(**options) -> (model, example_args, formats)")
@@ -147,8 +155,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
         default="sequential",
-        help="how regions share the fabric: sequential (default), concurrent (side by side when they fit), "
-        "or FILE.py:Class (a fuseflow.Strategy subclass)",
+        help=STRATEGY_HELP,
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--explain", action="store_true", help="with --schedule auto: what the planner weighed and why")

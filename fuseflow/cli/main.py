@@ -6,7 +6,14 @@ import argparse
 import os
 import sys
 
-from fuseflow.cli.common import add_engine_arg, add_example_file_args, add_model_args, add_pass_args, add_shortcut_args
+from fuseflow.cli.common import (
+    STRATEGY_HELP,
+    add_engine_arg,
+    add_example_file_args,
+    add_model_args,
+    add_pass_args,
+    add_shortcut_args,
+)
 from fuseflow.cli.files import cmd_compile, cmd_ops, cmd_report, cmd_simulate
 from fuseflow.cli.planning import cmd_dse, cmd_estimate, cmd_plan
 from fuseflow.cli.runs import cmd_order_sweep, cmd_run, cmd_study
@@ -38,7 +45,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--par", help="comma-separated level:factor lane settings ('' = none), e.g. ',i:2,i:4'")
     d.add_argument("--block", help="comma-separated block sizes (0 = none)")
     d.add_argument("--arch", help="comma-separated presets or TOML files")
-    d.add_argument("--strategy", help="comma-separated strategies (sequential,concurrent,FILE.py:Class)")
+    d.add_argument(
+        "--strategy", help="comma-separated strategies (sequential,concurrent,pipeline:4,auto,FILE.py:Class)"
+    )
     d.add_argument("--param", action="append", metavar="KEY=V1,V2", help="sweep an [arch] key, e.g. fifo_depth=16,1024")
     d.add_argument("--prune", action="store_true", help="estimate every point, simulate only the non-dominated")
     d.add_argument("--executor", default="local", choices=("local", "ray"))
@@ -70,8 +79,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--strategy",
         default="sequential",
-        help="how regions share the fabric: sequential (default), concurrent (side by side when they fit), "
-        "or FILE.py:Class (a fuseflow.Strategy subclass)",
+        help=STRATEGY_HELP,
     )
     st.add_argument("--node-budget", type=int, default=100_000)
     st.add_argument("--order", help="dataflow order of every region: auto (default) | plain (the lowering's own)")

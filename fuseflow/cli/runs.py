@@ -43,14 +43,16 @@ def cmd_run(a) -> int:
         return 0
     err_of = dict(zip(prog.output_names, res.output_errors))
     rows = []
-    for r, span in zip(res.regions, res.timeline):
+    placed = _region_spans(res.timeline)
+    for r in res.regions:
         errs = [err_of[t] for t in r.writes if t in err_of]
+        start, end, batches = placed.get(r.name, (0, 0, 0))
         rows.append(
             [
-                r.name + (" (memo)" if r.memoised else ""),
+                r.name + (" (memo)" if r.memoised else "") + (f" x{batches}" if batches > 1 else ""),
                 r.cycles,
-                span.start,
-                span.end,
+                start,
+                end,
                 r.totals()["tokens_out"],
                 r.totals()["alu_ops"],
                 f"{max(errs):.3g}" if errs else "-",
@@ -73,10 +75,24 @@ def cmd_run(a) -> int:
         ["region", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
     )
     print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
+    if res.split is not None:
+        print(
+            f"split: {res.split.k} micro-batches by {res.split.kind}, imbalance {res.split.imbalance:.2f} "
+            "(max/mean work); a region marked xK ran once per micro-batch, start/end span them all"
+        )
     print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
     if a.timeline:
         print(f"wrote {a.timeline}")
     return 0
+
+
+def _region_spans(timeline) -> dict[str, tuple[int, int, int]]:
+    """Each region's first start, last end and number of runs (micro-batches) on the timeline."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for s in timeline:
+        a, b, n = out.get(s.region, (s.start, s.end, 0))
+        out[s.region] = (min(a, s.start), max(b, s.end), n + 1)
+    return out
 
 
 def _fabric_note(res) -> str:
