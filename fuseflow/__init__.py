@@ -9,6 +9,7 @@ from fuseflow.errors import (
     UnsupportedError,
     VerificationError,
 )
+from fuseflow.fabric.split import SplitInfo, SplitPlan, split_nnz, split_rows
 from fuseflow.fabric.strategy import Context, RegionTask, Strategy
 from fuseflow.program import Program, SimResult, compile
 from fuseflow.schedule.rules import Match, Rule, Schedule
@@ -23,6 +24,10 @@ __all__ = [
     "Strategy",
     "Context",
     "RegionTask",
+    "SplitInfo",
+    "SplitPlan",
+    "split_nnz",
+    "split_rows",
     "FuseflowError",
     "FormatError",
     "UnsupportedError",

@@ -70,8 +70,14 @@ def info_for(program: Program, env: Mapping[str, Any]) -> SplitInfo:
 def plan_for(strategy: Strategy, info: SplitInfo) -> SplitPlan:
     """`strategy.split(info)`, checked: contiguous ranges that cover the rows."""
     plan = strategy.split(info)
-    edges = [lo for lo, _ in plan.bounds] + [plan.bounds[-1][1]] if plan.bounds else []
-    if not edges or edges[0] != 0 or edges[-1] != info.extent or any(a >= b for a, b in zip(edges, edges[1:])):
+    b = plan.bounds
+    if (
+        not b
+        or b[0][0] != 0
+        or b[-1][1] != info.extent
+        or any(lo >= hi for lo, hi in b)
+        or any(x[1] != y[0] for x, y in zip(b, b[1:]))
+    ):
         raise FuseflowError(
             f"strategy {strategy.name}: its split {list(plan.bounds)} does not cut rows 0..{info.extent} "
             "into contiguous, non-empty ranges"
