@@ -140,6 +140,9 @@ class Program:
 
             predicted = [r.cycles for r in whole.regions]
             whole.timeline, whole.split = predicted_timeline(self, predicted, args, arch_, strategy_, data)
+            chosen = getattr(strategy_, "chosen", None)
+            if chosen is not None:
+                whole.strategy = f"auto({chosen.name})"
         return whole
 
     def mlir(self, stage: str = "sam") -> str:

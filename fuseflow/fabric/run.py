@@ -197,9 +197,16 @@ def predicted_timeline(
     program: Program, predicted: Sequence[float], args: tuple, arch: Arch, strategy: Strategy, data
 ) -> tuple[list[Span], SplitPlan | None]:
     """The timeline of the cycle model's figures (`Program.estimate`): the regions' predicted
-    cycles, or their micro-batches' under a strategy that splits."""
+    cycles, or their micro-batches' under a strategy that splits (``auto``: its choice by the
+    model, unconfirmed)."""
     info = info_for(program, data)
-    plan = plan_for(strategy, info) if not isinstance(strategy, Auto) else SplitPlan.one(info)
+    if isinstance(strategy, Auto):
+        weighed = _weigh(program, info, args, arch, data)
+        strategy.considered = {n: float(max((sp.end for sp in w[0]), default=0)) for n, w in weighed.items()}
+        best = min(strategy.considered, key=lambda n: strategy.considered[n])
+        strategy.chosen = resolve(best)
+        return weighed[best]
+    plan = plan_for(strategy, info)
     if plan.k == 1:
         durations = [int(round(c)) for c in predicted]
         return timeline_from_durations(program_tasks(program), durations, arch.fabric, strategy, predicted), None
@@ -209,31 +216,39 @@ def predicted_timeline(
     return timeline_from_durations(b.tasks, durations, arch.fabric, strategy, cycles, traffic, b.deps), plan
 
 
+def _weigh(
+    program: Program, info: SplitInfo, args: tuple, arch: Arch, env
+) -> dict[str, tuple[list[Span], SplitPlan | None]]:
+    """`auto`'s candidates placed with the cycle model's figures, in `Auto.CANDIDATES` order
+    (a pipeline is left out when no region can be cut or the rows are fewer than K)."""
+    region_cycles, region_bytes = predictions(program, args, arch)
+    tasks = program_tasks(program)
+    out: dict[str, tuple[list[Span], SplitPlan | None]] = {}
+    for name in Auto.CANDIDATES:
+        s = resolve(name)
+        if info.extent < getattr(s, "k", 1):
+            continue
+        plan = s.split(info)
+        if plan.k == 1:
+            durations = [round(c) for c in region_cycles]
+            out[name] = (timeline_from_durations(tasks, durations, arch.fabric, s, region_cycles, region_bytes), None)
+            continue
+        b = batched(program, plan, info)
+        if not b.cuts:
+            continue  # nothing to cut: the same as one micro-batch
+        pc, pb = task_predictions(b, program, args, arch, env)
+        out[name] = (timeline_from_durations(b.tasks, [round(c) for c in pc], arch.fabric, s, pc, pb, b.deps), plan)
+    return out
+
+
 def _auto(program: Program, cycles: Sequence[int], arch: Arch, auto: Auto, args: tuple, env) -> Placement:
     """The candidate with the shortest predicted makespan, simulated; ``sequential`` when that
     turns out faster (a strategy the model favours can lose to contention it does not predict)."""
-    info = info_for(program, env)
-    region_cycles, region_bytes = predictions(program, args, arch)
-    tasks = program_tasks(program)
-    considered: dict[str, float] = {}
-    for name in Auto.CANDIDATES:
-        s = resolve(name)
-        plan = s.split(info) if info.extent >= getattr(s, "k", 1) else None
-        if plan is None:
-            continue
-        if plan.k == 1:
-            spans = timeline_from_durations(
-                tasks, [round(c) for c in region_cycles], arch.fabric, s, region_cycles, region_bytes
-            )
-        else:
-            b = batched(program, plan, info)
-            if not b.cuts:
-                continue  # no region can be cut: the same as one micro-batch
-            pc, pb = task_predictions(b, program, args, arch, env)
-            spans = timeline_from_durations(b.tasks, [round(c) for c in pc], arch.fabric, s, pc, pb, b.deps)
-        considered[name] = float(max((sp.end for sp in spans), default=0))
+    weighed = _weigh(program, info_for(program, env), args, arch, env)
+    considered = {n: float(max((sp.end for sp in w[0]), default=0)) for n, w in weighed.items()}
+    auto.considered = considered
     best = min(considered, key=lambda n: considered[n])  # candidates in order: ties keep the simpler
-    sequential = timeline_from_durations(tasks, cycles, arch.fabric, Strategy())
+    sequential = timeline_from_durations(program_tasks(program), cycles, arch.fabric, Strategy())
     auto.chosen = Strategy()
     if best != "sequential":
         run = place(program, cycles, arch, best, args, env)
