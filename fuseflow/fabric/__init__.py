@@ -6,6 +6,8 @@
 - `scheduler`: the fabric's bookkeeping that checks every start; timelines and utilization.
 - `shared_run`: regions that run at the same time simulated in one engine run, sharing the
   memory model's channels.
+- `split`, `batches`: micro-batches (the rows cut into ranges, the regions that can be cut, their
+  tasks and dependencies).
 """
 
 from fuseflow.fabric.resources import FitError, demand_of

@@ -247,15 +247,21 @@ def _auto(program: Program, cycles: Sequence[int], arch: Arch, auto: Auto, args:
     weighed = _weigh(program, info_for(program, env), args, arch, env)
     considered = {n: float(max((sp.end for sp in w[0]), default=0)) for n, w in weighed.items()}
     auto.considered = considered
-    best = min(considered, key=lambda n: considered[n])  # candidates in order: ties keep the simpler
-    sequential = timeline_from_durations(program_tasks(program), cycles, arch.fabric, Strategy())
+    ranked = sorted(considered, key=lambda n: considered[n])  # stable: ties keep the simpler
+    finalists = [n for n in ranked[: ranked.index("sequential")] if n != "sequential"][: Auto.FINALISTS]
+    best = Placement(
+        timeline_from_durations(program_tasks(program), cycles, arch.fabric, Strategy()),
+        "auto(sequential)",
+        None,
+        considered,
+    )
     auto.chosen = Strategy()
-    if best != "sequential":
-        run = place(program, cycles, arch, best, args, env)
-        if max(s.end for s in run.timeline) < max(s.end for s in sequential):
-            auto.chosen = resolve(best)
-            return Placement(run.timeline, f"auto({best})", run.split, considered)
-    return Placement(sequential, "auto(sequential)", None, considered)
+    for name in finalists:
+        run = place(program, cycles, arch, name, args, env)
+        if max(s.end for s in run.timeline) < max(s.end for s in best.timeline):
+            auto.chosen = resolve(name)
+            best = Placement(run.timeline, f"auto({name})", run.split, considered)
+    return best
 
 
 def _one_at_a_time(strategy: Strategy) -> bool:

@@ -254,9 +254,13 @@ def slice_rows(data, dim: int, lo: int, hi: int):
 
 
 def row_counts(data, dim: int) -> np.ndarray:
-    """Stored entries of a sparse tensor per index of `dim`."""
-    coo = scipy.sparse.coo_matrix(data)
-    return np.bincount(coo.row if dim == 0 else coo.col, minlength=coo.shape[dim]).astype(float)
+    """Stored (nonzero) entries of a sparse tensor per index of `dim`; a tensor declared sparse
+    but handed over dense counts its nonzeros, which is what its compressed levels store."""
+    if scipy.sparse.issparse(data):
+        coo = scipy.sparse.coo_matrix(data)
+        return np.bincount(coo.row if dim == 0 else coo.col, minlength=coo.shape[dim]).astype(float)
+    arr = np.asarray(data)
+    return np.count_nonzero(arr, axis=tuple(a for a in range(arr.ndim) if a != dim)).astype(float)
 
 
 def split_info(graphs: Sequence[GraphSpec], assigns: Mapping[str, Sequence[Assign]], env, extent: int) -> SplitInfo:
@@ -272,6 +276,8 @@ def split_info(graphs: Sequence[GraphSpec], assigns: Mapping[str, Sequence[Assig
         for name, d in cut.dims.items():
             t = g.tensors[name]
             source = t.copy_of or name
-            if t.role == "input" and source in env and scipy.sparse.issparse(env[source]) and source not in work:
+            if t.role != "input" or source not in env or source in work:
+                continue
+            if scipy.sparse.issparse(env[source]) or "compressed" in t.fmt.levels:
                 work[source] = row_counts(env[source], d)
     return SplitInfo("rows", extent, work, regions)

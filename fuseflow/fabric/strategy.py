@@ -179,11 +179,13 @@ class Pipeline(Strategy):
 
 class Auto(Strategy):
     """Chooses among ``sequential``, ``concurrent`` and ``pipeline:K`` (K = 2, 4, 8) by the cycle
-    model's makespan, then simulates its choice and keeps ``sequential`` if that is faster
-    (fabric/run.py). `chosen` is the strategy it ran."""
+    model's makespan, then simulates the `FINALISTS` best predicted to beat ``sequential`` and
+    keeps the fastest simulated, ``sequential`` included (fabric/run.py). `chosen` is the
+    strategy it ran."""
 
     name = "auto"
     CANDIDATES: tuple[str, ...] = ("sequential", "concurrent", "pipeline:2", "pipeline:4", "pipeline:8")
+    FINALISTS = 2
 
     def __init__(self) -> None:
         self.chosen: Strategy | None = None
