@@ -59,6 +59,10 @@ def evaluate(path: str, options: dict[str, Any], point: Point, simulate: bool = 
                 mem_bytes=int(sum(t["mem_read_bytes"] + t["mem_write_bytes"] for t in totals)),
                 max_abs_error=float(err),
             )
+            if res.strategy != point.strategy:  # auto: what it chose
+                row["chosen_strategy"] = res.strategy
+            if res.split is not None:
+                row["split"] = res.split.to_json()
         if prog.plan is not None:
             row["chosen_schedule"] = repr(prog.plan.schedule)
     except FuseflowError as e:

@@ -124,3 +124,21 @@ def test_strategies_and_a_finite_fabric_are_axes_of_the_sweep():
     direct = prog.simulate(arch={"preset": "amber", "fifo_depth": 16})
     assert direct.cycles == direct.serial_cycles + 512 * len(prog.graphs)
     assert by[("amber", "sequential")]["cycles"] == direct.cycles
+
+
+def test_micro_batch_strategies_are_swept_and_recorded():
+    space = load_space(
+        None, {"schedule": ["unfused"], "order": ["plain"], "strategy": ["sequential", "pipeline:2", "auto"]}
+    )
+    res = sweep(MODEL, OPTIONS, space, LocalExecutor(jobs=1), cache_dir=None)
+    assert all(r["status"] == "ok" for r in res.rows), [r["status"] for r in res.rows]
+    by = {r["strategy"]: r for r in res.rows}
+    assert by["pipeline:2"]["split"]["k"] == 2 and "split" not in by["sequential"]
+    assert by["auto"]["chosen_strategy"].startswith("auto(")
+    assert by["auto"]["cycles"] <= by["sequential"]["cycles"]
+    import fuseflow
+    from fuseflow.model_files import build_from_file
+
+    model, args, formats = build_from_file(MODEL, OPTIONS)[1]
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain")
+    assert by["pipeline:2"]["cycles"] == prog.simulate(strategy="pipeline:2").cycles
