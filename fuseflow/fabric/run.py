@@ -114,8 +114,9 @@ def place(
     if isinstance(chosen, Auto):
         assert env is not None
         return _auto(program, cycles, arch, chosen, args, env)
-    plan = plan_for(chosen, info_for(program, env if env is not None else program.bind(args)))
-    if plan.k > 1:
+    splits = type(chosen).split is not Strategy.split
+    plan = plan_for(chosen, info_for(program, env if env is not None else program.bind(args))) if splits else None
+    if plan is not None and plan.k > 1:
         assert env is not None
         return _place_split(program, plan, cycles, arch, chosen, args, env)
     tasks = program_tasks(program)
@@ -199,6 +200,9 @@ def predicted_timeline(
     """The timeline of the cycle model's figures (`Program.estimate`): the regions' predicted
     cycles, or their micro-batches' under a strategy that splits (``auto``: its choice by the
     model, unconfirmed)."""
+    if type(strategy).split is Strategy.split and not isinstance(strategy, Auto):  # the rows whole
+        durations = [int(round(c)) for c in predicted]
+        return timeline_from_durations(program_tasks(program), durations, arch.fabric, strategy, predicted), None
     info = info_for(program, data)
     if isinstance(strategy, Auto):
         weighed = _weigh(program, info, args, arch, data)

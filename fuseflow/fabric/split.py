@@ -257,8 +257,8 @@ def row_counts(data, dim: int) -> np.ndarray:
     """Stored (nonzero) entries of a sparse tensor per index of `dim`; a tensor declared sparse
     but handed over dense counts its nonzeros, which is what its compressed levels store."""
     if scipy.sparse.issparse(data):
-        coo = scipy.sparse.coo_matrix(data)
-        return np.bincount(coo.row if dim == 0 else coo.col, minlength=coo.shape[dim]).astype(float)
+        coo = data.tocoo()
+        return np.bincount(coo.coords[dim], minlength=coo.shape[dim]).astype(float)
     arr = np.asarray(data)
     return np.count_nonzero(arr, axis=tuple(a for a in range(arr.ndim) if a != dim)).astype(float)
 
@@ -270,6 +270,8 @@ def split_info(graphs: Sequence[GraphSpec], assigns: Mapping[str, Sequence[Assig
     work: dict[str, np.ndarray] = {}
     for g in graphs:
         cut = cut_region(g, assigns.get(g.name, ()), extent)
+        if not isinstance(cut, str):
+            cut = _sliceable(g, cut, env)
         regions[g.name] = cut if isinstance(cut, str) else None
         if isinstance(cut, str):
             continue
@@ -281,3 +283,15 @@ def split_info(graphs: Sequence[GraphSpec], assigns: Mapping[str, Sequence[Assig
             if scipy.sparse.issparse(env[source]) or "compressed" in t.fmt.levels:
                 work[source] = row_counts(env[source], d)
     return SplitInfo("rows", extent, work, regions)
+
+
+def _sliceable(g: GraphSpec, cut: RegionCut, env) -> RegionCut | str:
+    """`cut`, or why its inputs cannot be sliced here: sparse inputs of rank above 2 (scipy
+    slices matrices only) run whole."""
+    for name, t in g.tensors.items():
+        source = t.copy_of or name
+        if t.role == "input" and name in cut.dims and source in env:
+            data = env[source]
+            if scipy.sparse.issparse(data) and data.ndim != 2:
+                return f"sparse input {source} has rank {data.ndim}"
+    return cut
