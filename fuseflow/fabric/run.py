@@ -15,7 +15,8 @@ from fuseflow.fabric.batches import Batched, batched, program_task_list, run_bat
 from fuseflow.fabric.dag import Task
 from fuseflow.fabric.scheduler import FabricState, Span, timeline_from_durations
 from fuseflow.fabric.split import SplitInfo, SplitPlan, split_info
-from fuseflow.fabric.strategy import Auto, Strategy, resolve
+from fuseflow.fabric.strategy import BUILTIN, Auto, Strategy, resolve
+from fuseflow.fabric.templates import TemplateRunner
 from fuseflow.sim.arch import Arch
 
 if TYPE_CHECKING:
@@ -89,7 +90,12 @@ def needs_values(strategy: str | Strategy, arch: Arch) -> bool:
     """Whether `place` reads every tensor after the run (a shared run re-simulates the regions
     together; micro-batches slice intermediates), so `simulate` must keep them."""
     s = resolve(strategy)
-    return shares_memory(s, arch) or isinstance(s, Auto) or type(s).split is not Strategy.split
+    return (
+        shares_memory(s, arch)
+        or isinstance(s, Auto)
+        or type(s) not in BUILTIN.values()  # a user strategy may run templates
+        or type(s).split is not Strategy.split
+    )
 
 
 def shares_memory(strategy: str | Strategy, arch: Arch) -> bool:
@@ -125,7 +131,12 @@ def place(
     if not sequential and predicted is None:
         predicted, traffic = predictions(program, args, arch)
     if sequential or not arch.memory_model or env is None:
-        return Placement(timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted, traffic), chosen.name)
+        runner = None
+        if env is not None:
+            specs = program_task_list(program)[1]
+            runner = _templates(program, specs, lambda i: env, lambda i: None, env, arch, chosen)
+        spans = timeline_from_durations(tasks, cycles, arch.fabric, chosen, predicted, traffic, templates=runner)
+        return Placement(spans, chosen.name)
     state = FabricState(tasks, arch.fabric, predicted if predicted is not None else cycles, chosen.name, traffic)
     _, specs = program_task_list(program)
     graphs = {i: g for i, g in enumerate(specs) if g is not None}
@@ -141,7 +152,8 @@ def _place_split(
     predicted, traffic = task_predictions(b, program, args, arch, env)
     if _one_at_a_time(chosen) or not arch.memory_model:
         durations = run_batches(b, env, cycles, arch)
-        spans = timeline_from_durations(b.tasks, durations, arch.fabric, chosen, predicted, traffic, b.deps)
+        runner = _templates(program, b.specs, lambda i: b.inputs(i, env), lambda i: b.rows[i], env, arch, chosen)
+        spans = timeline_from_durations(b.tasks, durations, arch.fabric, chosen, predicted, traffic, b.deps, runner)
         return Placement(spans, chosen.name, plan)
     state = FabricState(b.tasks, arch.fabric, predicted, chosen.name, traffic, b.deps)
     graphs = {i: s for i, s in enumerate(b.specs) if s is not None}
@@ -151,6 +163,26 @@ def _place_split(
         chosen.name,
         plan,
     )
+
+
+def _templates(program: Program, specs, inputs, rows, env, arch: Arch, chosen: Strategy) -> TemplateRunner:
+    """What runs a task's template and checks it against its region's index-notation values (the
+    rows of them a micro-batch writes)."""
+    from fuseflow.fabric.split import slice_rows
+    from fuseflow.sim.values import region_values
+
+    names = {g.name for g in program.graphs}
+
+    def expected(i: int) -> dict[str, np.ndarray]:
+        spec = specs[i]
+        region = spec.name.split("#")[0] if spec is not None else ""
+        if region not in names:
+            return {}
+        values = region_values(program.assigns[region], env)
+        r = rows(i)
+        return {k: (v if r is None else slice_rows(v, 0, *r)) for k, v in values.items()}
+
+    return TemplateRunner(list(specs), inputs, expected, arch, program.tolerance, chosen.name)
 
 
 def _shared(state, chosen, graphs, hosts, inputs, expected, arch) -> list[Span]:

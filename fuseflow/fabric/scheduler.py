@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.dag import Task, dependencies, longest_paths
@@ -24,6 +24,7 @@ from fuseflow.sim.arch import RESOURCES, Fabric
 
 if TYPE_CHECKING:
     from fuseflow.fabric.strategy import Strategy
+    from fuseflow.fabric.templates import TemplateRunner
 
 STRATEGIES = ("sequential", "concurrent")
 
@@ -39,6 +40,7 @@ class Span:
     units: dict[str, int] = field(default_factory=dict)
     reconfig: int = 0
     batch: int | None = None  # the micro-batch (fabric/split.py); None: the region whole
+    template: str | None = None  # the hand-built graph that ran in place of the region
 
     @property
     def cycles(self) -> int:
@@ -58,6 +60,8 @@ class Span:
         }
         if self.batch is not None:
             out["batch"] = self.batch
+        if self.template is not None:
+            out["template"] = self.template
         return out
 
 
@@ -217,9 +221,9 @@ class FabricState:
                 + ("" if self.fabric is None else " (does it fit the fabric?)")
             )
 
-    def span(self, i: int, end: int) -> Span:
+    def span(self, i: int, end: int, template: str | None = None) -> Span:
         t = self.tasks[i]
-        return Span(t.name, self.start[i], end, self.units(i), self.loads.get(i, 0), t.batch)
+        return Span(t.name, self.start[i], end, self.units(i), self.loads.get(i, 0), t.batch, template)
 
 
 def timeline_from_durations(
@@ -230,34 +234,45 @@ def timeline_from_durations(
     predicted: Sequence[float] | None = None,
     predicted_bytes: Sequence[float] | None = None,
     deps: Sequence[frozenset[int]] | None = None,
+    templates: TemplateRunner | None = None,
 ) -> list[Span]:
-    """The timeline when each task takes its own `durations[i]` cycles wherever it runs."""
+    """The timeline when each task takes its own `durations[i]` cycles wherever it runs (a task
+    issued with a template: the template's, run by `templates`)."""
     from fuseflow.fabric.strategy import Context, resolve, run_schedule
 
     chosen = resolve(strategy)
     state = FabricState(
         tasks, fabric, predicted if predicted is not None else durations, chosen.name, predicted_bytes, deps
     )
-    driver = _TimedDriver(state, durations)
+    driver = _TimedDriver(state, durations, templates)
     run_schedule(chosen, Context(state, driver))
     state.check_all_started()
     while driver.wait() is not None:  # what the strategy issued last runs to its end
         pass
-    return [state.span(i, driver.ends[i]) for i in range(len(tasks))]
+    names = templates.names if templates is not None else {}
+    return [state.span(i, driver.ends[i], names.get(i)) for i in range(len(tasks))]
 
 
 class _TimedDriver:
     """Runs issued regions for known durations: `wait` pops the next end off a calendar."""
 
-    def __init__(self, state: FabricState, durations: Sequence[int]):
-        self.state, self.durations = state, durations
+    def __init__(self, state: FabricState, durations: Sequence[int], templates: TemplateRunner | None = None):
+        self.state, self.durations, self.templates = state, durations, templates
         self.now = 0
         self.running: list[tuple[int, int]] = []  # (end, task)
         self.ends: dict[int, int] = {}
 
-    def issue(self, i: int) -> None:
+    def issue(self, i: int, template: Any = None) -> None:
+        duration = int(self.durations[i])
+        if template is not None:
+            if self.templates is None:
+                raise FuseflowError(
+                    f"strategy {self.state.name}: region {self.state.tasks[i].label} was issued with a template, "
+                    "but this run has no values to check it against (estimate() runs none)"
+                )
+            duration = self.templates.run(i, template)
         begin = self.state.begin(i, self.now)
-        heapq.heappush(self.running, (begin + int(self.durations[i]), i))
+        heapq.heappush(self.running, (begin + duration, i))
 
     def wait(self) -> int | None:
         if not self.running:

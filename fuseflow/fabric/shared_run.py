@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 import fuseflow._simulator as _simulator
-from fuseflow.errors import MismatchError, SimulationError
+from fuseflow.errors import FuseflowError, MismatchError, SimulationError
 from fuseflow.fabric.scheduler import FabricState, Span
 from fuseflow.fabric.strategy import Context, Strategy, run_schedule
 from fuseflow.sim.arch import Arch
@@ -89,7 +89,13 @@ class _EngineDriver:
         self.done = False
 
     # --- the strategy's side (its own thread) ---
-    def issue(self, i: int) -> None:
+    def issue(self, i: int, template: Any = None) -> None:
+        if template is not None:
+            raise FuseflowError(
+                f"strategy {self.state.name}: region {self.state.tasks[i].label} was issued with a template; "
+                "templates run with known durations, not in a run whose regions share the memory model "
+                "(use an arch without the memory model)"
+            )
         begin = self.state.begin(i, self.now)
         if i in self.part_of:
             self.pending.append((self.part_of[i], begin))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fuseflow.errors import FuseflowError, user_location
 from fuseflow.fabric.split import SPLIT_KINDS, SplitInfo, SplitPlan, split_nnz, split_rows
@@ -56,7 +56,7 @@ class Driver(Protocol):
 
     now: int
 
-    def issue(self, i: int) -> None: ...
+    def issue(self, i: int, template: Any = None) -> None: ...
 
     def wait(self) -> int | None: ...
 
@@ -95,9 +95,11 @@ class Context:
         """Whether `task`'s units are free now."""
         return self._state.fits(task.index)
 
-    def issue(self, task: RegionTask) -> None:
-        """Start `task` now on free units (it loads its configuration first)."""
-        self._driver.issue(task.index)
+    def issue(self, task: RegionTask, template: Any = None) -> None:
+        """Start `task` now on free units (it loads its configuration first). `template`: a sam
+        graph (a `.mlir` file, sam text or a parsed graph) to run in place of the region; it must
+        compute the region's values (fabric/templates.py)."""
+        self._driver.issue(task.index, template)
 
     def wait(self) -> RegionTask | None:
         """Advance to the next region that finishes and return it; None when nothing runs."""

@@ -235,3 +235,59 @@ def test_more_micro_batches_than_rows_is_refused():
     prog = _compiled("gcn_layer", "unfused")
     with pytest.raises(FuseflowError, match="cannot split 34 rows into 35"):
         prog.simulate(strategy="pipeline:35")
+
+
+class WithTemplate(fuseflow.Strategy):
+    """Runs one region as a hand-built graph (`template`), the rest as compiled."""
+
+    name = "with-template"
+
+    def __init__(self, region: str, template):
+        self.region, self.template = region, template
+
+    def schedule(self, ctx):
+        for task in ctx.tasks:
+            ctx.issue(task, template=self.template if task.region == self.region else None)
+            ctx.wait()
+
+
+def _gcn_layer_and_lanes():
+    m, args, formats = importlib.import_module("gcn_layer").build()
+    prog = fuseflow.compile(m, args, formats=formats, schedule="unfused", order="plain")
+    lanes = fuseflow.compile(
+        m, args, formats=formats, schedule="unfused", order="plain", passes="sam-parallelize{level=i factor=4}"
+    )
+    return prog, lanes
+
+
+def test_a_template_runs_in_place_of_its_region_and_is_checked(tmp_path):
+    """The 4-lane graph of the aggregation, handed over as a file, replaces the compiled one on
+    the timeline; its cycles are its own run's."""
+    prog, lanes = _gcn_layer_and_lanes()
+    path = tmp_path / "lanes.sam.mlir"
+    path.write_text(lanes.sam_text)
+    region = "r1_matmul"
+    res = prog.simulate(strategy=WithTemplate(region, str(path)))
+    res.check()
+    span = next(s for s in res.timeline if s.region == region)
+    alone = run_graph(next(g for g in lanes.graphs if g.name == region), _whole_runs(prog), Arch.resolve(None))
+    assert span.template == region and span.cycles == alone.cycles
+    assert alone.cycles < next(r.cycles for r in res.regions if r.name == region)
+    assert res.to_json()["timeline"][1]["template"] == region
+
+
+def test_a_template_that_computes_something_else_is_a_mismatch(tmp_path):
+    prog, _ = _gcn_layer_and_lanes()
+    wrong = prog.sam_text.replace('op = "relu"', 'op = "abs"')  # the ReLU region takes |x|
+    assert wrong != prog.sam_text
+    with pytest.raises(fuseflow.MismatchError, match="template r2_relu in place of region r2_relu writes other"):
+        prog.simulate(strategy=WithTemplate("r2_relu", wrong))
+
+
+def test_a_template_with_other_tensors_is_refused():
+    prog, _ = _gcn_layer_and_lanes()
+    other = prog.graphs[0]  # r0_linear: reads X and the weights, not A
+    with pytest.raises(FuseflowError, match="template r0_linear does not read A, which region r1_matmul does"):
+        prog.simulate(strategy=WithTemplate("r1_matmul", other))
+    with pytest.raises(FuseflowError, match="no such file"):
+        prog.simulate(strategy=WithTemplate("r1_matmul", "missing.sam.mlir"))
