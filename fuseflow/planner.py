@@ -389,9 +389,13 @@ def plan(
     candidates: int = 6,
     constraints: Schedule | None = None,
     progress=None,
+    strategy: Any = "sequential",
 ) -> Plan:
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
-    ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``)."""
+    ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``).
+    `strategy`: how the regions will run on the fabric (docs/fabric.md); the finalists are
+    estimated and simulated under it, so the choice is the fastest makespan simulated (the
+    cover still ranks segments by the sum of their predicted cycles)."""
     t0 = time.perf_counter()
     space = Space(
         model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints, arch=arch
@@ -463,9 +467,9 @@ def plan(
     def confirm(c: Candidate, why: str) -> None:
         say(f"confirming: {c.describe(units)}")
         prog = programs[id(c)] = space.compile(c.builtin or c.segments, order)
-        est = prog.estimate(arch=arch)
+        est = prog.estimate(arch=arch, strategy=strategy)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
-        res = prog.simulate(arch=arch)
+        res = prog.simulate(arch=arch, strategy=strategy)
         c.simulated_cycles = res.cycles
         simulated[0] += res.cycles
         c.status = why

@@ -65,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--arch", default="comal")
     pl.add_argument("--order", help="orders of the finalists' regions: auto (default) | plain")
     pl.add_argument("--top-k", type=int, help="finalists simulated to confirm (default: 1 per 20 candidates, 1-3)")
+    pl.add_argument("--strategy", default="sequential", help="the finalists run under it: " + STRATEGY_HELP)
     pl.add_argument("--json", action="store_true")
     pl.add_argument("-o", "--output", help="save the chosen schedule (.json or .py) for --schedule FILE")
     pl.set_defaults(fn=cmd_plan)

@@ -77,6 +77,7 @@ def cmd_plan(a) -> int:
         order=a.order,
         top_k=a.top_k,
         progress=(lambda m: print(m, file=sys.stderr)) if sys.stderr.isatty() else None,
+        strategy=getattr(a, "strategy", "sequential"),
     )
     if a.json:
         print(json.dumps(_plan_json(found, a), indent=2))

@@ -291,3 +291,13 @@ def test_a_template_with_other_tensors_is_refused():
         prog.simulate(strategy=WithTemplate("r1_matmul", other))
     with pytest.raises(FuseflowError, match="no such file"):
         prog.simulate(strategy=WithTemplate("r1_matmul", "missing.sam.mlir"))
+
+
+def test_the_planner_confirms_its_finalists_under_a_strategy():
+    from fuseflow.planner import plan
+
+    m, args, formats = importlib.import_module("sae").build()
+    found = plan(m, args, formats, strategy="pipeline:4")
+    simulated = [c for c in found.candidates if c.simulated_cycles is not None]
+    assert simulated and found.chosen.simulated_cycles == min(c.simulated_cycles for c in simulated)
+    assert found.program.simulate(strategy="pipeline:4").cycles == found.chosen.simulated_cycles
