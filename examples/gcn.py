@@ -29,13 +29,14 @@ def build(
     feature_density: float = 0.1,
     seed: int = 0,
     max_features: int | None = 256,
+    softmax: bool = False,
 ):
     torch.manual_seed(seed)
     A, X = load_graph(graph, max_features)
     A = normalise(A)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
-    model = TwoLayerGNN(GCNConv, X.shape[1], hidden, classes).eval()
+    model = TwoLayerGNN(GCNConv, X.shape[1], hidden, classes, softmax).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": feature_format(X), "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
     return model, (A, X), formats

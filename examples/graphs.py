@@ -18,15 +18,18 @@ import torch
 
 
 class TwoLayerGNN(torch.nn.Module):
-    """conv2(A, relu(conv1(A, X))) for any conv module class taking (fin, fout)."""
+    """conv2(A, relu(conv1(A, X))) for any conv module class taking (fin, fout); `softmax` ends
+    in a softmax over the classes, as FuseFlow's study models do."""
 
-    def __init__(self, conv: type, fin: int, hidden: int, classes: int):
+    def __init__(self, conv: type, fin: int, hidden: int, classes: int, softmax: bool = False):
         super().__init__()
         self.conv1 = conv(fin, hidden)
         self.conv2 = conv(hidden, classes)
+        self.softmax = softmax
 
     def forward(self, A, X):
-        return self.conv2(A, torch.relu(self.conv1(A, X)))
+        out = self.conv2(A, torch.relu(self.conv1(A, X)))
+        return torch.softmax(out, dim=1) if self.softmax else out
 
 
 DENSE_LIMIT = 4096

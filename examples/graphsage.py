@@ -33,12 +33,13 @@ def build(
     feature_density: float = 0.1,
     seed: int = 0,
     max_features: int | None = 256,
+    softmax: bool = False,
 ):
     torch.manual_seed(seed)
     A, X = load_graph(graph, max_features)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
-    model = TwoLayerGNN(SAGEConv, X.shape[1], hidden, classes).eval()
+    model = TwoLayerGNN(SAGEConv, X.shape[1], hidden, classes, softmax).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": feature_format(X)}
     for name, _ in model.named_parameters():
