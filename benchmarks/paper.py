@@ -10,8 +10,11 @@ defaults, with their source):
   baseline), and the row `partial over op` is the speedup against that baseline.
 - 14: GCN FLOPs and memory traffic, normalised to unfused, for full fusion, only layer 1 fused,
   only layer 2 fused, both layers (partial) and unfused.
+- 15a: lanes (P) on the fused masked attention, speedup over one lane against ideal scaling.
+- 16: blocked vs unstructured masked attention for mask blocks b = 16, 32, 64.
 - 17: every dataflow order of the fused chain X = A @ B @ C on the karate club at 90% sparsity,
-  as speedup over the worst order (no paper numbers: the artifact has no default data for it).
+  as speedup over the worst order.
+Figures 15a, 16 and 17 have no paper numbers: the artifact has no default data for them.
 
 Each row: `figure`, `app`, `dataset`, `config`, `ours`, `paper` (None where the paper gives
 none), `ratio` (ours / paper), `source` (simulated: every output checked against PyTorch), and
@@ -32,29 +35,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # the masked attention of the lane and blocking tests
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
 
 PAPER = json.loads((ROOT / "benchmarks" / "paper" / "numbers.json").read_text())
-FIGURES = ("12", "14", "17")
+FIGURES = ("12", "14", "15a", "16", "17")
 PLANETOID = ROOT.parent / "shared" / "data" / "planetoid"
 
 # our dataset -> the paper's name for it (Figure 12 and 14 data keys)
 GRAPH_NAMES = {"cora": "cora", "cora-ml": "cora_ml", "dblp": "dblp", "ogbl-collab": "collab"}
 SAE_NAMES = {"224x224": "ImageNet", "512x512": "LUNA16", "1024x1024": "NIH-CXR"}
-TIERS = {
-    "smoke": {"12": [("gcn", "karate"), ("sae", "tiny")], "14": ["karate"], "17": [0.1]},
+TIERS: dict[str, dict] = {
+    "smoke": {
+        "12": [("gcn", "karate"), ("sae", "tiny")],
+        "14": ["karate"],
+        "15a": {"seq": 32, "d": 8, "block": 16, "lanes": [1, 2]},
+        "16": {"seq": 32, "d": 16, "blocks": [16]},
+        "17": [0.1],
+    },
     "quick": {
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp")] + [("sae", "224x224")],
         "14": ["cora-ml", "dblp"],
+        "15a": {"seq": 128, "d": 32, "block": 16, "lanes": [1, 2, 4, 8, 16]},
+        "16": {"seq": 128, "d": 64, "blocks": [16, 32, 64]},
         "17": [0.1],
     },
     "medium": {
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp", "ogbl-collab")]
         + [("sae", "224x224"), ("sae", "512x512")],
         "14": ["cora-ml", "dblp", "ogbl-collab"],
+        "15a": {"seq": 256, "d": 64, "block": 16, "lanes": [1, 2, 4, 8, 16, 32, 64]},
+        "16": {"seq": 256, "d": 64, "blocks": [16, 32, 64]},
         "17": [0.1],
     },
 }
@@ -245,6 +259,66 @@ def figure14(tier: str, say) -> list[dict]:
     return rows
 
 
+def figure15a(tier: str, say) -> list[dict]:
+    """Lanes on the fused masked attention (one head, BigBird mask), against ideal scaling."""
+    from test_parallelize import attention
+
+    cfg = TIERS[tier]["15a"]
+    model, args, formats = attention(cfg["seq"], cfg["d"], cfg["block"])
+    rows, base = [], None
+    for p in cfg["lanes"]:
+        say(f"figure 15a: attention, {p} lanes")
+        prog = fuseflow.compile(
+            model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
+        )
+        res = prog.simulate()
+        err = res.check()
+        base = base or res.cycles
+        rows.append(
+            _row(
+                "15a",
+                "attention",
+                f"seq {cfg['seq']}, d {cfg['d']}, block {cfg['block']}",
+                f"P = {p}",
+                base / res.cycles,
+                None,
+                note=f"speedup over one lane (ideal {p}x); no default data in the artifact",
+                cycles=res.cycles,
+                max_abs_error=err,
+            )
+        )
+    return rows
+
+
+def figure16(tier: str, say) -> list[dict]:
+    """Blocked vs unstructured masked attention: the mask's block size b, lowered over b x b tiles."""
+    from test_parallelize import attention
+
+    cfg = TIERS[tier]["16"]
+    rows = []
+    for b in cfg["blocks"]:
+        say(f"figure 16: attention, block {b}")
+        model, args, formats = attention(cfg["seq"], cfg["d"], b)
+        plain = fuseflow.compile(model, args, formats=formats, schedule="full").simulate()
+        blocked = fuseflow.compile(model, args, formats=formats, schedule="full", passes=f"block{{size={b}}}")
+        res = blocked.simulate()
+        err = max(plain.check(), res.check())
+        rows.append(
+            _row(
+                "16",
+                "attention",
+                f"seq {cfg['seq']}, d {cfg['d']}",
+                f"b = {b}",
+                plain.cycles / res.cycles,
+                None,
+                note="blocked over unstructured (b x b tiles on a matmul unit); no default data in the artifact",
+                cycles={"unstructured": plain.cycles, "blocked": res.cycles},
+                max_abs_error=err,
+            )
+        )
+    return rows
+
+
 def figure17(tier: str, say) -> list[dict]:
     import spgemm_chain
 
@@ -338,7 +412,7 @@ def plot(rows: list[dict], directory: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--figure", default="all", help="12, 14, 17 or all (comma-separated)")
+    ap.add_argument("--figure", default="all", help="12, 14, 15a, 16, 17 or all (comma-separated)")
     ap.add_argument("--tier", default="quick", choices=sorted(TIERS))
     ap.add_argument("-o", "--output")
     ap.add_argument("--md", help="write the Markdown page here")
@@ -350,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown figure {unknown[0]}: one of {', '.join(FIGURES)} or all")
     t0 = time.perf_counter()
     rows: list[dict] = []
-    run = {"12": figure12, "14": figure14, "17": figure17}
+    run = {"12": figure12, "14": figure14, "15a": figure15a, "16": figure16, "17": figure17}
     for f in figures:
         for row in run[f](a.tier, lambda m: print(m, file=sys.stderr, flush=True)):
             print(json.dumps(row), flush=True)
