@@ -417,7 +417,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output")
     ap.add_argument("--md", help="write the Markdown page here")
     ap.add_argument("--plots", help="write one PNG per figure into this directory")
+    ap.add_argument("--from", dest="source", help="a JSON this script wrote: rewrite --md and --plots from it")
     a = ap.parse_args(argv)
+    if a.source:
+        saved = json.loads(Path(a.source).read_text())
+        if a.md:
+            Path(a.md).write_text(markdown(saved["rows"], saved["tier"], saved["wall_s"]))
+        if a.plots:
+            plot(saved["rows"], Path(a.plots))
+        return 0
     figures = FIGURES if a.figure == "all" else tuple(a.figure.split(","))
     unknown = [f for f in figures if f not in FIGURES]
     if unknown:
