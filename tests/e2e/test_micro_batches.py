@@ -43,7 +43,7 @@ def _whole_runs(prog) -> dict:
     return env
 
 
-@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     model=st.sampled_from(MODELS),
     schedule=st.sampled_from(SCHEDULES),
