@@ -284,7 +284,9 @@ def _auto(program: Program, cycles: Sequence[int], arch: Arch, auto: Auto, args:
     considered = {n: float(max((sp.end for sp in w[0]), default=0)) for n, w in weighed.items()}
     auto.considered = considered
     ranked = sorted(considered, key=lambda n: considered[n])  # stable: ties keep the simpler
-    finalists = [n for n in ranked[: ranked.index("sequential")] if n != "sequential"][: Auto.FINALISTS]
+    better = ranked[: ranked.index("sequential")]  # predicted to beat sequential
+    near = [n for n in better if considered[n] <= Auto.NEAR * considered[ranked[0]]]
+    finalists = better[: max(Auto.FINALISTS, len(near))]
     best = Placement(
         timeline_from_durations(program_tasks(program), cycles, arch.fabric, Strategy()),
         "auto(sequential)",

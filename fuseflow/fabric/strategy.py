@@ -181,13 +181,15 @@ class Pipeline(Strategy):
 
 class Auto(Strategy):
     """Chooses among ``sequential``, ``concurrent`` and ``pipeline:K`` (K = 2, 4, 8) by the cycle
-    model's makespan, then simulates the `FINALISTS` best predicted to beat ``sequential`` and
-    keeps the fastest simulated, ``sequential`` included (fabric/run.py). `chosen` is the
-    strategy it ran."""
+    model's makespan, then simulates those predicted to beat ``sequential``: the `FINALISTS`
+    best, and every one within `NEAR` of the best prediction (the model's errors differ between
+    candidates by about that much on a finite fabric). It keeps the fastest simulated,
+    ``sequential`` included (fabric/run.py). `chosen` is the strategy it ran."""
 
     name = "auto"
     CANDIDATES: tuple[str, ...] = ("sequential", "concurrent", "pipeline:2", "pipeline:4", "pipeline:8")
     FINALISTS = 2
+    NEAR = 1.15
 
     def __init__(self) -> None:
         self.chosen: Strategy | None = None
