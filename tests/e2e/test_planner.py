@@ -47,9 +47,12 @@ def test_gpt_auto_materializes_qkv_and_beats_every_fixed_schedule():
     found = prog.plan
     res = prog.simulate()
     res.check(rtol=1e-5 * 64, atol=1e-5 * 64)
+    # `full` is left out: it recomputes across the block and is never the fastest here
+    # (docs/results.md: 0.38x unfused at seq 64); it costs a minute to compile and simulate, and
+    # test_applications runs it against PyTorch
     fixed = {
         s if isinstance(s, str) else "fuseflow": fuseflow.compile(model, args, formats, schedule=s).simulate().cycles
-        for s in ["unfused", "layer", "full", gpt_bigbird.transformer_schedule()]
+        for s in ["unfused", "layer", gpt_bigbird.transformer_schedule()]
     }
     assert res.cycles <= 1.05 * min(fixed.values()), (found.explain(), fixed)
     # Q, K and V are written to memory: no region holds both a projection and the attention it feeds
