@@ -285,18 +285,14 @@ def figure14(tier: str, say) -> list[dict]:
 
 def figure15a(tier: str, say) -> list[dict]:
     """Lanes on the fused masked attention (one head, BigBird mask), against ideal scaling."""
+    from parallel_scaling import lane_sweep
     from test_parallelize import attention
 
     cfg = TIERS[tier]["15a"]
     model, args, formats = attention(cfg["seq"], cfg["d"], cfg["block"])
     rows, base = [], None
-    for p in cfg["lanes"]:
-        say(f"figure 15a: attention, {p} lanes")
-        prog = fuseflow.compile(
-            model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
-        )
-        res = prog.simulate()
-        err = res.check()
+    say(f"figure 15a: attention, lanes {cfg['lanes']}")
+    for p, res, err in lane_sweep(model, args, formats, cfg["lanes"]):
         base = base or res.cycles
         rows.append(
             _row(

@@ -21,6 +21,16 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import fuseflow  # noqa: E402
 
 
+def lane_sweep(model, args, formats, factors):
+    """(lanes, result, max abs error vs PyTorch) of the fused program at each lane count."""
+    for p in factors:
+        prog = fuseflow.compile(
+            model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
+        )
+        res = prog.simulate()
+        yield p, res, res.check()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seq", type=int, default=256)
@@ -43,12 +53,7 @@ def main() -> None:
     for name, build in cases.items():
         model, args, formats = build()
         base = None
-        for p in factors:
-            prog = fuseflow.compile(
-                model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
-            )
-            res = prog.simulate()
-            err = res.check()
+        for p, res, err in lane_sweep(model, args, formats, factors):
             base = base or res.cycles
             rows.append(
                 {

@@ -40,13 +40,14 @@ class Batched:
     region: list[int]
     rows: list[tuple[int, int] | None]
     cuts: dict[int, RegionCut] = field(default_factory=dict)  # program task index -> its cut
+    whole: dict[int, GraphSpec] = field(default_factory=dict)  # program task index -> its region's graph
 
     def inputs(self, i: int, env: Mapping[str, Any]) -> Mapping[str, Any]:
         """What task `i` reads, from the program's values `env`."""
         spec, rows = self.specs[i], self.rows[i]
         if rows is None or spec is None:
             return env
-        return batch_inputs(self._whole[self.region[i]], self.cuts[self.region[i]], env, *rows)
+        return batch_inputs(self.whole[self.region[i]], self.cuts[self.region[i]], env, *rows)
 
     def expected(self, i: int, env: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """What task `i` must write: its rows of the unsplit run's outputs."""
@@ -60,8 +61,6 @@ class Batched:
                 full = full.toarray() if scipy.sparse.issparse(full) else np.asarray(full)
                 out[name] = full if rows is None else slice_rows(full, 0, *rows)
         return out
-
-    _whole: dict[int, GraphSpec] = field(default_factory=dict)
 
 
 def program_task_list(program: Program) -> tuple[list[Task], list[GraphSpec | None]]:
@@ -103,9 +102,8 @@ def batched(program: Program, plan: SplitPlan, info: SplitInfo) -> Batched:
             region.append(p)
             rows.append((lo, hi))
     deps = _dependencies(whole, specs, cuts, members, tasks)
-    out = Batched(plan, tasks, deps, out_specs, region, rows, cuts)
-    out._whole = {p: s for p, s in enumerate(specs) if s is not None}
-    return out
+    whole_specs = {p: s for p, s in enumerate(specs) if s is not None}
+    return Batched(plan, tasks, deps, out_specs, region, rows, cuts, whole_specs)
 
 
 def _dependencies(whole, specs, cuts, members, tasks) -> list[frozenset[int]]:

@@ -222,7 +222,7 @@ def task_predictions(
 
 
 def _has_inputs(b: Batched, i: int, env: Mapping[str, Any]) -> bool:
-    whole = b._whole[b.region[i]]
+    whole = b.whole[b.region[i]]
     return all(views.has(env, t.copy_of or n) for n, t in whole.tensors.items() if t.role == "input")
 
 

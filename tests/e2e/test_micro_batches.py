@@ -301,3 +301,14 @@ def test_the_planner_confirms_its_finalists_under_a_strategy():
     simulated = [c for c in found.candidates if c.simulated_cycles is not None]
     assert simulated and found.chosen.simulated_cycles == min(c.simulated_cycles for c in simulated)
     assert found.program.simulate(strategy="pipeline:4").cycles == found.chosen.simulated_cycles
+
+
+def test_estimate_places_micro_batches_and_names_autos_choice(sae):
+    """The cycle model's preview splits too: each micro-batch estimated on its own rows."""
+    seq = sae.estimate()
+    piped = sae.estimate(strategy="pipeline:4")
+    assert piped.split is not None and piped.split.k == 4
+    assert {s.batch for s in piped.timeline} == {0, 1, 2, 3}
+    assert piped.cycles < seq.cycles
+    auto = sae.estimate(strategy="auto")
+    assert auto.strategy.startswith("auto(pipeline:") and auto.cycles <= piped.cycles
