@@ -8,10 +8,14 @@ every candidate is acyclic by construction, and FuseFlow's transformer split (LN
 attention | the rest) is one of them.
 
 Search (DESIGN §12):
-1. *Cover*: compile a few segmentations whose regions together are every possible segment
-   (greedy set cover), with the lowering's own order, and take each region's predicted cycles,
-   bytes and ALU ops from the cycle model. A region's cost barely depends on its neighbours, so
-   a segmentation's cost is the sum of its segments'.
+1. *Cover*: compile a few segmentations whose regions together are every possible segment,
+   shortest segments first (`_band`), with the lowering's own order, and take each region's
+   predicted cycles, bytes and ALU ops from the cycle model. A region's cost barely depends on
+   its neighbours, so a segmentation's cost is the sum of its segments'. A segment estimated
+   `HOPELESS` times its best split is a fusion that recomputes (the heads' attention fused with
+   the value projection it reads per key); the longer segments containing it are not estimated
+   (their lowering is the cover's cost: a whole GPT block takes 20 s to lower).
+   `Plan.explain()` names them.
 2. *Choose*: the k best segmentations by that sum (dynamic programming); a candidate whose
    cycles, bytes and ALU ops are all dominated by another's is dropped.
 3. *Confirm*: the best `top_k` by estimate (1 per 20 segmentations of the space, at most 3) are
@@ -51,6 +55,10 @@ MAX_UNITS = 24
 """More units than this are coarsened to top-level layers (the cover grows as units^2)."""
 MAX_TOP_K = 3
 """At most this many finalists are simulated; fewer in small spaces (`top_k_for`)."""
+HOPELESS = 4.0
+"""A segment estimated this many times its best split into shorter estimated segments makes
+every longer segment containing it a candidate the planner does not estimate (docs/architecture.md,
+"Planning")."""
 
 
 def top_k_for(space_size: int) -> int:
@@ -263,23 +271,63 @@ def _schedule(units: list[Unit], segments: Sequence[tuple[int, int]]) -> Schedul
     return Schedule.rules(*rules)
 
 
-def _cover(n: int, allowed=lambda a, b: True) -> list[tuple[tuple[int, int], ...]]:
-    """Segmentations of 0..n that together contain every allowed segment (a, b), greedily."""
-    todo = {(a, b) for a in range(n) for b in range(a + 1, n + 1) if allowed(a, b)}
-    out = []
+def _most_of(n: int, allowed, todo: set, filler) -> tuple[tuple[int, int], ...]:
+    """The segmentation of 0..n with the most segments of `todo`, the rest `filler` segments,
+    shortest fillers first; () when none holds one of `todo`."""
+    best: list[tuple[int, int, list] | None] = [(0, 0, [])] + [None] * n
+    for b in range(1, n + 1):
+        for a in range(b):
+            prev = best[a]
+            if prev is None or not allowed(a, b):
+                continue
+            hit = (a, b) in todo
+            if not hit and not filler(a, b):
+                continue
+            score = (prev[0] + hit, prev[1] - (0 if hit else b - a))
+            cur = best[b]
+            if cur is None or score > cur[:2]:
+                best[b] = (score[0], score[1], prev[2] + [(a, b)])
+    end = best[n]
+    return tuple(end[2]) if end is not None and end[0] > 0 else ()
+
+
+def _band(n: int, allowed, length: int, estimated: Mapping, skip) -> list[tuple[tuple[int, int], ...]]:
+    """Segmentations that together hold every allowed segment of `length` neither estimated nor
+    in `skip`; the other segments are estimated (or length-1) ones, the cheapest to lower again."""
+    todo = {(a, a + length) for a in range(n - length + 1) if allowed(a, a + length)}
+    todo -= set(estimated) | set(skip)
+    out: list[tuple[tuple[int, int], ...]] = []
+    done: set[tuple[int, int]] = set()  # held by an earlier segmentation of this band
+
+    def filler(a: int, b: int) -> bool:
+        return ((a, b) in estimated or (a, b) in done or b - a == 1) and (a, b) not in skip
+
     while todo:
-        best: list[tuple[int, list]] = [(0, [])] + [(-1, [])] * n
-        for b in range(1, n + 1):
-            for a in range(b):
-                if best[a][0] < 0 or not allowed(a, b):
-                    continue
-                score = best[a][0] + (1 if (a, b) in todo else 0)
-                if score > best[b][0]:
-                    best[b] = (score, best[a][1] + [(a, b)])
-        segs = best[n][1]
-        out.append(tuple(segs))
+        segs = _most_of(n, allowed, todo, filler)
+        if not segs:
+            break
+        out.append(segs)
         todo -= set(segs)
+        done |= set(segs)
     return out
+
+
+def _best_splits(n: int, cost: Mapping[tuple[int, int], float]) -> dict[tuple[int, int], float]:
+    """For every span (a, b), the cheapest segmentation of it into estimated segments of which
+    none is the whole span (inf when there is none)."""
+    whole: dict[tuple[int, int], float] = {}  # cheapest segmentation, the whole span allowed
+    split: dict[tuple[int, int], float] = {}
+    inf = float("inf")
+    for length in range(1, n + 1):
+        for a in range(n - length + 1):
+            b = a + length
+            split[(a, b)] = min((whole[(a, m)] + whole[(m, b)] for m in range(a + 1, b)), default=inf)
+            whole[(a, b)] = min(cost.get((a, b), inf), split[(a, b)])
+    return split
+
+
+def _hopeless(seg: tuple[int, int], cost: Mapping[tuple[int, int], float], split: Mapping) -> bool:
+    return seg[1] - seg[0] > 1 and cost[seg] > HOPELESS * split[seg]
 
 
 def _k_best(n: int, cost: Mapping[tuple[int, int], float], k: int) -> list[tuple[float, tuple]]:
@@ -359,6 +407,36 @@ class Space:
             order = None
         return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch)
 
+    def segments_of(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
+        """The unit segments a built-in schedule's regions are, in order; None when a region
+        is not a run of whole units (a PyTorch op split between regions, say)."""
+        from fuseflow.mlir import ir
+        from fuseflow.schedule.regions import assign_regions, main_func, op_listing
+
+        module = ir.Module.parse(self.asm, context=self.imported.module.context)
+        with module.context:
+            func = main_func(module)
+            try:
+                res = assign_regions(func, schedule, self.imported.containers, self.imported.module_classes)
+            except FuseflowError:
+                return None
+            _, index_of = op_listing(func)
+            ops_of: dict[str, set[int]] = {}
+            for name, op in zip(res.names, index_of, strict=True):
+                ops_of.setdefault(name, set()).add(op)
+        unit_of = {op: u for u, unit in enumerate(self.units) for op in unit.ops}
+        segs = []
+        for ops in ops_of.values():
+            us = sorted({unit_of[o] for o in ops})
+            seg = (us[0], us[-1] + 1)
+            if us != list(range(*seg)) or {o for u in us for o in self.units[u].ops} != ops:
+                return None
+            segs.append(seg)
+        segs.sort()
+        if any(a[1] != b[0] for a, b in zip(segs, segs[1:])) or sum(b - a for a, b in segs) != len(self.units):
+            return None  # overlapping regions: a PyTorch op in two of them
+        return tuple(segs)
+
     def segmentations(self) -> list[tuple[tuple[int, int], ...]]:
         """Every allowed segmentation (2^(units-1) at most: for exhaustive sweeps of small models)."""
         n = len(self.units)
@@ -410,30 +488,7 @@ def plan(
 
     # 1. cover: every segment's predicted cost; on a finite fabric, only segments that fit, each
     # paying its configuration load
-    fabric = Arch.resolve(arch).fabric if arch is not None else None
-    seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
-    too_big: dict[tuple[int, int], str] = {}
-    cover = _cover(n, allowed)
-    for j, segs in enumerate(cover):
-        say(f"estimating segments: compile {j + 1}/{len(cover)}")
-        prog = space.compile(segs, order, quick=n > OP_UNITS)  # small models: the full order search
-        est = prog.estimate(arch=replace(Arch.resolve(arch), fabric=None) if fabric else arch)
-        by_name = {r.name: r for r in est.regions}
-        need = prog.resources()
-        for k, seg in enumerate(segs):
-            r = by_name.get(f"p{k}")
-            if r is not None and not fits(need[r.name], fabric):
-                too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
-            elif r is not None:
-                reconfig = fabric.reconfig_cycles if fabric else 0
-                seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
-    if too_big and fabric is not None:
-        first = min(too_big)
-        labels = ",".join(u.label for u in units[first[0] : first[1]])
-        notes.append(
-            f"{len(too_big)} segment(s) do not fit the fabric ({fabric.compute} compute, {fabric.memory} memory "
-            f"units) and were split, e.g. [{labels}] needs {too_big[first]}"
-        )
+    seg_cost, too_big, pruned = _cover(space, order, arch, say, notes)
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
     best = _k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
     cands = [
@@ -457,7 +512,7 @@ def plan(
         raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
     # the built-in schedules, estimated whole: the best of them is always simulated
     if constraints is None or not constraints.ruleset:
-        builtin = _best_builtin(space, order, arch, say)
+        builtin = _best_builtin(space, order, arch, say, seg_cost, pruned, notes)
         if builtin is not None:
             cands.append(builtin)
     # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
@@ -497,17 +552,83 @@ def plan(
     return Plan(program, schedule, units, cands, space.compiles, simulated[0], time.perf_counter() - t0, notes)
 
 
-def _best_builtin(space: Space, order: Any, arch: Any, say) -> Candidate | None:
+def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
+    """Step 1: every segment's estimate, band by band (`_band`), except the segments that do not
+    fit the fabric and those pruned as holding a hopeless one (`HOPELESS`); returns the
+    estimates, the segments too big for the fabric (-> what they need) and the pruned ones (->
+    the hopeless segment each holds)."""
+    n, units, allowed = len(space.units), space.units, space.allowed
+    fabric = Arch.resolve(arch).fabric if arch is not None else None
+    seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
+    too_big: dict[tuple[int, int], str] = {}
+    pruned: dict[tuple[int, int], tuple[int, int]] = {}
+    compiled = 0
+    for length in range(1, n + 1):  # shortest first: a hopeless segment prunes the longer ones
+        for segs in _band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys()):
+            compiled += 1
+            say(f"estimating segments of {length} unit(s): compile {compiled}")
+            prog = space.compile(segs, order, quick=n > OP_UNITS)  # small models: the full order search
+            est = prog.estimate(arch=replace(Arch.resolve(arch), fabric=None) if fabric else arch)
+            by_name = {r.name: r for r in est.regions}
+            need = prog.resources()
+            for k, seg in enumerate(segs):
+                r = by_name.get(f"p{k}")
+                if r is not None and not fits(need[r.name], fabric):
+                    too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
+                elif r is not None:
+                    reconfig = fabric.reconfig_cycles if fabric else 0
+                    seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
+        cycles = {s: c[0] for s, c in seg_cost.items()}
+        split = _best_splits(n, cycles)
+        for seg in [s for s in cycles if s[1] - s[0] == length and _hopeless(s, cycles, split)]:
+            for a in range(seg[0] + 1):
+                for b in range(seg[1], n + 1):
+                    if (a, b) != seg and (a, b) not in seg_cost:
+                        pruned.setdefault((a, b), seg)
+    if pruned:
+        cycles = {s: c[0] for s, c in seg_cost.items()}
+        split = _best_splits(n, cycles)
+        worst = max({*pruned.values()}, key=lambda s: cycles[s] / split[s])
+        labels = ",".join(u.label for u in units[worst[0] : worst[1]])
+        notes.append(
+            f"{len(pruned)} segment(s) not estimated: each contains a segment estimated over {HOPELESS:g}x its "
+            f"best split, e.g. [{labels}] at {cycles[worst] / split[worst]:.1f}x"
+        )
+    if too_big and fabric is not None:
+        first = min(too_big)
+        labels = ",".join(u.label for u in units[first[0] : first[1]])
+        notes.append(
+            f"{len(too_big)} segment(s) do not fit the fabric ({fabric.compute} compute, {fabric.memory} memory "
+            f"units) and were split, e.g. [{labels}] needs {too_big[first]}"
+        )
+    return seg_cost, too_big, pruned
+
+
+def _best_builtin(
+    space: Space, order: Any, arch: Any, say, seg_cost: Mapping, pruned: Mapping, notes: list[str]
+) -> Candidate | None:
     """The built-in schedule with the best whole-program estimate (orders ranked on the cover's
-    short list), as a candidate."""
+    short list), as a candidate. A built-in whose regions are unit segments is costed from the
+    cover's estimates of them; one holding a segment the cover pruned is not estimated."""
     best: Candidate | None = None
     for name in BUILTINS:
-        say(f"estimating the built-in schedule {name!r}")
-        try:
-            est = space.compile(name, order, quick=True).estimate(arch=arch)
-        except FuseflowError:
+        segs = space.segments_of(name)
+        held = [x for x in segs or () if x in pruned]
+        if held:
+            inner = pruned[held[0]]
+            labels = ",".join(u.label for u in space.units[inner[0] : inner[1]])
+            notes.append(f"built-in schedule {name!r} not estimated: a region of it contains [{labels}]")
             continue
-        c = Candidate((), float(est.cycles), float(est.mem_bytes), float(est.alu_ops), None, "", name, name)
+        if segs is not None and all(x in seg_cost for x in segs):
+            cycles, mem, alu = (sum(seg_cost[x][i] for x in segs) for i in range(3))
+        else:
+            say(f"estimating the built-in schedule {name!r}")
+            try:
+                est = space.compile(name, order, quick=True).estimate(arch=arch)
+            except FuseflowError:
+                continue
+            cycles, mem, alu = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
+        c = Candidate((), cycles, mem, alu, None, "", name, name)
         if best is None or c.estimate_cycles < best.estimate_cycles:
             best = c
     return best

@@ -61,6 +61,9 @@ def test_gpt_auto_materializes_qkv_and_beats_every_fixed_schedule():
         names = {u.label for u in region}
         assert not ({"attn.heads.*.q", "attn.heads.*.k", "attn.heads.*.v"} & names and "attn.heads.*" in names)
     assert "chosen" in found.explain() and "pruned" in found.explain()
+    # fusing the value projection into the attention that reads it per key is estimated over
+    # HOPELESS times its split: the longer segments holding it (and `full`) are not lowered
+    assert "segment(s) not estimated" in found.explain() and "'full' not estimated" in found.explain()
 
 
 def test_auto_respects_the_users_rules():
