@@ -12,10 +12,12 @@ defaults, with their source):
 - 14: GCN FLOPs and memory traffic, normalised to unfused, for full fusion, only layer 1 fused,
   only layer 2 fused, both layers (partial) and unfused.
 - 15a: lanes (P) on the fused masked attention, speedup over one lane against ideal scaling.
+- 15b: which level the lanes split: P lanes at each index variable of the fused attention
+  (query rows i, keys k, output features j, the Q.K reduction l), speedup over one lane.
 - 16: blocked vs unstructured masked attention for mask blocks b = 16, 32, 64.
 - 17: every dataflow order of the fused chain X = A @ B @ C on the karate club at 90% sparsity,
   as speedup over the worst order.
-Figures 15a, 16 and 17 have no paper numbers: the artifact has no default data for them.
+Figures 15a, 15b, 16 and 17 have no paper numbers: the artifact has no default data for them.
 
 Each row: `figure`, `app`, `dataset`, `config`, `ours`, `paper` (None where the paper gives
 none), `ratio` (ours / paper), `source` (simulated: every output checked against PyTorch), and
@@ -43,7 +45,7 @@ os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 import fuseflow  # noqa: E402
 
 PAPER = json.loads((ROOT / "benchmarks" / "paper" / "numbers.json").read_text())
-FIGURES = ("12", "14", "15a", "16", "17")
+FIGURES = ("12", "14", "15a", "15b", "16", "17")
 PLANETOID = ROOT.parent / "shared" / "data" / "planetoid"
 
 # our dataset -> the paper's name for it (Figure 12 and 14 data keys)
@@ -54,6 +56,7 @@ TIERS: dict[str, dict] = {
         "12": [("gcn", "karate")],
         "14": ["karate"],
         "15a": {"seq": 32, "d": 8, "block": 16, "lanes": [1, 2]},
+        "15b": {"seq": 32, "d": 8, "block": 16, "lanes": 4, "levels": ["i", "k"]},
         "16": {"seq": 32, "d": 16, "blocks": [16]},
         "17": [0.1],
     },
@@ -61,6 +64,7 @@ TIERS: dict[str, dict] = {
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp")] + [("sae", "224x224")],
         "14": ["cora-ml", "dblp"],
         "15a": {"seq": 128, "d": 32, "block": 16, "lanes": [1, 2, 4, 8, 16]},
+        "15b": {"seq": 128, "d": 32, "block": 16, "lanes": 8, "levels": ["i", "k", "j", "l"]},
         "16": {"seq": 128, "d": 64, "blocks": [16, 32, 64]},
         "17": [0.1],
     },
@@ -69,6 +73,7 @@ TIERS: dict[str, dict] = {
         + [("sae", "224x224"), ("sae", "512x512")],
         "14": ["cora-ml", "dblp", "ogbl-collab"],
         "15a": {"seq": 256, "d": 64, "block": 16, "lanes": [1, 2, 4, 8, 16, 32, 64]},
+        "15b": {"seq": 256, "d": 64, "block": 16, "lanes": 16, "levels": ["i", "k", "j", "l"]},
         "16": {"seq": 256, "d": 64, "blocks": [16, 32, 64]},
         "17": [0.1],
     },
@@ -310,6 +315,37 @@ def figure15a(tier: str, say) -> list[dict]:
     return rows
 
 
+LEVEL_NAMES = {"i": "query rows", "k": "keys", "j": "output features", "l": "the Q.K reduction"}
+
+
+def figure15b(tier: str, say) -> list[dict]:
+    """The same attention with P lanes at each level in turn: which level pays to split."""
+    from parallel_scaling import lane_sweep
+    from test_parallelize import attention
+
+    cfg = TIERS[tier]["15b"]
+    model, args, formats = attention(cfg["seq"], cfg["d"], cfg["block"])
+    say(f"figure 15b: attention, {cfg['lanes']} lanes at levels {cfg['levels']}")
+    (_, one, _), *_ = lane_sweep(model, args, formats, [1])
+    rows = []
+    for level in cfg["levels"]:
+        for p, res, err in lane_sweep(model, args, formats, [cfg["lanes"]], level=level):
+            rows.append(
+                _row(
+                    "15b",
+                    "attention",
+                    f"seq {cfg['seq']}, d {cfg['d']}, block {cfg['block']}",
+                    f"P = {p} at {level} ({LEVEL_NAMES.get(level, level)})",
+                    one.cycles / res.cycles,
+                    None,
+                    note=f"speedup over one lane (ideal {p}x); no default data in the artifact",
+                    cycles=res.cycles,
+                    max_abs_error=err,
+                )
+            )
+    return rows
+
+
 def figure16(tier: str, say) -> list[dict]:
     """Blocked vs unstructured masked attention: the mask's block size b, lowered over b x b tiles."""
     from test_parallelize import attention
@@ -432,7 +468,7 @@ def plot(rows: list[dict], directory: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--figure", default="all", help="12, 14, 15a, 16, 17 or all (comma-separated)")
+    ap.add_argument("--figure", default="all", help="12, 14, 15a, 15b, 16, 17 or all (comma-separated)")
     ap.add_argument("--tier", default="quick", choices=sorted(TIERS))
     ap.add_argument("-o", "--output")
     ap.add_argument("--md", help="write the Markdown page here")
@@ -452,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown figure {unknown[0]}: one of {', '.join(FIGURES)} or all")
     t0 = time.perf_counter()
     rows: list[dict] = []
-    run = {"12": figure12, "14": figure14, "15a": figure15a, "16": figure16, "17": figure17}
+    run = {"12": figure12, "14": figure14, "15a": figure15a, "15b": figure15b, "16": figure16, "17": figure17}
     for f in figures:
         for row in run[f](a.tier, lambda m: print(m, file=sys.stderr, flush=True)):
             print(json.dumps(row), flush=True)

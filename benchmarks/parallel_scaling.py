@@ -21,11 +21,12 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import fuseflow  # noqa: E402
 
 
-def lane_sweep(model, args, formats, factors):
-    """(lanes, result, max abs error vs PyTorch) of the fused program at each lane count."""
+def lane_sweep(model, args, formats, factors, level: str = "i"):
+    """(lanes, result, max abs error vs PyTorch) of the fused program at each lane count, the
+    lanes splitting index variable `level`."""
     for p in factors:
         prog = fuseflow.compile(
-            model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level=i factor={p}}}"
+            model, args, formats=formats, schedule="full", passes=f"sam-parallelize{{level={level} factor={p}}}"
         )
         res = prog.simulate()
         yield p, res, res.check()

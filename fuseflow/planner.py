@@ -562,38 +562,64 @@ def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
     seg_cost: dict[tuple[int, int], tuple[float, float, float]] = {}
     too_big: dict[tuple[int, int], str] = {}
     pruned: dict[tuple[int, int], tuple[int, int]] = {}
-    compiled = 0
-    for length in range(1, n + 1):  # shortest first: a hopeless segment prunes the longer ones
-        for segs in _band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys()):
-            compiled += 1
-            say(f"estimating segments of {length} unit(s): compile {compiled}")
+    failed: dict[tuple[int, int], str] = {}  # segments whose lowering is refused (too large, say)
+    compiled = [0]
+
+    def filler(a: int, b: int) -> bool:
+        return ((a, b) in seg_cost or b - a == 1) and (a, b) not in failed
+
+    def estimate(segs: tuple[tuple[int, int], ...], length: int, fresh: list[tuple[int, int]]) -> None:
+        compiled[0] += 1
+        say(f"estimating segments of {length} unit(s): compile {compiled[0]}")
+        try:
             prog = space.compile(segs, order, quick=n > OP_UNITS)  # small models: the full order search
-            est = prog.estimate(arch=replace(Arch.resolve(arch), fabric=None) if fabric else arch)
-            by_name = {r.name: r for r in est.regions}
-            need = prog.resources()
-            for k, seg in enumerate(segs):
-                r = by_name.get(f"p{k}")
-                if r is not None and not fits(need[r.name], fabric):
-                    too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
-                elif r is not None:
-                    reconfig = fabric.reconfig_cycles if fabric else 0
-                    seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
+        except FuseflowError as e:
+            if len(fresh) == 1:
+                failed[fresh[0]] = str(e).splitlines()[0]
+            else:  # which of them is refused: one at a time
+                for seg in fresh:
+                    alone = _most_of(n, allowed, {seg}, filler)
+                    if alone:
+                        estimate(alone, length, [seg])
+            return
+        est = prog.estimate(arch=replace(Arch.resolve(arch), fabric=None) if fabric else arch)
+        by_name = {r.name: r for r in est.regions}
+        need = prog.resources()
+        for k, seg in enumerate(segs):
+            r = by_name.get(f"p{k}")
+            if r is not None and not fits(need[r.name], fabric):
+                too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
+            elif r is not None:
+                reconfig = fabric.reconfig_cycles if fabric else 0
+                seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
+
+    for length in range(1, n + 1):  # shortest first: a hopeless segment prunes the longer ones
+        for segs in _band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys() | failed.keys()):
+            estimate(segs, length, [s for s in segs if s[1] - s[0] == length and s not in seg_cost])
         cycles = {s: c[0] for s, c in seg_cost.items()}
         split = _best_splits(n, cycles)
-        for seg in [s for s in cycles if s[1] - s[0] == length and _hopeless(s, cycles, split)]:
+        ends = [s for s in cycles if s[1] - s[0] == length and _hopeless(s, cycles, split)]
+        ends += [s for s in failed if s[1] - s[0] == length]  # a longer fusion is refused too
+        for seg in ends:
             for a in range(seg[0] + 1):
                 for b in range(seg[1], n + 1):
                     if (a, b) != seg and (a, b) not in seg_cost:
                         pruned.setdefault((a, b), seg)
-    if pruned:
+    if failed:
+        first = min(failed)
+        labels = ",".join(u.label for u in units[first[0] : first[1]])
+        notes.append(f"{len(failed)} segment(s) do not compile, e.g. [{labels}]: {failed[first]}")
+    hopeless = {s for s in pruned.values() if s in seg_cost}
+    if hopeless:
         cycles = {s: c[0] for s, c in seg_cost.items()}
         split = _best_splits(n, cycles)
-        worst = max({*pruned.values()}, key=lambda s: cycles[s] / split[s])
+        worst = max(hopeless, key=lambda s: cycles[s] / split[s])
         labels = ",".join(u.label for u in units[worst[0] : worst[1]])
         notes.append(
-            f"{len(pruned)} segment(s) not estimated: each contains a segment estimated over {HOPELESS:g}x its "
-            f"best split, e.g. [{labels}] at {cycles[worst] / split[worst]:.1f}x"
+            f"{sum(v in hopeless for v in pruned.values())} segment(s) not estimated: each contains a segment "
+            f"estimated over {HOPELESS:g}x its best split, e.g. [{labels}] at {cycles[worst] / split[worst]:.1f}x"
         )
+    pruned.update({s: s for s in failed})
     if too_big and fabric is not None:
         first = min(too_big)
         labels = ",".join(u.label for u in units[first[0] : first[1]])

@@ -36,6 +36,9 @@ def test_the_smoke_tier_runs_every_figure_with_the_row_schema(paper, tmp_path):
     fig17 = [r for r in rows if r["figure"] == "17"]
     assert min(r["ours"] for r in fig17) == 1.0  # speedup over the worst order
     assert any(r["config"].endswith("(auto)") for r in fig17)
+    # splitting the query rows pays; splitting the keys, whose softmax sums every lane needs, does not
+    fig15b = {r["config"].split(" (")[0]: r["ours"] for r in rows if r["figure"] == "15b"}
+    assert fig15b["P = 4 at i"] > 2.0 and fig15b["P = 4 at i"] > 1.5 * fig15b["P = 4 at k"], fig15b
     assert "## Figure 12" in md.read_text() and "## Figure 17" in md.read_text()
 
 

@@ -72,3 +72,30 @@ def test_a_wrong_model_widens_the_search_and_still_returns_the_best_simulated(mo
     for c in found.candidates:
         if c.simulated_cycles is None and not c.status.startswith("pruned: dominated"):
             assert c.estimate_cycles * optimism >= best, found.explain()
+
+
+def test_a_segment_that_does_not_compile_is_left_out_with_every_longer_one(monkeypatch):
+    """A region the lowering refuses (a fused expression past its operation budget, in the
+    2-block GPT) must not end the search: the planner leaves that segment and every segment
+    holding it out, says so, and returns the best of the rest. Here GCN's `relu,conv2` is
+    refused, through the real `Space.compile`."""
+    from fuseflow.errors import UnsupportedError
+    from fuseflow.planner import Space
+
+    real = Space.compile
+
+    def refusing(self, segments, order=None, quick=False):
+        if not isinstance(segments, str) and any(a <= 2 and b >= 4 for a, b in segments):
+            raise UnsupportedError("the fused region's expression passes 200,000 operations (test)")
+        return real(self, segments, order, quick)
+
+    monkeypatch.setattr(Space, "compile", refusing)
+    model, args, formats = gcn.build()
+    found = plan(model, args, formats)
+    assert [u.label for u in found.units][2:4] == ["relu", "conv2"]
+    text = found.explain()
+    assert "do not compile, e.g. [relu,conv2]" in text, text
+    for c in found.candidates:
+        assert not any(a <= 2 and b >= 4 for a, b in c.segments), text
+    assert found.chosen.simulated_cycles is not None
+    found.program.simulate().check()
