@@ -26,7 +26,7 @@ from fuseflow.analysis.index_notation import (
     accesses,
     preserves_zero,
 )
-from fuseflow.analysis.nests import NestPlan, plan
+from fuseflow.analysis.nests import NestPlan, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
 from fuseflow.errors import FuseflowError, UnsupportedError
 
@@ -184,23 +184,55 @@ def _acyclic(items: Sequence[str], preds: dict[str, set[str]]) -> bool:
     return True
 
 
+def _order_views(a: Assign) -> list[frozenset[str]]:
+    """The variable sets whose relative order `nests.plan` reads from a given order: the root
+    nest's variables, and each reduction's free and reduced variables (`_follow_order`, the
+    order of a hoisted reduction's variables). Two orders that agree on each of these sets
+    have the same plan, so the order search plans one of them only."""
+    root = frozenset(v for v in a.vars if v != UNIT)
+    if isinstance(a.expr, Reduce):
+        root |= frozenset(a.expr.vars)
+    out = {root}
+    seen: set[int] = set()
+    stack: list[Expr] = [a.expr]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, Reduce):
+            out.add(free_vars(x) | frozenset(x.vars))
+            stack.append(x.body)
+        elif isinstance(x, Call):
+            stack.extend(x.args)
+    return sorted(out, key=sorted)
+
+
 def _plans(rv: RegionVars, order: Sequence[str], cache: dict | None = None) -> list[NestPlan]:
     """Loop nests of every assignment under `order`, ignoring storage orders (re-layouts are
     counted separately); raises UnsupportedError when the order cannot be built. `cache` keeps
-    each assignment's plan under the part of the order it reads: many orders of a region with
-    several outputs agree on most of them."""
+    each assignment's plan under the restrictions of the order that decide it (`_order_views`):
+    many orders of a region agree on them (the order of two variables that never meet in one
+    nest or reduction does not matter), and a region with several outputs agrees on most."""
     out = []
     for i, a in enumerate(rv.assigns):
         red = _reduced_of(a)
         sub = tuple(v for v in order if v in a.dims or v in red)
-        hit = cache.get((i, sub)) if cache is not None else None
+        key = None
+        hit = None
+        if cache is not None:
+            views = cache.get(("views", i))
+            if views is None:
+                views = cache[("views", i)] = _order_views(a)
+            key = (i, tuple(tuple(v for v in sub if v in s) for s in views))
+            hit = cache.get(key)
         if hit is None:
             try:
                 hit = plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, list(sub))
             except UnsupportedError as e:
                 hit = e
             if cache is not None:
-                cache[(i, sub)] = hit
+                cache[key] = hit
         if isinstance(hit, UnsupportedError):
             raise hit.with_traceback(None)
         out.append(hit)

@@ -129,3 +129,57 @@ def test_model_reading_a_tensor_and_its_transpose_compiles_and_matches():
     args = (x, torch.rand(5, 4, generator=g), torch.rand(4, 3, generator=g))
     prog = fuseflow.compile(SymmetricSoftmax(), args, formats={"x": "csr"}, schedule="full")
     prog.simulate().check()
+
+
+def _fused_regions():
+    """The assignments of fused regions with many variables and nested reductions: GCN's two
+    layers (Gustavson inside), the masked attention (softmax statistics hoisted per row)."""
+    import gcn
+    from test_parallelize import attention
+
+    out = []
+    for model, args, formats in (gcn.build(), attention(32, 8, 16)):
+        prog = fuseflow.compile(model, args, formats=formats, schedule="full", order="plain")
+        out += list(prog.assigns["full"])
+    return out
+
+
+_REGIONS = None
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_orders_that_agree_on_every_view_share_one_plan(data):
+    """The order search plans one order per class of orders that agree on the variable sets
+    `nests.plan` reads (`_order_views`); any order's plan through that shared cache must be the
+    plan computed for that order alone, or both must refuse it."""
+    global _REGIONS
+    from fuseflow.analysis.ordering import RegionVars, _plans
+    from fuseflow.errors import UnsupportedError
+
+    if _REGIONS is None:
+        _REGIONS = [(RegionVars("r", [a], lambda t: (), lambda t: ()), {}) for a in _fused_regions()]
+    rv, cache = data.draw(st.sampled_from(_REGIONS))
+    order = data.draw(st.permutations(rv.variables))
+
+    def shape(plans):
+        return [
+            (
+                p.root_nest,
+                sorted(p.body_nest.values()),
+                sorted(set(p.access_nest.values())),
+                sorted(p.spacc.values()),
+                sorted(p.renamed.items()),
+            )
+            for p in plans
+        ]
+
+    try:
+        alone = shape(_plans(rv, order))
+    except UnsupportedError:
+        alone = None
+    try:
+        shared = shape(_plans(rv, order, cache))
+    except UnsupportedError:
+        shared = None
+    assert shared == alone, order
