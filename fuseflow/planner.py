@@ -151,8 +151,11 @@ def _general(path: str) -> str:
     return re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", path)
 
 
-def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[list[Unit], list[str]]:
-    """The planner's units in a topological order (see the module docstring), and notes."""
+def units_of(
+    op_infos, op_deps: Mapping[int, set[int]], layer_of=None, coarsen: bool = True
+) -> tuple[list[Unit], list[str]]:
+    """The planner's units in a topological order (see the module docstring), and notes. With
+    `coarsen`, more than `MAX_UNITS` module units fall back to top-level layers."""
     notes: list[str] = []
     n = len(op_infos)
     if n <= OP_UNITS:
@@ -179,7 +182,7 @@ def units_of(op_infos, op_deps: Mapping[int, set[int]], layer_of=None) -> tuple[
                     groups.append([o.index])
             notes.append("a module's ops interleave with its children's: units are runs of one module's ops")
         groups = _merge_independent(groups, op_infos, op_deps)
-        if len(groups) > MAX_UNITS and layer_of is not None:
+        if coarsen and len(groups) > MAX_UNITS and layer_of is not None:
             notes.append(f"{len(groups)} module units > {MAX_UNITS}: planning over top-level layers")
             by_layer: dict[str, list[int]] = {}
             groups = []
@@ -354,9 +357,42 @@ def _dominated(c: Candidate, others: list[Candidate]) -> Candidate | None:
     return None
 
 
+def period_of(units: list[Unit], op_infos, layer_of) -> tuple[int, int, int] | None:
+    """(start, length, count): the longest run of consecutive top-level layers whose units carry
+    the same labels in the same order (identical decoder blocks), or None. Units of one layer
+    must be contiguous in the order."""
+    keys = [layer_of(op_infos[u.ops[0]].path) if op_infos[u.ops[0]].path else None for u in units]
+    runs: list[list] = []  # [layer key, start, end)
+    for i, k in enumerate(keys):
+        if runs and runs[-1][0] == k and k is not None:
+            runs[-1][2] = i + 1
+        else:
+            runs.append([k, i, i + 1])
+    if len({r[0] for r in runs if r[0] is not None}) != sum(r[0] is not None for r in runs):
+        return None  # a layer's units are not contiguous
+    best = None
+    for r0, (key, start, end) in enumerate(runs):
+        labels = [u.label for u in units[start:end]]
+        count = 1
+        while (
+            r0 + count < len(runs)
+            and runs[r0 + count][0] is not None
+            and [u.label for u in units[runs[r0 + count][1] : runs[r0 + count][2]]] == labels
+        ):
+            count += 1
+        if key is not None and count >= 2 and (best is None or count * len(labels) > best[1] * best[2]):
+            best = (start, end - start, count)
+    return best
+
+
 class Space:
     """The planner's search space for one model: its units, the segments the user's rules allow,
-    and compiling a segmentation (the model is exported once; each compile re-lowers)."""
+    and compiling a segmentation (the model is exported once; each compile re-lowers).
+
+    A model of more than `MAX_UNITS` units made of identical blocks (the decoders of a
+    transformer) is planned over one block's units: a segmentation of the block is applied to
+    every block (`expand`), the units outside the blocks are regions of their own, and a
+    segment's cost is its first block's times the number of blocks."""
 
     def __init__(
         self, model, example_args, formats=None, *, node_budget=100_000, passes=None, constraints=None, arch=None
@@ -374,9 +410,34 @@ class Space:
             infos, index_of = op_listing(func)
             op_deps = _op_dependences(func, check_supported(func), index_of)
         self.infos = infos
-        self.units, self.notes = units_of(infos, op_deps, lambda p: _layer_of(p, self.imported.containers))
+
+        def layer_of(path: str) -> str:
+            return _layer_of(path, self.imported.containers)
+
+        units, self.notes = units_of(infos, op_deps, layer_of, coarsen=False)
+        self.period = period_of(units, infos, layer_of) if len(units) > MAX_UNITS else None
+        if self.period is not None and self.period[1] > MAX_UNITS:
+            self.period = None
+        if len(units) > MAX_UNITS and self.period is None:
+            units, self.notes = units_of(infos, op_deps, layer_of)
         views = [OpView(o.index, o.node, o.path, self.imported.module_classes) for o in infos]
-        self.allowed = _constraints(constraints, self.units, views, self.notes)
+        self.all_units = units
+        allowed = _constraints(constraints, units, views, self.notes)
+        self.scale = 1
+        if self.period is None:
+            self.units, self.allowed = units, allowed
+        else:
+            start, length, count = self.period
+            self.units, self.scale = units[start : start + length], count
+            self.notes.append(
+                f"{count} identical blocks of {length} units ({len(units)} in all): one block is planned, "
+                "and its segmentation applies to every block"
+            )
+
+            def allowed_in_every_block(a: int, b: int) -> bool:
+                return all(allowed(start + k * length + a, start + k * length + b) for k in range(count))
+
+            self.allowed = allowed_in_every_block
         self.compiles = 0
         self.memo: dict[str, str] = {}
         self.quick_memo: dict[str, str] = {}
@@ -392,7 +453,7 @@ class Space:
 
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
-        sched = segments if isinstance(segments, str) else _schedule(self.units, segments)
+        sched = segments if isinstance(segments, str) else self.schedule(segments)
         opts: dict[str, Any] = (
             {"top": QUICK_TOP, "memo": self.quick_memo, "picks": self.quick_picks}
             if quick
@@ -407,9 +468,48 @@ class Space:
             order = None
         return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch)
 
+    def expand(self, segments: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Segments of `units` as segments of every unit: the first block's first (the regions
+        the cover reads, p0, p1, ...), then the other blocks', then each unit outside the blocks."""
+        if self.period is None:
+            return list(segments)
+        start, length, count = self.period
+        out = [(start + k * length + a, start + k * length + b) for k in range(count) for a, b in segments]
+        inside = range(start, start + count * length)
+        return out + [(u, u + 1) for u in range(len(self.all_units)) if u not in inside]
+
+    def schedule(self, segments: Sequence[tuple[int, int]]) -> Schedule:
+        """The rules of a segmentation of `units` (every block's, in periodic planning)."""
+        return _schedule(self.all_units, self.expand(segments))
+
     def segments_of(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
-        """The unit segments a built-in schedule's regions are, in order; None when a region
-        is not a run of whole units (a PyTorch op split between regions, say)."""
+        """The segments of `units` a built-in schedule's regions are, in order; None when a
+        region is not a run of whole units (a PyTorch op split between regions, say), or, over
+        identical blocks, when the blocks are not segmented alike."""
+        segs = self._unit_segments(schedule)
+        if segs is None or self.period is None:
+            return segs
+        start, length, _ = self.period
+        window = tuple((a - start, b - start) for a, b in segs if start <= a and b <= start + length)
+        return window if sorted(self.expand(window)) == list(segs) else None
+
+    def projections(self, schedule: str) -> list[tuple[int, int]]:
+        """The segments of `units` that the schedule's regions fuse at least (a region over
+        several blocks fuses a whole block); [] when a region is not a run of whole units."""
+        segs = self._unit_segments(schedule) or ()
+        if self.period is None:
+            return list(segs)
+        start, length, count = self.period
+        out = []
+        for a, b in segs:
+            for k in range(count):
+                lo, hi = max(a, start + k * length), min(b, start + (k + 1) * length)
+                if lo < hi:
+                    out.append((lo - start - k * length, hi - start - k * length))
+        return out
+
+    def _unit_segments(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
+        """The segments of every unit a built-in schedule's regions are, in order, or None."""
         from fuseflow.mlir import ir
         from fuseflow.schedule.regions import assign_regions, main_func, op_listing
 
@@ -424,16 +524,17 @@ class Space:
             ops_of: dict[str, set[int]] = {}
             for name, op in zip(res.names, index_of, strict=True):
                 ops_of.setdefault(name, set()).add(op)
-        unit_of = {op: u for u, unit in enumerate(self.units) for op in unit.ops}
+        units = self.all_units
+        unit_of = {op: u for u, unit in enumerate(units) for op in unit.ops}
         segs = []
         for ops in ops_of.values():
             us = sorted({unit_of[o] for o in ops})
             seg = (us[0], us[-1] + 1)
-            if us != list(range(*seg)) or {o for u in us for o in self.units[u].ops} != ops:
+            if us != list(range(*seg)) or {o for u in us for o in units[u].ops} != ops:
                 return None
             segs.append(seg)
         segs.sort()
-        if any(a[1] != b[0] for a, b in zip(segs, segs[1:])) or sum(b - a for a, b in segs) != len(self.units):
+        if any(a[1] != b[0] for a, b in zip(segs, segs[1:])) or sum(b - a for a, b in segs) != len(units):
             return None  # overlapping regions: a PyTorch op in two of them
         return tuple(segs)
 
@@ -497,7 +598,7 @@ def plan(
             cycles,
             sum(seg_cost[x][1] for x in segs),
             sum(seg_cost[x][2] for x in segs),
-            schedule=_schedule(units, segs),
+            schedule=space.schedule(segs),
         )
         for cycles, segs in best
     ]
@@ -591,7 +692,8 @@ def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
                 too_big.setdefault(seg, ", ".join(f"{v} {c}" for c, v in need[r.name].items()))
             elif r is not None:
                 reconfig = fabric.reconfig_cycles if fabric else 0
-                seg_cost.setdefault(seg, (r.cycles + reconfig, float(r.mem_bytes), float(r.alu_ops)))
+                k = space.scale  # every block holds this segment
+                seg_cost.setdefault(seg, (k * (r.cycles + reconfig), k * float(r.mem_bytes), k * float(r.alu_ops)))
 
     for length in range(1, n + 1):  # shortest first: a hopeless segment prunes the longer ones
         for segs in _band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys() | failed.keys()):
@@ -639,7 +741,7 @@ def _best_builtin(
     best: Candidate | None = None
     for name in BUILTINS:
         segs = space.segments_of(name)
-        held = [x for x in segs or () if x in pruned]
+        held = [x for x in space.projections(name) if x in pruned]
         if held:
             inner = pruned[held[0]]
             labels = ",".join(u.label for u in space.units[inner[0] : inner[1]])
