@@ -94,3 +94,36 @@ def test_a_band_covers_every_reachable_segment_of_its_length_with_allowed_segmen
 
     for s in wanted - covered:
         assert not any(s in segs and all(usable(x) for x in segs) for segs in _segmentations(0, n))
+
+
+def _units(labels_by_layer):
+    """Units and op infos for layers given as (layer path or None, [unit labels])."""
+    from types import SimpleNamespace
+
+    from fuseflow.planner import Unit
+
+    units, infos = [], []
+    for layer, labels in labels_by_layer:
+        for label in labels:
+            infos.append(SimpleNamespace(path=f"{layer}.{label}" if layer else ""))
+            units.append(Unit([len(infos) - 1], label))
+    return units, infos
+
+
+def _layer_of(path: str) -> str:
+    return ".".join(path.split(".")[:2])
+
+
+def test_period_is_the_longest_run_of_layers_with_the_same_units():
+    from fuseflow.planner import period_of
+
+    block = ["ln1", "attn", "ffn"]
+    units, infos = _units([(None, ["embed"]), ("blocks.0", block), ("blocks.1", block), ("blocks.2", block)])
+    assert period_of(units, infos, _layer_of) == (1, 3, 3)
+    units, infos = _units([("blocks.0", block), ("blocks.1", ["ln1", "attn"]), ("blocks.2", block)])
+    assert period_of(units, infos, _layer_of) is None  # no two consecutive layers alike
+    units, infos = _units([("enc.0", ["a", "b"]), ("enc.1", ["a", "b"]), ("dec.0", block), ("dec.1", block)])
+    assert period_of(units, infos, _layer_of) == (4, 3, 2)  # the run covering more units
+    # a layer whose units are not contiguous in the order: no period
+    units, infos = _units([("blocks.0", block), ("blocks.1", block), ("blocks.0", ["late"])])
+    assert period_of(units, infos, _layer_of) is None
