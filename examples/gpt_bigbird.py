@@ -138,6 +138,23 @@ def transformer_schedule():
     )
 
 
+def fuseflow_full_schedule(layers: int):
+    """FuseFlow's fully fused GPT as rules: LN + QKV of the first block (comp1); per block its
+    masked MHA (attn); then the out-projections, residuals, LN and FFN of block d fused with the
+    LN + QKV of block d + 1 (comp3), the last block's without (L attn + L comp3 + comp1 regions).
+    Q, K and V are written to memory, so the attention of each block starts a region."""
+    from fuseflow import Match, Rule, Schedule
+
+    qkv = r"(ln1|attn\.heads\.\d+\.[qkv])"
+    rules = [Rule(Match(path=rf"blocks\.0\.{qkv}"), name="comp1")]
+    for d in range(layers):
+        nxt = rf"|blocks\.{d + 1}\.{qkv}" if d + 1 < layers else ""
+        rules.append(Rule(Match(path=rf"blocks\.{d}\.attn\.heads\.\d+"), name=f"attn{d}"))
+        rules.append(Rule(Match(path=rf"blocks\.{d}(\..*)?{nxt}"), name=f"comp3_{d}"))
+    rules.append(Rule(name="tail"))
+    return Schedule.rules(*rules)
+
+
 def schedules(op_infos=None) -> dict:
     """Named schedules for studies: FuseFlow's transformer split (`transformer_schedule`)."""
     return {"fuseflow": transformer_schedule()}

@@ -70,6 +70,21 @@ def test_gpt_bigbird_block(schedule):
     prog.simulate().check()
 
 
+def test_fuseflow_full_schedule_fuses_across_blocks_and_beats_the_split():
+    """FuseFlow's fully fused GPT: block d's out-projections, residuals, LN and FFN fused with
+    block d + 1's LN + QKV. It matches PyTorch and, as in the paper, beats the per-block split."""
+    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, block=16, layers=2)
+    full = fuseflow.compile(model, args, formats=formats, schedule=gpt_bigbird.fuseflow_full_schedule(2))
+    assert [g.name for g in full.graphs] == ["comp1", "attn0", "comp3_0", "attn1", "comp3_1"]
+    comp3_0 = full.regions().split("comp3_0:")[1].split("attn1:")[0]
+    assert "blocks.0.ffn.down.weight" in comp3_0  # block 0's FFN ...
+    assert "blocks.1.ln1.weight" in comp3_0 and "blocks.1.attn.heads.0.q.weight" in comp3_0  # ... and block 1's LN + Q
+    res = full.simulate()
+    res.check()
+    split = fuseflow.compile(model, args, formats=formats, schedule=gpt_bigbird.transformer_schedule())
+    assert res.cycles < split.simulate().cycles
+
+
 def test_masked_softmax_iterates_only_the_mask():
     import torch
 
