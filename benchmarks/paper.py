@@ -1,7 +1,10 @@
 """FuseFlow's figures, ours beside the paper's: one JSON, one Markdown page, one plot per figure.
 
     python benchmarks/paper.py --figure all --tier quick -o docs/results/paper_quick.json \\
-        --md docs/paper.md --plots docs/results/paper
+        --md docs/paper.md --plots docs/results/paper --jobs 2
+
+Points (each Figure 12 application and dataset, each other figure) run on the `fuseflow dse`
+executors: `--jobs N` worker processes, or `--executor ray [--address ...]`.
 
 Figures (the paper's numbers: `benchmarks/paper/numbers.json`, from the artifact's plotting
 defaults, with their source):
@@ -140,66 +143,72 @@ def _row(figure, app, dataset, config, ours, paper, source="simulated", note="",
 
 def figure12(tier: str, say) -> list[dict]:
     rows = []
-    for app, dataset in TIERS[tier]["12"]:
-        say(f"figure 12: {app} {dataset}")
-        if app == "gpt":
-            rows += _gpt_rows(dataset)
-            continue
-        try:
-            model, args, formats = _build(app, dataset)
-        except FileNotFoundError as e:
-            rows.append(_row("12", app, dataset, "-", None, None, "skipped", str(e)))
-            continue
-        runs = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer", "full")}
-        key = "graphsage" if app == "sage" else app
-        name = (SAE_NAMES if app == "sae" else GRAPH_NAMES).get(dataset)
-        paper = PAPER["figure12"][key]
-        at = paper["datasets"].index(name) if name in paper["datasets"] else None
+    for k in range(len(TIERS[tier]["12"])):
+        rows += figure12_point(tier, k, say)
+    return rows
 
-        def paper_speedup(config: str, at=at, paper=paper) -> float | None:
-            return None if at is None else paper["unfused"][at] / paper[config][at]
 
-        cycles = {k: v["cycles"] for k, v in runs.items()}
-        error = max(v["max_abs_error"] for v in runs.values())
-        for base_name, why in (
-            ("op", "over `op`: one region per linalg op, the paper's baseline (a kernel per op)"),
-            ("unfused", "over `unfused`: one region per PyTorch op (our coarser baseline)"),
-        ):
-            for config, ours_name in (("partial", "layer"), ("full", "full")):
-                rows.append(
-                    _row(
-                        "12",
-                        app,
-                        dataset,
-                        f"{config} over {base_name}",
-                        runs[base_name]["cycles"] / runs[ours_name]["cycles"],
-                        paper_speedup(config),
-                        note=f"ours: `{ours_name}` {why}",
-                        cycles=cycles,
-                        max_abs_error=error,
-                    )
+def figure12_point(tier: str, k: int, say) -> list[dict]:
+    """The rows of the tier's k-th Figure 12 point (an application on a dataset)."""
+    app, dataset = TIERS[tier]["12"][k]
+    say(f"figure 12: {app} {dataset}")
+    if app == "gpt":
+        return _gpt_rows(dataset)
+    try:
+        model, args, formats = _build(app, dataset)
+    except FileNotFoundError as e:
+        return [_row("12", app, dataset, "-", None, None, "skipped", str(e))]
+    runs = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer", "full")}
+    rows: list[dict] = []
+    key = "graphsage" if app == "sage" else app
+    name = (SAE_NAMES if app == "sae" else GRAPH_NAMES).get(dataset)
+    paper = PAPER["figure12"][key]
+    at = paper["datasets"].index(name) if name in paper["datasets"] else None
+
+    def paper_speedup(config: str, at=at, paper=paper) -> float | None:
+        return None if at is None else paper["unfused"][at] / paper[config][at]
+
+    cycles = {k: v["cycles"] for k, v in runs.items()}
+    error = max(v["max_abs_error"] for v in runs.values())
+    for base_name, why in (
+        ("op", "over `op`: one region per linalg op, the paper's baseline (a kernel per op)"),
+        ("unfused", "over `unfused`: one region per PyTorch op (our coarser baseline)"),
+    ):
+        for config, ours_name in (("partial", "layer"), ("full", "full")):
+            rows.append(
+                _row(
+                    "12",
+                    app,
+                    dataset,
+                    f"{config} over {base_name}",
+                    runs[base_name]["cycles"] / runs[ours_name]["cycles"],
+                    paper_speedup(config),
+                    note=f"ours: `{ours_name}` {why}",
+                    cycles=cycles,
+                    max_abs_error=error,
                 )
-        if app == "sae" and tier != "smoke":
-            rows += _sae_dataflows(paper_speedup("full"))
-        if app == "gcn" and dataset == TIERS[tier]["12"][0][1] and tier != "smoke":  # the other causes, once
-            rows += _gcn_ablations(app, dataset, model, args, formats, paper_speedup("partial"))
-        if app in ("gcn", "sage"):  # the paper's GNNs end in a softmax over the classes
-            model, args, formats = _build(app, dataset, softmax=True)
-            soft = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer")}
-            for base_name in ("unfused", "op"):
-                rows.append(
-                    _row(
-                        "12",
-                        app,
-                        dataset,
-                        f"partial over {base_name}, with softmax",
-                        soft[base_name]["cycles"] / soft["layer"]["cycles"],
-                        paper_speedup("partial"),
-                        note="ablation, model: the model ends in a softmax, as the paper's",
-                        cycles={k: v["cycles"] for k, v in soft.items()},
-                        max_abs_error=max(v["max_abs_error"] for v in soft.values()),
-                    )
+            )
+    if app == "sae" and tier != "smoke":
+        rows += _sae_dataflows(paper_speedup("full"))
+    if app == "gcn" and dataset == TIERS[tier]["12"][0][1] and tier != "smoke":  # the other causes, once
+        rows += _gcn_ablations(app, dataset, model, args, formats, paper_speedup("partial"))
+    if app in ("gcn", "sage"):  # the paper's GNNs end in a softmax over the classes
+        model, args, formats = _build(app, dataset, softmax=True)
+        soft = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer")}
+        for base_name in ("unfused", "op"):
+            rows.append(
+                _row(
+                    "12",
+                    app,
+                    dataset,
+                    f"partial over {base_name}, with softmax",
+                    soft[base_name]["cycles"] / soft["layer"]["cycles"],
+                    paper_speedup("partial"),
+                    note="ablation, model: the model ends in a softmax, as the paper's",
+                    cycles={k: v["cycles"] for k, v in soft.items()},
+                    max_abs_error=max(v["max_abs_error"] for v in soft.values()),
                 )
+            )
     return rows
 
 
@@ -521,6 +530,27 @@ def plot(rows: list[dict], directory: Path) -> None:
         plt.close(f)
 
 
+def tasks(figures: tuple[str, ...], tier: str) -> list[tuple]:
+    """The independent points of `figures`: one per Figure 12 application and dataset, one per
+    other figure."""
+    out: list[tuple] = []
+    for f in figures:
+        out += [(tier, f, k) for k in range(len(TIERS[tier]["12"]))] if f == "12" else [(tier, f, None)]
+    return out
+
+
+def run_task(tier: str, figure: str, k: int | None) -> list[dict]:
+    """One point's rows (module-level: executor workers call it)."""
+
+    def say(m: str) -> None:
+        print(m, file=sys.stderr, flush=True)
+
+    if figure == "12" and k is not None:
+        return figure12_point(tier, k, say)
+    run = {"12": figure12, "14": figure14, "15a": figure15a, "15b": figure15b, "16": figure16, "17": figure17}
+    return run[figure](tier, say)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--figure", default="all", help="12, 14, 15a, 15b, 16, 17 or all (comma-separated)")
@@ -529,6 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", help="write the Markdown page here")
     ap.add_argument("--plots", help="write one PNG per figure into this directory")
     ap.add_argument("--from", dest="source", help="a JSON this script wrote: rewrite --md and --plots from it")
+    ap.add_argument("--jobs", type=int, default=1, help="points at once (worker processes; default 1)")
+    ap.add_argument("--executor", default="local", choices=("local", "ray"), help="where points run (as fuseflow dse)")
+    ap.add_argument("--address", help="a Ray cluster's address (--executor ray)")
     a = ap.parse_args(argv)
     if a.source:
         saved = json.loads(Path(a.source).read_text())
@@ -542,12 +575,19 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown figure {unknown[0]}: one of {', '.join(FIGURES)} or all")
     t0 = time.perf_counter()
-    rows: list[dict] = []
-    run = {"12": figure12, "14": figure14, "15a": figure15a, "15b": figure15b, "16": figure16, "17": figure17}
-    for f in figures:
-        for row in run[f](a.tier, lambda m: print(m, file=sys.stderr, flush=True)):
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    from fuseflow.dse.executor import make_executor
+
+    todo = tasks(figures, a.tier)
+    done: dict[int, list[dict]] = {}
+    pool = make_executor(a.executor, a.address, a.jobs)
+    try:
+        for i, got in pool.run(run_task, todo):
+            done[i] = got
+            for row in got:
+                print(json.dumps(row), flush=True)
+    finally:
+        pool.close()
+    rows = [row for i in range(len(todo)) for row in done[i]]  # in figure order, however they finished
     wall = time.perf_counter() - t0
     if a.output:
         Path(a.output).write_text(json.dumps({"tier": a.tier, "wall_s": round(wall, 1), "rows": rows}, indent=1))
