@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fuseflow import views
 from fuseflow.analysis.index_notation import Access, Assign, Const, Reduce, render
@@ -63,7 +63,25 @@ ORDERS_ATTR = "fuseflow.orders"
 """Function attribute the ordering pass writes: {region name: "i,k,j"}; lower-to-sam follows it."""
 
 
-def lower_module(  # noqa: C901 (to split into named phases)
+@dataclass
+class _Tensors:
+    """What `lower_module` knows of the function before lowering a region: every value's tensor
+    name, the model inputs' formats and densities, the returned names, the copy regions, and
+    each region's values that cross its boundary."""
+
+    names: dict  # ir.Value -> tensor name
+    tensors: dict[str, TensorInfo]
+    density: dict[str, float]
+    out_names: list[str]
+    copies: dict[str, ir.Value]  # copy region -> the input (or a view of it) it writes
+    ops: list  # compute ops
+    region_of: dict  # compute op -> region name
+    order: list[str]  # regions in program order, copy regions last
+    outputs_of: dict[str, list[ir.Value]]
+    sparse_results: dict[str, Format]  # results declared sparse (fuseflow.format): written so
+
+
+def lower_module(
     module: ir.Module,
     node_budget: int = 100_000,
     order_spec: str | Mapping[str, str] | None = None,
@@ -81,32 +99,62 @@ def lower_module(  # noqa: C901 (to split into named phases)
     fastest (`lowering/rank.py`).
     """
     func = main_func(module)
-    fixed = (
-        {k.name: ir.StringAttr(k.attr).value for k in ir.DictAttr(func.attributes[ORDERS_ATTR])}
-        if ORDERS_ATTR in func.attributes
-        else {}
-    )
-    blocks = (
-        {k.name: ir.IntegerAttr(k.attr).value for k in ir.DictAttr(func.attributes[BLOCK_ATTR])}
-        if BLOCK_ATTR in func.attributes
-        else {}
-    )
-    density: dict[str, float] = {}
+    fixed = {k: ir.StringAttr(v).value for k, v in _dict_attr(func, ORDERS_ATTR).items()}
+    blocks = {k: ir.IntegerAttr(v).value for k, v in _dict_attr(func, BLOCK_ATTR).items()}
     Partition.of(func)
+    t = _function_tensors(func)
+    graphs, summary, chosen, assigns = [], {}, {}, {}
+    # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
+    picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}
+    if ranker is not None:
+        ranker.begin(t.density, {n: info.fmt for n, info in t.tensors.items()})
+    for region in t.order:
+        asgs = _parse_region(region, t, node_budget)
+        assigns[region] = asgs
+        spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
+        lowering, pick, rv = _lower_region(
+            region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget
+        )
+        if ranker is not None:
+            ranker.commit(lowering.text(), asgs)
+        exprs = []
+        for asg in asgs:
+            exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
+            t.density[asg.out] = estimate_density(rv, asg)
+        if pick is not None:
+            chosen[region] = pick
+            verified = sum(1 for c in pick.alternatives if c.simulated is not None)
+            exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
+        t.tensors.update(lowering.outputs)
+        graphs.append(lowering.text())
+        summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
+    return module_text(graphs, t.out_names), summary, chosen, assigns
+
+
+def _dict_attr(func, name: str) -> dict[str, ir.Attribute]:
+    """A dictionary attribute of the function as {key: attribute} ({} when absent)."""
+    if name not in func.attributes:
+        return {}
+    return {k.name: k.attr for k in ir.DictAttr(func.attributes[name])}
+
+
+def _function_tensors(func) -> _Tensors:
+    """Phase 1: name the function's inputs, outputs and region-crossing values."""
     block = func.regions[0].blocks[0]
     names: dict = {}
+    tensors: dict[str, TensorInfo] = {}
+    density: dict[str, float] = {}
     # MLIR's attribute map has no .get()
     arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None  # noqa: SIM401
     res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None  # noqa: SIM401
-    tensors: dict[str, TensorInfo] = {}
     for i, arg in enumerate(block.arguments):
         name = f"arg{i}"
         attrs = ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
         if attrs is not None and "fuseflow.name" in attrs:
             name = ir.StringAttr(attrs["fuseflow.name"]).value
         names[arg] = name
-        t = ir.RankedTensorType(arg.type)
-        tensors[name] = TensorInfo(name, tuple(t.shape), _format_of(t), "input")
+        rt = ir.RankedTensorType(arg.type)
+        tensors[name] = TensorInfo(name, tuple(rt.shape), _format_of(rt), "input")
         if attrs is not None and "fuseflow.density" in attrs:
             density[name] = ir.FloatAttr(attrs["fuseflow.density"]).value
         elif "compressed" in tensors[name].fmt.levels:
@@ -123,25 +171,11 @@ def lower_module(  # noqa: C901 (to split into named phases)
             copies[f"copy_{name}"] = v
             continue
         names[v] = name
-
     ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
     region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
     order = region_order(func) + list(copies)
-    # Boundary values: results read by another region or returned.
-    k = 0
-    outputs_of: dict[str, list[ir.Value]] = {r: [] for r in order}
-    copy_names = {v_name: v for v_name, v in copies.items()}
-    for op in ops:
-        for res in op.results:
-            cons = _consumers(res)
-            returned = res in list(ret.operands)  # through views it is returned as the view (below)
-            crossing = [c for c in cons if (returned if c.name == "func.return" else region_of.get(c) != region_of[op])]
-            if crossing or _feeds_reshape(res):  # a reshaped result is read by name (fuseflow.views)
-                if res not in names:
-                    names[res] = f"t{k}"
-                    k += 1
-                outputs_of[region_of[op]].append(res)
-    sparse_results: dict[str, Format] = {}  # results declared sparse (fuseflow.format): written in that format
+    outputs_of = _crossing_values(ops, region_of, ret, names, order)
+    sparse_results: dict[str, Format] = {}
     for op in ops:
         if FORMAT_ATTR in op.attributes:
             for res in op.results:
@@ -157,89 +191,104 @@ def lower_module(  # noqa: C901 (to split into named phases)
         src = _view_source(v)
         if src is not None and v not in copies.values():
             outputs_of[region_of[_op_of(src)]].append(v)
-    graphs, summary, chosen, assigns = [], {}, {}, {}
-    # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
-    picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}
-    if ranker is not None:
-        ranker.begin(density, {n: t.fmt for n, t in tensors.items()})
-    for region in order:
-        in_region = {op for op in ops if region_of[op] == region}
-        own = set(outputs_of[region])  # a returned view is computed here, not read by name
+    return _Tensors(names, tensors, density, out_names, copies, ops, region_of, order, outputs_of, sparse_results)
 
-        def external(v, in_region=in_region, own=own):
-            return None if _produced_in(v, in_region) or v in own else names.get(v)
 
-        parser = RegionParser(in_region, external, max_ops=2 * node_budget)
-        if region in copy_names:  # out(vs) = input(vs): scanned and written in the output's format
-            asgs = [parser.output(copy_names[region], region[len("copy_") :])]
-        else:
-            asgs = [parser.output(res, names[res]) for res in outputs_of[region]]
-        assigns[region] = asgs
-        region_block = blocks.get(region, blocks.get("*", 0))
+def _crossing_values(ops, region_of, ret, names: dict, order: list[str]) -> dict[str, list[ir.Value]]:
+    """Each region's results read by another region or returned, named ``t0``, ``t1``, ... in
+    program order (`names` gains them)."""
+    k = 0
+    outputs_of: dict[str, list[ir.Value]] = {r: [] for r in order}
+    returned_values = list(ret.operands)
+    for op in ops:
+        for res in op.results:
+            cons = _consumers(res)
+            returned = res in returned_values  # through views it is returned as the view (above)
+            crossing = [c for c in cons if (returned if c.name == "func.return" else region_of.get(c) != region_of[op])]
+            if crossing or _feeds_reshape(res):  # a reshaped result is read by name (fuseflow.views)
+                if res not in names:
+                    names[res] = f"t{k}"
+                    k += 1
+                outputs_of[region_of[op]].append(res)
+    return outputs_of
 
-        def fresh(region=region, asgs=asgs, region_block=region_block) -> SamLowering:
-            """A lowering of this region with its input tensors registered, nothing lowered yet."""
-            lw = SamLowering(region, {}, node_budget, region_block)
-            lw.declared = sparse_results
-            for asg in asgs:
-                used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
-                for n in used:
-                    if n not in tensors and views.parse(n) is not None:  # a derived tensor, read by name
-                        shape = views.shape_of(n, lambda b: tensors[b].shape)
-                        tensors[n] = TensorInfo(
-                            n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input"
-                        )
-                lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
-            return lw
 
-        built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
+def _parse_region(region: str, t: _Tensors, node_budget: int) -> list[Assign]:
+    """Phase 2: a region's outputs in index notation."""
+    in_region = {op for op in t.ops if t.region_of[op] == region}
+    own = set(t.outputs_of[region])  # a returned view is computed here, not read by name
 
-        def build(order_vars: list[str] | None, asgs=asgs, fresh=fresh, built=built) -> SamLowering:
-            key = tuple(order_vars) if order_vars is not None else None
-            if key not in built:
-                lw = fresh()
-                for asg in asgs:
-                    lw.lower(asg, order_vars)
-                built[key] = lw
-            return built[key]
+    def external(v):
+        return None if _produced_in(v, in_region) or v in own else t.names.get(v)
 
-        inputs = fresh()
-        declared = inputs.tensors
-        rv = RegionVars(
-            region,
-            asgs,
-            lambda t, declared=declared: declared[t].fmt.mode_order,
-            lambda t, declared=declared: declared[t].fmt.levels,
-            density,
-        )
-        spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
-        key = (
-            _structure_key(asgs, declared, sparse_results, region_block, (spec, cap), ranker)
-            if spec is not None
-            else None
-        )
-        pick = picked.get(key) if key is not None else None
-        if pick is None and spec is not None:
-            pick = choose(rv, spec, cap)
-            if ranker is not None and spec.strip() == "auto":
-                pick = ranker.rank(region, pick, build)
-            if key is not None:
-                picked[key] = pick
-        lowering = build([v for v in pick.order] if pick is not None else None)
-        if ranker is not None:
-            ranker.commit(lowering.text(), asgs)
-        exprs = []
+    parser = RegionParser(in_region, external, max_ops=2 * node_budget)
+    if region in t.copies:  # out(vs) = input(vs): scanned and written in the output's format
+        return [parser.output(t.copies[region], region[len("copy_") :])]
+    return [parser.output(res, t.names[res]) for res in t.outputs_of[region]]
+
+
+def _lower_region(
+    region: str,
+    asgs: list[Assign],
+    t: _Tensors,
+    region_block: int,
+    spec: str | None,
+    cap: int,
+    ranker: OrderRanker | None,
+    picked: dict[tuple, Candidate],
+    node_budget: int,
+) -> tuple[SamLowering, Candidate | None, RegionVars]:
+    """Phase 3: choose a region's order (searched, ranked, or taken from an identical region)
+    and lower it; returns the lowering, the chosen candidate and the region's variables."""
+    tensors = t.tensors
+
+    def fresh() -> SamLowering:
+        """A lowering of this region with its input tensors registered, nothing lowered yet."""
+        lw = SamLowering(region, {}, node_budget, region_block)
+        lw.declared = t.sparse_results
         for asg in asgs:
-            exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
-            density[asg.out] = estimate_density(rv, asg)
-        if pick is not None:
-            chosen[region] = pick
-            verified = sum(1 for c in pick.alternatives if c.simulated is not None)
-            exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
-        tensors.update(lowering.outputs)
-        graphs.append(lowering.text())
-        summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
-    return module_text(graphs, out_names), summary, chosen, assigns
+            used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
+            for n in used:
+                if n not in tensors and views.parse(n) is not None:  # a derived tensor, read by name
+                    shape = views.shape_of(n, lambda b: tensors[b].shape)
+                    tensors[n] = TensorInfo(
+                        n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input"
+                    )
+            lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
+        return lw
+
+    built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
+
+    def build(order_vars: list[str] | None) -> SamLowering:
+        key = tuple(order_vars) if order_vars is not None else None
+        if key not in built:
+            lw = fresh()
+            for asg in asgs:
+                lw.lower(asg, order_vars)
+            built[key] = lw
+        return built[key]
+
+    declared = fresh().tensors
+    rv = RegionVars(
+        region,
+        asgs,
+        lambda n: declared[n].fmt.mode_order,
+        lambda n: declared[n].fmt.levels,
+        t.density,
+    )
+    key = (
+        _structure_key(asgs, declared, t.sparse_results, region_block, (spec, cap), ranker)
+        if spec is not None
+        else None
+    )
+    pick = picked.get(key) if key is not None else None
+    if pick is None and spec is not None:
+        pick = choose(rv, spec, cap)
+        if ranker is not None and spec.strip() == "auto":
+            pick = ranker.rank(region, pick, build)
+        if key is not None:
+            picked[key] = pick
+    return build(list(pick.order) if pick is not None else None), pick, rv
 
 
 def _structure_key(
