@@ -143,7 +143,7 @@ def chains_of(e: Expr, storage_vars) -> dict[str, list[str]]:
     return out
 
 
-def plan(  # noqa: C901 (to split into named phases)
+def plan(
     expr: Expr, out_vars: tuple[str, ...], storage_vars, loc: str | None, order: Sequence[str] | None = None
 ) -> NestPlan:
     """Choose the root order and every node's nest; checks concordance of every access.
@@ -161,17 +161,34 @@ def plan(  # noqa: C901 (to split into named phases)
         missing = [v for v in _first_use(expr) if v not in given]
         if missing:
             raise UnrealisableOrder(f"order {','.join(given)} does not place variable(s) {', '.join(missing)}", loc)
+    p = NestPlan(tuple(_root_order(expr, out_vars, chains, given, loc)))
+    for v in p.root_nest:
+        p.owner[v] = expr
+    p.expr = _Nests(p, chains, storage_vars, given, loc).assign(expr, p.root_nest, top=True)
+    _bound(p)
+    for v in p.root_nest:
+        p.owner[v] = p.expr
+    return p
 
-    def restricted(vs: set[str]) -> dict[str, list[str]]:
-        return {t: r for t, c in chains.items() if len(r := [v for v in c if v in vs]) > 1}
 
+def _restricted(chains: dict[str, list[str]], vs: set[str]) -> dict[str, list[str]]:
+    """The storage chains over the variables `vs` (those with an order to keep)."""
+    return {t: r for t, c in chains.items() if len(r := [v for v in c if v in vs]) > 1}
+
+
+def _root_order(
+    expr: Expr, out_vars: tuple[str, ...], chains: dict[str, list[str]], given: list[str] | None, loc: str | None
+) -> list[str]:
+    """Phase 1: the root nest: the given order over the root's variables (checked: a root
+    reduction needs a spacc of order 1 or 2), else the default order, with Gustavson at the root
+    when `_spacc_candidate` asks for it."""
     root_vars = set(out_vars) | (set(expr.vars) if isinstance(expr, Reduce) else set())
     root_list = [v for v in _first_use(expr) if v in root_vars]
     try:
         order = (
             [v for v in given if v in root_vars]
             if given is not None
-            else default_order(out_vars, root_list, restricted(root_vars), loc)
+            else default_order(out_vars, root_list, _restricted(chains, root_vars), loc)
         )
     except UnsupportedError:
         # Storage orders conflict: pick the default order and let the conflicting tensor be re-laid
@@ -192,128 +209,151 @@ def plan(  # noqa: C901 (to split into named phases)
                     f"accumulator over {len(after)} inner variables (spacc has order 1 or 2)",
                     loc,
                 )
-    p = NestPlan(tuple(order))
-    for v in order:
-        p.owner[v] = expr
+    return order
 
-    collecting: list[list] = []
 
-    def record(nest: tuple[str, ...]) -> None:
-        for c in collecting:
+class _Nests:
+    """Phase 2: every node's nest, walking the expression DAG from the root (`assign`)."""
+
+    def __init__(self, p: NestPlan, chains, storage_vars, given: list[str] | None, loc: str | None):
+        self.p, self.chains, self.storage_vars, self.given, self.loc = p, chains, storage_vars, given, loc
+        self.collecting: list[list] = []  # the nests recorded inside each open spacc body
+        self.memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, list]] = {}
+
+    def record(self, nest: tuple[str, ...]) -> None:
+        for c in self.collecting:
             c.append(nest)
 
-    memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, list]] = {}
-
-    def assign(e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
+    def assign(self, e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
         """`assign_once`, once per DAG node and nest: the parser shares subexpressions (a
         softmax reads its row statistics twice), and walking the tree instead grows
         exponentially with the depth of a fused decoder."""
-        p.keep.append(e)
+        keep = self.p.keep
+        keep.append(e)
         if top or isinstance(e, (Access, Const)):
-            out = assign_once(e, ctx, top, masked)
-            p.keep.append(out)
+            out = self.assign_once(e, ctx, top, masked)
+            keep.append(out)
             return out
         key = (id(e), ctx, masked)
-        hit = memo.get(key)
+        hit = self.memo.get(key)
         if hit is None:
-            collecting.append([])
-            out = assign_once(e, ctx, top, masked)
-            p.keep.append(out)
-            memo[key] = (out, collecting.pop())
+            self.collecting.append([])
+            out = self.assign_once(e, ctx, top, masked)
+            keep.append(out)
+            self.memo[key] = (out, self.collecting.pop())
             return out
         for nest in hit[1]:  # what the first visit recorded, for the spaccs around this one
-            record(nest)
+            self.record(nest)
         return hit[0]
 
-    def assign_once(e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
+    def assign_once(self, e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
         if isinstance(e, Access):
-            p.value_nest[id(e)] = ctx
-            missing = [v for v in e.vars if v not in ctx and v != UNIT]
-            if missing:
-                raise UnsupportedError(f"internal: {e.tensor} uses {missing} outside their loops", loc)
-            pos = {v: i for i, v in enumerate(ctx)}
-            sv = storage_vars(e)
-            if any(pos[a] > pos[b] for a, b in zip(sv, sv[1:])):
-                wanted = tuple(sorted(range(len(e.vars)), key=lambda m: pos.get(e.vars[m], -1)))
-                raise DiscordantError(
-                    f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
-                    f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
-                    loc,
-                    e.tensor,
-                    wanted,
-                    e.use,
-                )
-            if p.access_nest.get(e, ctx) != ctx:
-                raise SharedInTwoNests(f"{e.tensor} read in loop nests {p.access_nest[e]} and {ctx}", loc)
-            p.access_nest[e] = ctx
-            record(ctx)
-            return e
+            return self._access(e, ctx)
         if isinstance(e, Call):
             # under a mask the consumer visits only the mask's nonzeros: keep inner-product order
             out: Expr = Call(
-                e.op, tuple(assign(a, ctx, masked=masked or (e.op == "mask" and i == 0)) for i, a in enumerate(e.args))
+                e.op,
+                tuple(self.assign(a, ctx, masked=masked or (e.op == "mask" and i == 0)) for i, a in enumerate(e.args)),
             )
-            p.value_nest[id(out)] = ctx
+            self.p.value_nest[id(out)] = ctx
             return out
         if isinstance(e, Reduce):
             if top:
-                body = assign(e.body, ctx)
-                out = Reduce(e.kind, e.vars, body)
-                p.value_nest[id(out)] = tuple(v for v in ctx if v not in e.vars)
-                p.body_nest[id(out)] = ctx
-                return out
+                return self._root_reduction(e, ctx)
             fv = free_vars(e)
             ordered = [v for v in ctx if v in fv]
-            if given is not None:
-                spacc = _follow_order(e, ordered, given, masked, loc, p.renamed)
+            if self.given is not None:
+                spacc = _follow_order(e, ordered, self.given, masked, self.loc, self.p.renamed)
             else:
                 spacc = None if masked else _spacc_candidate(e, ordered)
             if spacc is not None:
-                # Gustavson: iterate the reduced variable outside the last free one and merge with a
-                # sparse accumulator, so reductions inside stay hoisted instead of recomputed.
-                a = ordered[-1]
-                a2 = f"{a}_{e.vars[0]}"
-                p.renamed[a2] = p.renamed.get(a, a)  # always the original variable
-                e2 = Reduce(e.kind, e.vars, rename(e.body, {a: a2}))
-                prefix = ctx[: ctx.index(a)]
-                body_nest = prefix + (e.vars[0], a2)
-                collecting.append([body_nest])
-                body = assign(e2.body, body_nest, masked=masked)
-                inside = collecting.pop()
-                record(body_nest)
-                for nest in inside:
-                    record(nest)
-                out = Reduce(e.kind, e.vars, body)
-                p.spacc_nests[id(out)] = inside
-                p.value_nest[id(out)] = prefix + (a,)
-                p.body_nest[id(out)] = body_nest
-                p.spacc[id(out)] = (a, a2)
-                p.owner[e.vars[0]] = out
-                p.owner[a2] = out
-                return out
-            # hoist to the shortest prefix of the nest holding every free variable: computed once
-            # there and repeated along the loops inside (a degree under a feature loop)
-            inner = ctx[: max((ctx.index(v) + 1 for v in fv), default=0)]
-            rv = (
-                list(e.vars)
-                if len(e.vars) == 1
-                else [v for v in given if v in e.vars]
-                if given is not None
-                else default_order([], list(e.vars), restricted(set(e.vars)), loc)
-            )
-            body_nest = inner + tuple(rv)
-            record(body_nest)
-            body = assign(e.body, body_nest, masked=masked)
-            out = Reduce(e.kind, e.vars, body)
-            p.value_nest[id(out)] = inner
-            p.body_nest[id(out)] = body_nest
-            for v in e.vars:
-                p.owner[v] = out
-            return out
-        p.value_nest[id(e)] = ctx
+                return self._gustavson(e, ctx, ordered, masked)
+            return self._hoisted(e, ctx, fv, masked)
+        self.p.value_nest[id(e)] = ctx
         return e
 
-    p.expr = assign(expr, p.root_nest, top=True)
+    def _access(self, e: Access, ctx: tuple[str, ...]) -> Access:
+        """A tensor read in nest `ctx`: its storage order must follow the nest."""
+        p, loc = self.p, self.loc
+        p.value_nest[id(e)] = ctx
+        missing = [v for v in e.vars if v not in ctx and v != UNIT]
+        if missing:
+            raise UnsupportedError(f"internal: {e.tensor} uses {missing} outside their loops", loc)
+        pos = {v: i for i, v in enumerate(ctx)}
+        sv = self.storage_vars(e)
+        if any(pos[a] > pos[b] for a, b in zip(sv, sv[1:])):
+            wanted = tuple(sorted(range(len(e.vars)), key=lambda m: pos.get(e.vars[m], -1)))
+            raise DiscordantError(
+                f"tensor {e.tensor} would be traversed against its storage order ({', '.join(sv)}) in the "
+                f"loop nest ({', '.join(ctx)}); store it in another mode order or split the region here",
+                loc,
+                e.tensor,
+                wanted,
+                e.use,
+            )
+        if p.access_nest.get(e, ctx) != ctx:
+            raise SharedInTwoNests(f"{e.tensor} read in loop nests {p.access_nest[e]} and {ctx}", loc)
+        p.access_nest[e] = ctx
+        self.record(ctx)
+        return e
+
+    def _root_reduction(self, e: Reduce, ctx: tuple[str, ...]) -> Reduce:
+        body = self.assign(e.body, ctx)
+        out = Reduce(e.kind, e.vars, body)
+        self.p.value_nest[id(out)] = tuple(v for v in ctx if v not in e.vars)
+        self.p.body_nest[id(out)] = ctx
+        return out
+
+    def _gustavson(self, e: Reduce, ctx: tuple[str, ...], ordered: list[str], masked: bool) -> Reduce:
+        """Iterate the reduced variable outside the last free one and merge with a sparse
+        accumulator, so reductions inside stay hoisted instead of recomputed."""
+        p = self.p
+        a = ordered[-1]
+        a2 = f"{a}_{e.vars[0]}"
+        p.renamed[a2] = p.renamed.get(a, a)  # always the original variable
+        e2 = Reduce(e.kind, e.vars, rename(e.body, {a: a2}))
+        prefix = ctx[: ctx.index(a)]
+        body_nest = prefix + (e.vars[0], a2)
+        self.collecting.append([body_nest])
+        body = self.assign(e2.body, body_nest, masked=masked)
+        inside = self.collecting.pop()
+        self.record(body_nest)
+        for nest in inside:
+            self.record(nest)
+        out = Reduce(e.kind, e.vars, body)
+        p.spacc_nests[id(out)] = inside
+        p.value_nest[id(out)] = prefix + (a,)
+        p.body_nest[id(out)] = body_nest
+        p.spacc[id(out)] = (a, a2)
+        p.owner[e.vars[0]] = out
+        p.owner[a2] = out
+        return out
+
+    def _hoisted(self, e: Reduce, ctx: tuple[str, ...], fv: frozenset, masked: bool) -> Reduce:
+        """Hoist to the shortest prefix of the nest holding every free variable: computed once
+        there and repeated along the loops inside (a degree under a feature loop)."""
+        p, given = self.p, self.given
+        inner = ctx[: max((ctx.index(v) + 1 for v in fv), default=0)]
+        rv = (
+            list(e.vars)
+            if len(e.vars) == 1
+            else [v for v in given if v in e.vars]
+            if given is not None
+            else default_order([], list(e.vars), _restricted(self.chains, set(e.vars)), self.loc)
+        )
+        body_nest = inner + tuple(rv)
+        self.record(body_nest)
+        body = self.assign(e.body, body_nest, masked=masked)
+        out = Reduce(e.kind, e.vars, body)
+        p.value_nest[id(out)] = inner
+        p.body_nest[id(out)] = body_nest
+        for v in e.vars:
+            p.owner[v] = out
+        return out
+
+
+def _bound(p: NestPlan) -> None:
+    """Phase 3: the variables reduced inside every node (`NestPlan.bound`)."""
 
     def bound_of(e: Expr) -> frozenset:
         if id(e) in p.bound:
@@ -328,10 +368,8 @@ def plan(  # noqa: C901 (to split into named phases)
         p.keep.append(e)
         return b
 
+    assert p.expr is not None
     bound_of(p.expr)
-    for v in order:
-        p.owner[v] = p.expr
-    return p
 
 
 class SharedInTwoNests(UnsupportedError):
