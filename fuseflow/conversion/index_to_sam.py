@@ -439,14 +439,25 @@ class SamLowering:
         self.tensors, self.aliases, self.notes = dict(snapshot[0]), dict(snapshot[1]), list(snapshot[2])
         return self._plan_concordant(asg.expr, out_vars, asg, order)
 
-    def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:  # noqa: C901 (to split into named phases)
+    def _lower_assign(self, asg: Assign, order: list[str] | None) -> list[str]:
+        """Plan the assignment's nests, iterate every trie node, reduce at the root, write the
+        output; returns the root loop order."""
+        p, cx = self._plan_assign(asg, order)
+        full_of = self._iterate(asg, p, cx)
+        self.scanned.update(a.tensor for a in p.access_nest)  # a later assignment must not re-lay these out
+        val, out_crds = self._root_reductions(asg, p, full_of)
+        self._write(asg, [v for v in p.root_nest if v in out_crds], out_crds, full_of, val)
+        return list(p.root_nest)
+
+    def _plan_assign(self, asg: Assign, order: list[str] | None) -> tuple[NestPlan, IterCtx]:
+        """Phase 1: the nests (alpha-equivalent reductions shared) and the iteration context;
+        every access gets its root reference."""
         self.dims = asg.dims
         if self.block:
             self.dims = self._block_dims(asg)
         out_vars = tuple(v for v in asg.vars if v != UNIT)
         p = self._plan_shared(asg, out_vars, order)
         self.plan = p
-        expr = p.expr
         self.virtual = {rid: a for rid, (a, _) in p.spacc.items()}
         for inner, orig in p.renamed.items():
             self.dims[inner] = self.dims[orig]
@@ -457,13 +468,19 @@ class SamLowering:
             compressed_at=self._compressed_at,
             accumulated={rid: a2 for rid, (_, a2) in p.spacc.items()},
         )
-        accs = list(p.access_nest)
-        for a in accs:
+        for a in p.access_nest:
             real = [v for v in a.vars if v != UNIT]  # size-1 dimensions all share the unit variable
             if len(set(real)) != len(real):
                 raise UnsupportedError(f"tensor {a.tensor} is indexed on its diagonal; not supported", asg.loc)
-        self.state = {a: _State(self.g.root(a.tensor)) for a in accs}
+        self.state = {a: _State(self.g.root(a.tensor)) for a in p.access_nest}
         self.crd_of: dict[str, str] = {}
+        return p, cx
+
+    def _iterate(self, asg: Assign, p: NestPlan, cx: IterCtx) -> dict[str, bool]:
+        """Phase 2: every trie node's iteration (scans, joins), each access's reference carried
+        down (repeated where the nest does not iterate it); returns which variables cover their
+        full range."""
+        expr = p.expr
         full_of: dict[str, bool] = {}
         # A root reduction whose skipped entries are not its identity visits its whole range, and so
         # must every variable iterated inside it (a spacc would otherwise skip them).
@@ -474,7 +491,7 @@ class SamLowering:
                 if absent(expr.body, rv, self.virtual) != identity(expr.kind):
                     dense_inside.update(rn[rn.index(rv) + 1 :])
         under: dict[tuple[str, ...], list[Access]] = {}
-        for a in accs:
+        for a in p.access_nest:
             n = p.access_nest[a]
             for k in range(1, len(n) + 1):
                 under.setdefault(n[:k], []).append(a)
@@ -516,13 +533,17 @@ class SamLowering:
                     f"{self.node_budget} nodes (at index variable {v}); split the region",
                     asg.loc,
                 )
-        self.scanned.update(a.tensor for a in accs)  # a later assignment must not re-lay these out
+        return full_of
+
+    def _root_reductions(self, asg: Assign, p: NestPlan, full_of: dict[str, bool]) -> tuple[str, dict[str, str]]:
+        """Phase 3: the root's value, reduced over the root's reduced variables (innermost ones
+        reduce, an outer one needs a sparse accumulator); returns the value stream and each
+        output variable's coordinate stream."""
+        expr = p.expr
         order = list(p.root_nest)
         red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else (None, (), expr)
         val = self._value(body, p.root_nest)
-        out_order = [v for v in order if v not in red_vars]
-        out_crds = {v: self.crd_of[v] for v in out_order}
-        # Root reductions: innermost variables reduce; an outer one needs a sparse accumulator.
+        out_crds = {v: self.crd_of[v] for v in order if v not in red_vars}
         pos = {v: i for i, v in enumerate(order)}
         for v in sorted(red_vars, key=lambda x: -pos[x]):
             after = [u for u in order[pos[v] + 1 :] if u not in red_vars]
@@ -551,7 +572,13 @@ class SamLowering:
                     f"order {len(after)} (only 1 and 2 exist)",
                     asg.loc,
                 )
-        # Writers.
+        return val, out_crds
+
+    def _write(
+        self, asg: Assign, out_order: list[str], out_crds: dict[str, str], full_of: dict[str, bool], val: str
+    ) -> None:
+        """Phase 4: the writers, in the loop order, and the output's format (dense where the
+        level covers its full range, or as declared)."""
         mode_of = {v: i for i, v in enumerate(asg.vars) if v != UNIT}
         unit_modes = [i for i, v in enumerate(asg.vars) if v == UNIT]
         kinds = ["dense" if full_of[v] else "compressed" for v in out_order]
@@ -571,7 +598,6 @@ class SamLowering:
             tuple(levels) + ("dense",) * len(unit_modes), tuple(mode_of[v] for v in out_order) + tuple(unit_modes)
         )
         self.outputs[asg.out] = TensorInfo(asg.out, shape, fmt, "output")
-        return order
 
     def _drop_zeros(self, asg: Assign, decl: Format, out_order: list[str], out_crds: dict, val: str):
         """A result declared sparse: its levels take the declared kinds (in the loop order they
