@@ -475,12 +475,12 @@ def figure17(tier: str, say) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], tier: str, wall: float) -> str:
+def markdown(rows: list[dict], tier: str, wall: float, jobs: int = 1) -> str:
     out = [
         "# FuseFlow's figures, ours beside the paper's",
         "",
         f"`python benchmarks/paper.py --figure all --tier {tier} -o docs/results/paper_{tier}.json "
-        "--md docs/paper.md --plots docs/results/paper` "
+        f"--md docs/paper.md --plots docs/results/paper{f' --jobs {jobs}' if jobs > 1 else ''}` "
         f"(fuseflow {fuseflow.__version__}, {wall:.0f} s on 2 cores). The paper's numbers are the "
         "default data of the artifact's plotting scripts (`benchmarks/paper/numbers.json` names the "
         "commit). Every point of ours is simulated and its outputs checked against PyTorch.",
@@ -566,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.source:
         saved = json.loads(Path(a.source).read_text())
         if a.md:
-            Path(a.md).write_text(markdown(saved["rows"], saved["tier"], saved["wall_s"]))
+            Path(a.md).write_text(markdown(saved["rows"], saved["tier"], saved["wall_s"], saved.get("jobs", 1)))
         if a.plots:
             plot(saved["rows"], Path(a.plots))
         return 0
@@ -590,9 +590,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for i in range(len(todo)) for row in done[i]]  # in figure order, however they finished
     wall = time.perf_counter() - t0
     if a.output:
-        Path(a.output).write_text(json.dumps({"tier": a.tier, "wall_s": round(wall, 1), "rows": rows}, indent=1))
+        saved = {"tier": a.tier, "wall_s": round(wall, 1), "jobs": a.jobs, "rows": rows}
+        Path(a.output).write_text(json.dumps(saved, indent=1))
     if a.md:
-        Path(a.md).write_text(markdown(rows, a.tier, wall))
+        Path(a.md).write_text(markdown(rows, a.tier, wall, a.jobs))
     if a.plots:
         plot(rows, Path(a.plots))
     print(f"{len(rows)} rows in {wall:.0f} s", file=sys.stderr)
