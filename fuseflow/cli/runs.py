@@ -129,7 +129,6 @@ def _requested(known: list, spec: str) -> list:
 
 def cmd_study(a) -> int:
     """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
-
     from rich.progress import Progress
 
     import fuseflow
@@ -145,59 +144,7 @@ def cmd_study(a) -> int:
     with Progress(transient=True) as progress:
         task = progress.add_task("schedules", total=len(schedules))
         for name, sched in schedules:
-            progress.update(task, description=f"{name}: compile")
-            t0 = time.perf_counter()
-            try:
-                prog = (
-                    base
-                    if name == "unfused"
-                    else fuseflow.compile(
-                        model,
-                        args,
-                        formats=formats,
-                        schedule=sched,
-                        node_budget=a.node_budget,
-                        order=a.order,
-                        arch=a.arch,
-                    )
-                )
-                t1 = time.perf_counter()
-                progress.update(task, description=f"{name}: simulate")
-                res = prog.simulate(
-                    arch=a.arch,
-                    engine=a.engine,
-                    memo=a.memo,
-                    jobs=a.jobs,
-                    strategy=a.strategy,
-                    progress=lambda region, cycle, name=name: progress.update(
-                        task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
-                    ),
-                )
-                t2 = time.perf_counter()
-                err = res.check()
-                est = prog.estimate(arch=a.arch, strategy=a.strategy)
-            except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
-                first = str(e).splitlines()[0]
-                rows.append({"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None})
-                progress.advance(task)
-                continue
-            tot = [r.totals() for r in res.regions]
-            rows.append(
-                {
-                    "schedule": name,
-                    "regions": len(prog.graphs),
-                    "cycles": res.cycles,
-                    "region_cycles": res.serial_cycles,
-                    "estimated_cycles": est.cycles,
-                    "alu_ops": sum(t["alu_ops"] for t in tot),
-                    "reductions": sum(t["reductions"] for t in tot),
-                    "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
-                    "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
-                    "max_abs_error": err,
-                    "compile_s": round(t1 - t0, 2),
-                    "simulate_s": round(t2 - t1, 2),
-                }
-            )
+            rows.append(_study_row(a, name, sched, base, (model, args, formats), progress, task))
             progress.advance(task)
     base_cycles = next((r.get("cycles") for r in rows if r["schedule"] == "unfused"), None)
     for r in rows:
@@ -209,8 +156,63 @@ def cmd_study(a) -> int:
         "strategy": a.strategy,
         "schedules": rows,
     }
-    if write_json(result, a):
-        return 0
+    if not write_json(result, a):
+        _print_study(a, rows)
+    return 0
+
+
+def _study_row(a, name: str, sched, base, built: tuple, progress, task) -> dict:
+    """One schedule of the study: compile, simulate, check against PyTorch, estimate. A schedule
+    that fails gives a row with its error, and the study goes on."""
+    import fuseflow
+
+    model, args, formats = built
+    progress.update(task, description=f"{name}: compile")
+    t0 = time.perf_counter()
+    try:
+        prog = (
+            base
+            if name == "unfused"
+            else fuseflow.compile(
+                model, args, formats=formats, schedule=sched, node_budget=a.node_budget, order=a.order, arch=a.arch
+            )
+        )
+        t1 = time.perf_counter()
+        progress.update(task, description=f"{name}: simulate")
+        res = prog.simulate(
+            arch=a.arch,
+            engine=a.engine,
+            memo=a.memo,
+            jobs=a.jobs,
+            strategy=a.strategy,
+            progress=lambda region, cycle: progress.update(
+                task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
+            ),
+        )
+        t2 = time.perf_counter()
+        err = res.check()
+        est = prog.estimate(arch=a.arch, strategy=a.strategy)
+    except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
+        first = str(e).splitlines()[0]
+        return {"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None}
+    tot = [r.totals() for r in res.regions]
+    return {
+        "schedule": name,
+        "regions": len(prog.graphs),
+        "cycles": res.cycles,
+        "region_cycles": res.serial_cycles,
+        "estimated_cycles": est.cycles,
+        "alu_ops": sum(t["alu_ops"] for t in tot),
+        "reductions": sum(t["reductions"] for t in tot),
+        "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
+        "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
+        "max_abs_error": err,
+        "compile_s": round(t1 - t0, 2),
+        "simulate_s": round(t2 - t1, 2),
+    }
+
+
+def _print_study(a, rows: list[dict]) -> None:
     print_table(
         f"fusion study: {Path(a.model).name} (arch {a.arch}, strategy {a.strategy}; cycles: the makespan)",
         [
@@ -245,7 +247,6 @@ def cmd_study(a) -> int:
             "simulate s",
         ],
     )
-    return 0
 
 
 def cmd_order_sweep(a) -> int:

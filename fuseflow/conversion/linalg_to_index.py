@@ -367,7 +367,9 @@ class RegionParser:
                     out[d] = vs[gi] if d in real else UNIT
         return tuple(out)
 
-    def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:  # noqa: C901 (to split into named phases)
+    def compute(self, op: ir.Operation, result: int, vs: tuple[str, ...]) -> Expr:
+        """Result `result` of one linalg op at index variables `vs`: its body (or a matmul's
+        multiply-add) over fresh loop variables, reduced over its reduction loops."""
         self._computed += 1
         if self._computed > self.max_ops:
             raise unsupported(
@@ -379,95 +381,10 @@ class RegionParser:
             )
         maps, iters = _maps(op)
         ins, outs = _segments(op)
-        n_in = len(ins)
-        env: dict[int, str] = {}
-        for p, d in enumerate(_dim_positions(maps[n_in + result], op, "result")):
-            if d is None:
-                continue
-            if d in env:
-                raise unsupported(op, f"'{op.name}' writes a diagonal (repeated loop dimension {d})")
-            env[d] = vs[p]
-        bounds = self._loop_bounds(op, maps, ins + outs)
-        red = [d for d, it in enumerate(iters) if it == "reduction"]
-        for d in range(len(iters)):
-            if d not in env:  # a size-1 loop is the unit variable, as in outputs: one name per index 0
-                env[d] = UNIT if bounds[d] == 1 else self.fresh(bounds[d])
+        env = self._loop_env(op, maps, ins + outs, len(ins) + result, iters, vs)
         if op.name == "linalg.generic":
             block = op.regions[0].blocks[0]
-            yielded = list(block.operations)[-1].operands[result]
-        else:
-            block, yielded = None, None
-
-        def scalar(v: ir.Value):  # noqa: C901 (to split into named phases)
-            if block is None:
-                raise AssertionError
-            if isinstance(v.owner, ir.Block) and v.owner == block:
-                k = v.arg_number
-                if k >= n_in:
-                    return _ACC
-                tensor = ins[k]
-                if not isinstance(tensor.type, ir.RankedTensorType):
-                    c = _float_constant(tensor)
-                    if c is None:
-                        raise unsupported(op, "a non-constant scalar operand is not supported")
-                    return Const(c)
-                dims = _dim_positions(maps[k], op, f"operand {k}")
-                return self.expr(tensor, tuple(UNIT if d is None else env[d] for d in dims))
-            c = _float_constant(v)
-            if c is not None:
-                return Const(c)
-            o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
-            if not isinstance(o, ir.Operation):
-                raise unsupported(op, "unsupported value in a linalg body")
-            n = o.name
-            if n in PASS_THROUGH:
-                return scalar(o.operands[0])
-            if n in UNARY:
-                return call(UNARY[n], scalar(o.operands[0]))
-            if n in BINARY:
-                a, b = scalar(o.operands[0]), scalar(o.operands[1])
-                if a is _ACC or b is _ACC:
-                    return (BINARY[n], b if a is _ACC else a)
-                return call(BINARY[n], a, b)
-            if n == "arith.select":
-                relu = _relu_operand(o)
-                if relu is not None:
-                    return call("relu", scalar(relu))
-                mm = _min_max(o)
-                if mm is not None:
-                    kind, x, c = mm
-                    return call(kind, scalar(x), Const(c))
-                ext = _select_extremum(o)
-                if ext is not None:
-                    kind, x, y = ext
-                    return call(kind, scalar(x), scalar(y))
-                masked = _masked(scalar(o.operands[0]), scalar(o.operands[1]), scalar(o.operands[2]))
-                if masked is not None:
-                    return masked
-                raise unsupported(
-                    o,
-                    "unsupported select: only ReLU and masking with -inf "
-                    "(masked_fill(mask == 0, -inf) / where(mask != 0, x, -inf)) lower to sam",
-                )
-            if n == "arith.cmpf":
-                pred = o.attributes["predicate"]
-                pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
-                x, z = scalar(o.operands[0]), scalar(o.operands[1])
-                if isinstance(z, Const) and z.value == 0.0 and pv in (1, 8):  # oeq, ueq
-                    return call("eqz", x)
-                if isinstance(z, Const) and z.value == 0.0 and pv in (6, 13):  # one, une
-                    return call("nez", x)
-                raise unsupported(o, "unsupported comparison: only comparisons of a mask with 0 lower to sam")
-            if n in ("math.fpowi", "math.powf"):
-                e = _float_constant(o.operands[1]) if n == "math.powf" else _int_constant(o.operands[1])
-                if e in (2, 3):
-                    x = scalar(o.operands[0])
-                    return call("mul", x, x) if e == 2 else call("mul", x, call("mul", x, x))
-                raise unsupported(o, "only squares and cubes are supported as powers")
-            raise unsupported(o, f"unsupported op '{n}' in the body of '{op.name}'")
-
-        if op.name == "linalg.generic":
-            body = scalar(yielded)
+            body = _Body(op, block, ins, maps, env).scalar(self, list(block.operations)[-1].operands[result])
         else:
             a = self.expr(
                 ins[0], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[0], op, "operand 0"))
@@ -476,16 +393,38 @@ class RegionParser:
                 ins[1], tuple(UNIT if d is None else env[d] for d in _dim_positions(maps[1], op, "operand 1"))
             )
             body = ("add", call("mul", a, b))
+        red = [d for d, it in enumerate(iters) if it == "reduction"]
         if not red:
             if isinstance(body, tuple) or body is _ACC:
                 raise unsupported(op, f"'{op.name}' reads its output without a reduction")
             return body
+        return self._reduction(op, body, [env[d] for d in red], outs[result], vs)
+
+    def _loop_env(self, op, maps, operands, out_index: int, iters, vs: tuple[str, ...]) -> dict[int, str]:
+        """A name for every loop of the op: the result's loops take `vs`, the others fresh names
+        (the unit variable for size-1 loops)."""
+        env: dict[int, str] = {}
+        for p, d in enumerate(_dim_positions(maps[out_index], op, "result")):
+            if d is None:
+                continue
+            if d in env:
+                raise unsupported(op, f"'{op.name}' writes a diagonal (repeated loop dimension {d})")
+            env[d] = vs[p]
+        bounds = self._loop_bounds(op, maps, operands)
+        for d in range(len(iters)):
+            if d not in env:  # a size-1 loop is the unit variable, as in outputs: one name per index 0
+                env[d] = UNIT if bounds[d] == 1 else self.fresh(bounds[d])
+        return env
+
+    def _reduction(self, op, body, red_vars: list[str], init_value, vs: tuple[str, ...]) -> Expr:
+        """A reduction body (``out + f(ins)`` or ``max(out, f(ins))``) over `red_vars`, added to
+        its init unless the init is the reduction's identity."""
         if not isinstance(body, tuple) or body[0] not in ("add", "max"):
             raise unsupported(op, f"'{op.name}' reduction must be out + f(ins) or max(out, f(ins))")
         kind = "sum" if body[0] == "add" else "max"
-        rvars = tuple(env[d] for d in red if env[d] != UNIT)
+        rvars = tuple(v for v in red_vars if v != UNIT)
         reduced = Reduce(kind, rvars, body[1]) if rvars else body[1]  # over size-1 dims only: the body
-        init = self.expr(outs[result], vs)
+        init = self.expr(init_value, vs)
         identity = 0.0 if kind == "sum" else -math.inf
         if isinstance(init, Const) and init.value == identity:
             return reduced
@@ -584,3 +523,96 @@ def _relu_operand(select: ir.Operation) -> ir.Value | None:
     if _float_constant(zero) != 0.0 or _float_constant(f) != 0.0 or t != x:
         return None
     return x
+
+
+@dataclass
+class _Body:
+    """One ``linalg.generic`` body being translated to index notation: its block, input
+    operands, indexing maps and loop variable names."""
+
+    op: ir.Operation
+    block: ir.Block
+    ins: list
+    maps: list
+    env: dict[int, str]
+
+    def scalar(self, rp: RegionParser, v: ir.Value):
+        """The expression computing `v` in the body (`_ACC` for the output's running value, or
+        an (op, operand) pair for an update of it)."""
+        op = self.op
+        if isinstance(v.owner, ir.Block) and v.owner == self.block:
+            return self._argument(rp, v.arg_number)
+        c = _float_constant(v)
+        if c is not None:
+            return Const(c)
+        o = v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
+        if not isinstance(o, ir.Operation):
+            raise unsupported(op, "unsupported value in a linalg body")
+        n = o.name
+        if n in PASS_THROUGH:
+            return self.scalar(rp, o.operands[0])
+        if n in UNARY:
+            return call(UNARY[n], self.scalar(rp, o.operands[0]))
+        if n in BINARY:
+            a, b = self.scalar(rp, o.operands[0]), self.scalar(rp, o.operands[1])
+            if a is _ACC or b is _ACC:
+                return (BINARY[n], b if a is _ACC else a)
+            return call(BINARY[n], a, b)
+        if n == "arith.select":
+            return self._select(rp, o)
+        if n == "arith.cmpf":
+            return self._compare(rp, o)
+        if n in ("math.fpowi", "math.powf"):
+            e = _float_constant(o.operands[1]) if n == "math.powf" else _int_constant(o.operands[1])
+            if e in (2, 3):
+                x = self.scalar(rp, o.operands[0])
+                return call("mul", x, x) if e == 2 else call("mul", x, call("mul", x, x))
+            raise unsupported(o, "only squares and cubes are supported as powers")
+        raise unsupported(o, f"unsupported op '{n}' in the body of '{op.name}'")
+
+    def _argument(self, rp: RegionParser, k: int):
+        """Block argument k: an input read at its map's variables, a scalar constant, or the
+        output's running value."""
+        if k >= len(self.ins):
+            return _ACC
+        tensor = self.ins[k]
+        if not isinstance(tensor.type, ir.RankedTensorType):
+            c = _float_constant(tensor)
+            if c is None:
+                raise unsupported(self.op, "a non-constant scalar operand is not supported")
+            return Const(c)
+        dims = _dim_positions(self.maps[k], self.op, f"operand {k}")
+        return rp.expr(tensor, tuple(UNIT if d is None else self.env[d] for d in dims))
+
+    def _select(self, rp: RegionParser, o: ir.Operation):
+        """A select: ReLU, a clamp (min/max with a constant), max/min of two values, or masking."""
+        relu = _relu_operand(o)
+        if relu is not None:
+            return call("relu", self.scalar(rp, relu))
+        mm = _min_max(o)
+        if mm is not None:
+            kind, x, c = mm
+            return call(kind, self.scalar(rp, x), Const(c))
+        ext = _select_extremum(o)
+        if ext is not None:
+            kind, x, y = ext
+            return call(kind, self.scalar(rp, x), self.scalar(rp, y))
+        masked = _masked(*(self.scalar(rp, o.operands[i]) for i in range(3)))
+        if masked is not None:
+            return masked
+        raise unsupported(
+            o,
+            "unsupported select: only ReLU and masking with -inf "
+            "(masked_fill(mask == 0, -inf) / where(mask != 0, x, -inf)) lower to sam",
+        )
+
+    def _compare(self, rp: RegionParser, o: ir.Operation):
+        """A comparison of a mask with 0 (eqz / nez)."""
+        pred = o.attributes["predicate"]
+        pv = pred.value if isinstance(pred, ir.IntegerAttr) else -1
+        x, z = self.scalar(rp, o.operands[0]), self.scalar(rp, o.operands[1])
+        if isinstance(z, Const) and z.value == 0.0 and pv in (1, 8):  # oeq, ueq
+            return call("eqz", x)
+        if isinstance(z, Const) and z.value == 0.0 and pv in (6, 13):  # one, une
+            return call("nez", x)
+        raise unsupported(o, "unsupported comparison: only comparisons of a mask with 0 lower to sam")

@@ -454,10 +454,31 @@ def _lookup(module: torch.nn.Module, path: str):
     return obj
 
 
-def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> Any:  # noqa: C901 (to split into named phases)
+_PASS = object()
+"""What a phase of `_translate_node` returns for a node it does not handle (None is a value)."""
+
+
+def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> Any:
+    """One FX node of a message-passing forward: tracked symbolically (sizes and counts, the
+    edge index's structure, allocations and scatters), or emitted as a real op on the edges or
+    on ordinary tensors."""
     name = graph_name(node.target)
     a = [_val(env, x) for x in node.args]
     kw = {k: _val(env, v) for k, v in node.kwargs.items()}
+    for phase in (_symbolic_sizes, _index_structure, _allocation_or_scatter):
+        out = phase(rw, node, name, a, kw, counts)
+        if out is not _PASS:
+            return out
+    edges = [x for x in a if isinstance(x, Edge)]
+    if edges:
+        return _edge_op(rw, node, name, a, kw, edges)
+    if any(isinstance(x, _SYMBOLIC) for x in _flat(a) + _flat(list(kw.values()))):
+        raise rw.fail(f"{name} on an edge list is not supported")
+    return _real_op(rw, node, name, a, kw)
+
+
+def _symbolic_sizes(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, counts: dict) -> Any:
+    """Sizes, counts and shape assertions: edge counts stay symbolic (`Count`)."""
     if isinstance(node.target, type(operator.add)) and node.target in (operator.add, operator.ge, operator.le):
         if node.target is operator.add and any(isinstance(x, Count) for x in a):
             c = next(x for x in a if isinstance(x, Count))
@@ -470,6 +491,12 @@ def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> An
         return None
     if name.endswith("_assert_scalar") or name.endswith("_assert_tensor_metadata"):
         return None
+    return _PASS
+
+
+def _index_structure(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, counts: dict) -> Any:
+    """The edge index's structure: its sides, self-loop masks and added loops, node ranges,
+    and gathers of node features along a side."""
     if name == "aten.select.int" and isinstance(a[0], Index) and a[1] == 0:
         return Side(a[0].s, int(a[2]))
     if name in ("aten.ne.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
@@ -501,6 +528,12 @@ def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> An
         a[0], Side
     ):
         return a[0]
+    return _PASS
+
+
+def _allocation_or_scatter(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, counts: dict) -> Any:
+    """Constant tensors (over edges, zeros over nodes, or ordinary) and scatters of edge values
+    into nodes."""
     if name in (
         "aten.ones",
         "aten.full",
@@ -525,12 +558,7 @@ def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> An
         if include_self and a[4] != "sum":
             raise rw.fail(f"scatter_reduce '{a[4]}' with include_self=True")
         return rw.scatter(a[0], a[2], a[3], {"mean": "mean", "amax": "amax", "sum": "sum"}.get(a[4], a[4]))
-    edges = [x for x in a if isinstance(x, Edge)]
-    if edges:
-        return _edge_op(rw, node, name, a, kw, edges)
-    if any(isinstance(x, _SYMBOLIC) for x in _flat(a) + _flat(list(kw.values()))):
-        raise rw.fail(f"{name} on an edge list is not supported")
-    return _real_op(rw, node, name, a, kw)
+    return _PASS
 
 
 def _alloc(rw: _Rewriter, node: fx.Node, shape: tuple, fill: float | None, counts: dict) -> Any:
