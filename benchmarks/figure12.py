@@ -4,6 +4,7 @@ over unfused, per application and dataset.
     python benchmarks/figure12.py                       # the points that fit in the hour (--tier medium)
     python benchmarks/figure12.py --tier paper          # every point, GPT-3 Small at full size
     python benchmarks/figure12.py --only gcn,sage --datasets cora,pubmed --schedules unfused,layer
+    python benchmarks/figure12.py --only gcn --datasets pubmed --points 2   # two points at once
 
 Every point (application, dataset, schedule) runs in a process of its own: compile, the cycle
 model's estimate, simulate (memoised: identical decoders are simulated once, `--memo-dir` shares
@@ -29,6 +30,7 @@ import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -336,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rss-gb", type=float, default=8.0)
     ap.add_argument("--budget", type=float, help="estimated distinct ALU ops above which a point is not simulated")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes per point (simulate(jobs=))")
+    ap.add_argument(
+        "--points", type=int, default=1, help="points run at once, each in its own watched process (default 1)"
+    )
     ap.add_argument("--memo-dir", default="", help="share memoised regions between points")
     ap.add_argument("--scratch", default=str(ROOT / "build" / "figure12"), help="per-point logs")
     ap.add_argument("-o", "--output", default="")
@@ -366,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
         for s in (args.schedules or SCHEDULES[app]).split(",")
     ]
     rows, start = [], time.perf_counter()
-    for i, p in enumerate(points, 1):
-        row = measure(p, args)
+    pool = ThreadPoolExecutor(max_workers=max(1, args.points))  # each thread watches one child process
+    running = [pool.submit(measure, p, args) for p in points]
+    for i, (p, fut) in enumerate(zip(points, running), 1):
+        row = fut.result()
         rows.append(row)
         print(
             f"[{i}/{len(points)}] {p['app']} {p['dataset']} {p['schedule']}: {row.get('cycles', '—')} cycles, "
@@ -375,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    pool.shutdown()
     speedups(rows)
     total = round(time.perf_counter() - start, 1)
     doc = {"tier": args.tier, "wall_s_total": total, "timeout_s": args.timeout, "max_rss_gb": args.max_rss_gb}
