@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from fuseflow.errors import SimulationError, VerificationError
 from fuseflow.formats import Format, pack, pack_blocked, pack_bsr, pack_sparse, packs_as_bsr, unpack, unpack_blocked
 from fuseflow.mlir import ir
 from fuseflow.primitives import ALU_UNARY
+from fuseflow.sim import pack_cache
 from fuseflow.sim.arch import Arch
 
 
@@ -178,14 +180,21 @@ def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:
             raise SimulationError(
                 f"graph {spec.name}: tensor {name!r} has shape {tuple(arr.shape)}, the graph was compiled for {t.shape}"
             )
-        if sparse and not t.block:
-            packed[name] = pack_sparse(arr, t.fmt)
-        elif sparse and packs_as_bsr(arr, t.fmt, t.block):  # torch BSR read as bcsr<b>: its arrays as they are
-            packed[name] = pack_bsr(arr, t.fmt, t.block)
-        else:
-            arr = arr.toarray().astype(np.float32) if sparse else arr
-            packed[name] = pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
+        packed[name] = pack_cache.packed(
+            arr, (t.fmt.levels, t.fmt.mode_order, t.fmt.block, t.block), partial(_pack, arr, t)
+        )
     return packed
+
+
+def _pack(arr: Any, t: TensorSpec) -> Any:
+    """One input in the level arrays of its format (sparse inputs are never densified)."""
+    sparse = scipy.sparse.issparse(arr)
+    if sparse and not t.block:
+        return pack_sparse(arr, t.fmt)
+    if sparse and packs_as_bsr(arr, t.fmt, t.block):  # torch BSR read as bcsr<b>: its arrays as they are
+        return pack_bsr(arr, t.fmt, t.block)
+    arr = arr.toarray().astype(np.float32) if sparse else arr
+    return pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
 
 
 def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> _simulator.Graph:
