@@ -34,17 +34,21 @@ class ProgramEstimate:
 
     @property
     def serial_cycles(self) -> int:
+        """Predicted cycles if the regions ran one after another."""
         return int(round(sum(r.cycles for r in self.regions)))
 
     @property
     def alu_ops(self) -> int:
+        """Predicted ALU operations, every region summed."""
         return int(round(sum(r.alu_ops for r in self.regions)))
 
     @property
     def mem_bytes(self) -> int:
+        """Predicted bytes read and written, every region summed."""
         return int(round(sum(r.mem_bytes for r in self.regions)))
 
     def to_json(self, detail: bool = False) -> dict:
+        """The estimate as JSON (`detail`: every region's too)."""
         return {
             "estimated_cycles": self.cycles,
             "serial_cycles": self.serial_cycles,

@@ -98,6 +98,7 @@ class Candidate:
     builtin: str | None = None  # a built-in schedule (its regions need not be unit segments)
 
     def describe(self, units: list[Unit]) -> str:
+        """The segmentation by unit labels (`a,b | c`), or the built-in's name."""
         if self.builtin is not None:
             return f"built-in schedule {self.builtin!r}"
         return " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
@@ -125,6 +126,7 @@ class Plan:
 
     @property
     def chosen(self) -> Candidate:
+        """The candidate the planner returned."""
         return next(c for c in self.candidates if c.status == "chosen")
 
     def explain(self) -> str:

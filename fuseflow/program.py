@@ -155,6 +155,7 @@ class Program:
 
     @property
     def max_reduction(self) -> int:
+        """The longest dimension of any tensor a region reads or writes (the tolerance scales with it)."""
         return max((max(t.shape) if t.shape else 1 for g in self.graphs for t in g.tensors.values()), default=1)
 
     @property
@@ -174,6 +175,7 @@ class Program:
         return "\n".join(f"{name}: {'; '.join(exprs)}" for name, exprs in self.summary.items())
 
     def reference(self, *args) -> tuple:
+        """Eager PyTorch's outputs on `args`: what simulated outputs are checked against."""
         with torch.no_grad():
             out = self.model(*args)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)

@@ -30,6 +30,7 @@ class RegionResult:
     memoised: bool = False  # cycles and counters from a structurally identical region (sim/memo.py)
 
     def totals(self) -> dict[str, int]:
+        """The region's counters summed over its nodes."""
         keys = ("tokens_in", "tokens_out", "mem_read_bytes", "mem_write_bytes", "alu_ops", "reductions")
         return {k: int(sum(n[k] for n in self.nodes)) for k in keys}
 
@@ -145,4 +146,5 @@ class SimResult:
 
 
 def dumps(res: SimResult) -> str:
+    """The result as indented JSON text."""
     return json.dumps(res.to_json(), indent=2)

@@ -69,6 +69,8 @@ class Cache:
 
 @dataclass
 class Sweep:
+    """What `sweep` returns: one row per design point, with the model and options it ran."""
+
     model: str
     options: dict[str, Any]
     rows: list[dict] = field(default_factory=list)
@@ -76,6 +78,7 @@ class Sweep:
     cached: int = 0
 
     def to_json(self) -> dict:
+        """The sweep as JSON: the model, its options, the executor and one row per point."""
         return {"model": self.model, "options": self.options, "executor": self.executor, "points": self.rows}
 
 

@@ -56,6 +56,7 @@ class SplitPlan:
 
     @property
     def k(self) -> int:
+        """How many micro-batches."""
         return len(self.bounds)
 
     @property
@@ -65,6 +66,7 @@ class SplitPlan:
         return max(self.work) / mean if mean else 1.0
 
     def to_json(self) -> dict:
+        """The plan as JSON: kind, count, row ranges, work and imbalance."""
         return {
             "kind": self.kind,
             "k": self.k,
@@ -75,6 +77,7 @@ class SplitPlan:
 
     @staticmethod
     def one(info: SplitInfo) -> SplitPlan:
+        """The plan that does not split: one range over every row."""
         return SplitPlan("none", ((0, info.extent),), (float(info.row_work().sum()),))
 
 

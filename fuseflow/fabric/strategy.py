@@ -56,9 +56,13 @@ class Driver(Protocol):
 
     now: int
 
-    def issue(self, i: int, template: Any = None) -> None: ...
+    def issue(self, i: int, template: Any = None) -> None:
+        """Start task `i` (optionally as a loaded template) now."""
+        ...
 
-    def wait(self) -> int | None: ...
+    def wait(self) -> int | None:
+        """Block until a running task ends; its index, or None when none runs."""
+        ...
 
 
 class Context:
@@ -131,6 +135,7 @@ class Strategy:
         return SplitPlan.one(info)
 
     def schedule(self, ctx: Context) -> None:
+        """Issue the regions in program order, each after its inputs are done."""
         for task in ctx.tasks:
             while task not in ctx.ready():  # its inputs are still running
                 if ctx.wait() is None:
@@ -145,6 +150,7 @@ class Concurrent(Strategy):
     name = "concurrent"
 
     def schedule(self, ctx: Context) -> None:
+        """Issue every ready region that fits, the highest priority first."""
         while True:
             for task in sorted(ctx.ready(), key=lambda t: (-ctx.priority(t), t.index)):
                 if ctx.fits(task):
@@ -166,9 +172,11 @@ class Pipeline(Strategy):
         self.name = f"pipeline:{k}" + ("" if kind == "nnz" else f":{kind}")
 
     def split(self, info: SplitInfo) -> SplitPlan:
+        """Cut the rows into `k` micro-batches, by rows or by stored entries."""
         return (split_nnz if self.kind == "nnz" else split_rows)(info, self.k)
 
     def schedule(self, ctx: Context) -> None:
+        """Issue each region's micro-batches in order, one running copy per region."""
         while True:
             busy = {t.region for t in ctx.running()}
             for task in sorted(ctx.ready(), key=lambda t: (t.batch or 0, t.index)):

@@ -114,6 +114,7 @@ class Rule:
 
     @property
     def options(self) -> dict[str, Any]:
+        """The per-region options this rule sets (order, par, block)."""
         return {k: getattr(self, k) for k in ("order", "par", "block") if getattr(self, k) is not None}
 
     def __repr__(self) -> str:
@@ -175,6 +176,7 @@ class Schedule:
 
     @property
     def is_auto(self) -> bool:
+        """Whether this is `Schedule.auto(...)`: rules that constrain the planner."""
         return self.label == "auto"
 
     @property
@@ -194,6 +196,8 @@ class Schedule:
         return f"Schedule.rules(\n    {body}{lab}\n)" if body else f"Schedule.rules({lab.lstrip(', ')})"
 
     def to_json(self) -> dict[str, Any]:
+        """The schedule as JSON (`load` reads it back)."""
+
         def match_json(m: Match) -> dict[str, Any]:
             d: dict[str, Any] = {k: getattr(m, k) for k in ("kind", "module_class", "path") if getattr(m, k)}
             if m.index:
@@ -220,6 +224,7 @@ class Schedule:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Schedule:
+        """A schedule from `to_json`'s form; a malformed one is refused naming the field."""
         if not isinstance(d, dict) or not isinstance(d.get("rules"), list):
             raise FuseflowError('schedule JSON must be an object with a "rules" list')
         rules = []
@@ -312,6 +317,7 @@ class OpView:
 
     @property
     def kind(self) -> str:
+        """The op kind: the FX node name without its `_N` suffix."""
         return re.sub(r"_\d+$", "", self.node)
 
     def enclosing(self) -> list[str]:

@@ -62,6 +62,7 @@ class Fabric:
     reconfig_cycles: int = 0
 
     def capacity(self, resource: str) -> int:
+        """Units of one resource class (`compute` or `memory`)."""
         return int(getattr(self, resource))
 
 
@@ -82,10 +83,12 @@ class Arch:
 
     @property
     def fifo_depth(self) -> int:
+        """Every FIFO's depth in tokens (unbounded by default)."""
         return int(self.settings.get("fifo_depth", UNBOUNDED))
 
     @staticmethod
     def resolve(arch: str | Path | Mapping[str, Any] | Arch | None) -> Arch:
+        """An arch from a preset name, a TOML file, a dict or an Arch (None: comal)."""
         if arch is None:
             arch = "comal"
         if isinstance(arch, Arch):
@@ -107,6 +110,7 @@ class Arch:
 
     @staticmethod
     def from_dict(d: dict, name: str) -> Arch:
+        """An arch from a TOML-shaped dict (`[arch]` table, optionally `preset = ...`)."""
         d = dict(d.get("arch", d))
         if "preset" in d:
             base = d.pop("preset")
