@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fuseflow.cli.common import compile_example, first_diagnostic, print_table
+from fuseflow.cli.common import (
+    add_engine_arg,
+    add_example_file_args,
+    add_pass_args,
+    compile_example,
+    first_diagnostic,
+    print_table,
+)
 from fuseflow.errors import FuseflowError
 
 
@@ -135,3 +142,43 @@ def cmd_ops(a) -> int:
     )
     print_table("formats", [list(f) for f in FORMAT_DOCS], ["format", "meaning"])
     return 0
+
+
+def register_ops(sub) -> None:
+    """The ``ops`` command's flags."""
+    ops = sub.add_parser("ops", help="list the supported PyTorch ops and sparse formats")
+    ops.add_argument("--markdown", action="store_true", help="print docs/ops.md")
+    ops.set_defaults(fn=cmd_ops)
+
+
+def register_report(sub) -> None:
+    """The ``report`` command's flags."""
+    rp = sub.add_parser("report", help="tables, a Perfetto trace and a DOT graph from a saved result")
+    rp.add_argument("result", help="JSON written by `fuseflow run --save`")
+    rp.add_argument("--nodes", action="store_true", help="also print per-node counters")
+    rp.add_argument("--trace", metavar="FILE", help="write Chrome/Perfetto trace JSON")
+    rp.add_argument("--dot", metavar="FILE", help="write the annotated dataflow graph as DOT")
+    rp.set_defaults(fn=cmd_report)
+
+
+def register_compile(sub) -> None:
+    """The ``compile`` command's flags."""
+    c = sub.add_parser("compile", help="write the linalg and sam modules of a model file")
+    add_example_file_args(c)
+    c.add_argument("--schedule", default="unfused")
+    c.add_argument("--arch", default="comal", help="the machine order=auto and schedule=auto rank for")
+    add_pass_args(c)
+    c.add_argument("-o", "--output-dir", default=".")
+    c.set_defaults(fn=cmd_compile)
+
+
+def register_simulate(sub) -> None:
+    """The ``simulate`` command's flags."""
+    s = sub.add_parser("simulate", help="simulate a sam .mlir file on data from a directory")
+    s.add_argument("file")
+    s.add_argument("--data", help="directory of NAME.npy (dense) or NAME.npz (scipy sparse) inputs")
+    s.add_argument("--arch", default="comal")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("-o", "--output-dir", help="write outputs as NAME.npy here")
+    add_engine_arg(s)
+    s.set_defaults(fn=cmd_simulate)

@@ -7,7 +7,16 @@ import os
 import sys
 from pathlib import Path
 
-from fuseflow.cli.common import compile_example, csv_list, load_example, option_dict, print_table
+from fuseflow.cli.common import (
+    STRATEGY_HELP,
+    add_example_file_args,
+    add_model_args,
+    compile_example,
+    csv_list,
+    load_example,
+    option_dict,
+    print_table,
+)
 from fuseflow.errors import FuseflowError
 
 
@@ -190,3 +199,51 @@ def cmd_dse(a) -> int:
     if failed:
         print(f"fuseflow: {failed} of {len(rows)} points failed (see status)", file=sys.stderr)
     return 0
+
+
+def register_dse(sub) -> None:
+    """The ``dse`` command's flags."""
+    d = sub.add_parser("dse", help="sweep schedules x orders x lanes x blocks x arch: rows, Parquet, Pareto plot")
+    add_example_file_args(d)
+    d.add_argument("--space", help="TOML space description ([dse] schedule/order/par/block/arch, arch_params)")
+    d.add_argument("--schedule", help="comma-separated schedules (unfused,layer,full,auto,FILE.json)")
+    d.add_argument("--order", help="comma-separated orders (auto,plain,...)")
+    d.add_argument("--par", help="comma-separated level:factor lane settings ('' = none), e.g. ',i:2,i:4'")
+    d.add_argument("--block", help="comma-separated block sizes (0 = none)")
+    d.add_argument("--arch", help="comma-separated presets or TOML files")
+    d.add_argument(
+        "--strategy", help="comma-separated strategies (sequential,concurrent,pipeline:4,auto,FILE.py:Class)"
+    )
+    d.add_argument("--param", action="append", metavar="KEY=V1,V2", help="sweep an [arch] key, e.g. fifo_depth=16,1024")
+    d.add_argument("--prune", action="store_true", help="estimate every point, simulate only the non-dominated")
+    d.add_argument("--executor", default="local", choices=("local", "ray"))
+    d.add_argument("--address", help="Ray cluster address (with --executor ray)")
+    d.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
+    d.add_argument("--cache", help="finished-point cache directory (default ~/.cache/fuseflow/dse)")
+    d.add_argument("--no-cache", action="store_true")
+    d.add_argument("-o", "--output", help="write the rows as JSON")
+    d.add_argument("--parquet", help="write the rows as Parquet (pip install 'fuseflow[parquet]')")
+    d.add_argument("--plot", help="write the Pareto plot (.svg or .png)")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=cmd_dse)
+
+
+def register_plan(sub) -> None:
+    """The ``plan`` command's flags."""
+    pl = sub.add_parser("plan", help="find a fusion schedule (schedule=auto): candidates, estimates, the choice")
+    add_example_file_args(pl)
+    pl.add_argument("--arch", default="comal")
+    pl.add_argument("--order", help="orders of the finalists' regions: auto (default) | plain")
+    pl.add_argument("--top-k", type=int, help="finalists simulated to confirm (default: 1 per 20 candidates, 1-3)")
+    pl.add_argument("--strategy", default="sequential", help="the finalists run under it: " + STRATEGY_HELP)
+    pl.add_argument("--json", action="store_true")
+    pl.add_argument("-o", "--output", help="save the chosen schedule (.json or .py) for --schedule FILE")
+    pl.set_defaults(fn=cmd_plan)
+
+
+def register_estimate(sub) -> None:
+    """The ``estimate`` command's flags."""
+    e = sub.add_parser("estimate", help="predict cycles, tokens, ALU ops and bytes per region without simulating")
+    add_model_args(e)
+    e.add_argument("--nodes", action="store_true", help="also predicted tokens and busy cycles per node")
+    e.set_defaults(fn=cmd_estimate)

@@ -7,7 +7,19 @@ import sys
 import time
 from pathlib import Path
 
-from fuseflow.cli.common import build_model, compile_example, load_example, option_dict, print_table, write_json
+from fuseflow.cli.common import (
+    STRATEGY_HELP,
+    add_engine_arg,
+    add_example_file_args,
+    add_model_args,
+    add_shortcut_args,
+    build_model,
+    compile_example,
+    load_example,
+    option_dict,
+    print_table,
+    write_json,
+)
 from fuseflow.cli.planning import explain_plan, print_estimate
 from fuseflow.errors import FuseflowError
 
@@ -321,3 +333,49 @@ def cmd_order_sweep(a) -> int:
         ["#", "order", "re-laid out", "static estimate", "predicted cycles", "cycles", "x best"],
     )
     return 0
+
+
+def register_run(sub) -> None:
+    """The ``run`` command's flags."""
+    r = sub.add_parser("run", help="compile a model file, simulate it and check it against PyTorch")
+    add_model_args(r)
+    r.add_argument("--save", metavar="FILE", help="write the detailed result (per-node counters, spans) for `report`")
+    r.add_argument("--estimate", action="store_true", help="print the cycle model's preview instead of simulating")
+    r.add_argument("--timeline", metavar="FILE", help="draw the regions' timeline as a Gantt chart (.png or .svg)")
+    add_engine_arg(r)
+    add_shortcut_args(r)
+    r.set_defaults(fn=cmd_run)
+
+
+def register_study(sub) -> None:
+    """The ``study`` command's flags."""
+    st = sub.add_parser("study", help="compare fusion schedules: cycles, speedup, FLOPs, memory traffic")
+    add_example_file_args(st)
+    st.add_argument("--schedules", help="comma-separated subset (unfused,layer,full,...)")
+    st.add_argument("--arch", default="comal")
+    st.add_argument(
+        "--strategy",
+        default="sequential",
+        help=STRATEGY_HELP,
+    )
+    st.add_argument("--node-budget", type=int, default=100_000)
+    st.add_argument("--order", help="dataflow order of every region: auto (default) | plain (the lowering's own)")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("-o", "--output", help="also write the JSON here")
+    add_engine_arg(st)
+    add_shortcut_args(st)
+    st.set_defaults(fn=cmd_study)
+
+
+def register_order_sweep(sub) -> None:
+    """The ``order-sweep`` command's flags."""
+    o = sub.add_parser("order-sweep", help="simulate every dataflow order of a region; cycles per order")
+    add_example_file_args(o)
+    o.add_argument("--schedule", default="full", help="fusion schedule (default full)")
+    o.add_argument("--region", help="region to sweep (needed when the schedule has several)")
+    o.add_argument("--cap", type=int, default=64, help="at most this many orders")
+    o.add_argument("--arch", default="comal")
+    o.add_argument("--json", action="store_true")
+    o.add_argument("-o", "--output", help="also write the JSON here")
+    add_engine_arg(o)
+    o.set_defaults(fn=cmd_order_sweep)
