@@ -11,6 +11,7 @@ under valgrind in seconds, for instruction counts.
   python benchmarks/sim_ab.py compare build/ab/g27k.pkl build/ab/a.so build/ab/b.so --rounds 8
   valgrind --tool=callgrind --toggle-collect='fuseflow::sim::Graph::run_window*' \\
       .venv/bin/python benchmarks/sim_ab.py run build/ab/g8k.pkl build/ab/a.so
+  python benchmarks/sim_ab.py anchor build/ab/a.so build/ab/b.so   # whole simulate() on the SDDMM anchor
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ def record(path: Path, n: int, degree: int, kernel: str = "spmm") -> None:
             calls["arch"] = arch
             self.g = real(arch)
 
+        def __len__(self):
+            return len(self.g)
+
         def add_node(self, *args):
             calls["nodes"].append(args)
             return self.g.add_node(*args)
@@ -100,6 +104,52 @@ def run(path: Path, so: Path, repeat: int, engine: str) -> list[float]:
         loop = time.perf_counter() - t0
         rates.append(sum(int(nd["tokens_out"]) for nd in res["nodes"]) / loop / 1e6)
     return rates
+
+
+def anchor_times(so: Path, calls: int) -> list[float]:
+    """Milliseconds of whole `simulate()` calls (packing, graph building, the run, the results) on
+    the SDDMM anchor, with the extension at `so` standing in for the installed one."""
+    spec = importlib.util.spec_from_file_location("fuseflow._simulator", so)
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    sys.modules["fuseflow._simulator"] = sim  # before fuseflow imports it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import kernels
+
+    import fuseflow
+
+    model, args, formats = kernels.build(kernel="sddmm", n=128, k=256, density=0.05)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": "i,j,k"})
+    prog.simulate(arch="sam")
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        prog.simulate(arch="sam")
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+def anchor(builds: list[Path], rounds: int, calls: int) -> None:
+    """Interleave whole-`simulate()` timings of the SDDMM anchor across builds; print a table and
+    JSON. SAM's own Python simulator takes 2.9-3.2 s on this kernel (SAM's syn128 matrix, K=256)."""
+    times: dict[Path, list[float]] = {b: [] for b in builds}
+    for _ in range(rounds):
+        for b in builds:
+            out = subprocess.run(
+                [sys.executable, __file__, "anchor-run", str(b), "--calls", str(calls)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            times[b] += json.loads(out.strip().splitlines()[-1])
+    rows = {}
+    print("| build | simulate() ms, median | quartiles | best | x SAM (3.0 s) |\n|---|---:|---:|---:|---:|")
+    for b, t in times.items():
+        t.sort()
+        med = statistics.median(t)
+        rows[str(b)] = {"median_ms": med, "q1_ms": t[len(t) // 4], "q3_ms": t[3 * len(t) // 4], "best_ms": t[0]}
+        print(f"| {b} | {med:.2f} | {t[len(t) // 4]:.2f}-{t[3 * len(t) // 4]:.2f} | {t[0]:.2f} | {3000 / med:.0f} |")
+    print(json.dumps(rows))
 
 
 def compare(path: Path, builds: list[Path], rounds: int, repeat: int, engine: str) -> None:
@@ -151,7 +201,23 @@ def main() -> None:
             p.add_argument("--rounds", type=int, default=8)
         else:
             p.add_argument("--json", action="store_true", help="print the rates as JSON")
+    p = sub.add_parser("anchor", help="whole simulate() calls on the SDDMM anchor, builds interleaved")
+    p.add_argument("builds", type=Path, nargs="+")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--calls", type=int, default=20, help="timed calls per process")
+    p = sub.add_parser("anchor-run", help="one build's whole simulate() calls (JSON milliseconds)")
+    p.add_argument("builds", type=Path, nargs=1)
+    p.add_argument("--calls", type=int, default=20)
     a = ap.parse_args()
+    if a.cmd in ("anchor", "anchor-run"):
+        for f in a.builds:
+            if not f.is_file():
+                ap.error(f"{f}: no such file (copy each build's _simulator*.so)")
+        if a.cmd == "anchor":
+            anchor(a.builds, a.rounds, a.calls)
+        else:
+            print(json.dumps(anchor_times(a.builds[0], a.calls)))
+        return
     for f in [a.graph, *a.builds] if a.cmd != "record" else []:
         if not f.is_file():
             ap.error(f"{f}: no such file (record the graph first; copy each build's _simulator*.so)")

@@ -1,4 +1,5 @@
 // Array loads and ALUs over value streams.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -29,6 +30,22 @@ class Load : public Node {
       if (t.is_done()) finish();
     }
     return Step::Progress;
+  }
+  // A run of refs (or N) in range: one value a step.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    const Fifo::View in0 = view(0);
+    uint64_t refs = 0;  // the run's refs (the rest are N)
+    const uint64_t k = ready_run(0, t, std::min(n, space(0)), [&](Token r) {  // step() acts on the rest or reports them
+      if (r.is_data() && static_cast<uint64_t>(r.i) < vals_.size()) return ++refs, true;
+      return r.is_empty();
+    });
+    emit_run(0, t, k, [&](uint64_t j) {
+      const Token r = in0[j];
+      return Token::value(r.is_data() ? vals_[r.i] : 0.0f);
+    });
+    c_.mem_reads += 4 * refs;
+    take_n(0, k);
+    return k;
   }
  private:
   // Gathers (a dense operand's rows under a sparse coordinate) miss the cache; the refs queued
@@ -75,6 +92,20 @@ class Alu : public Node {
       return Step::Progress;
     }
     return forward_aligned_control(a);
+  }
+  // A run of aligned values (or N): one result a step.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    const bool binary = in_.size() == 2;
+    const Fifo::View in0 = view(0), in1 = view(binary ? 1 : 0);
+    auto value = [](Token v) { return v.is_data() || v.is_empty(); };  // step() acts on the rest or reports them
+    uint64_t k = ready_run(0, t, std::min(n, space(0)), value);
+    if (binary) k = ready_run(1, t, k, value);
+    auto f = [](const Token& v) { return v.is_data() ? v.f : 0.0f; };
+    if (binary) emit_run(0, t, k, [&](uint64_t j) { return Token::value(apply(op_, f(in0[j]), f(in1[j]))); });
+    else emit_run(0, t, k, [&](uint64_t j) { return Token::value(apply(op_, f(in0[j]), scalar_)); });
+    for (size_t i = 0; i < in_.size(); ++i) take_n(static_cast<int>(i), k);
+    c_.alu_ops += k;
+    return k;
   }
  private:
   Op op_;

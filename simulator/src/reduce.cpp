@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "fuseflow/sim/primitives.h"
@@ -186,6 +187,20 @@ class Reduce : public Node {
     emit(0, take(0));
     finish();
     return Step::Progress;
+  }
+  // A run of scalar values (or N) joining the accumulator, one a step; tiles step one by one.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    const Fifo::View in0 = view(0);
+    if constexpr (!std::is_same_v<Acc, ScalarAcc>) {
+      return 0;
+    } else {
+      if (pending_stop_ >= 0) return 0;
+      const uint64_t k = ready_run(0, t, n, [](Token v) { return v.is_data() || v.is_empty(); });
+      for (uint64_t j = 0; j < k; ++j) pol_.add(acc_, in0[j], nullptr);
+      c_.reductions += k;
+      take_n(0, k);
+      return k;
+    }
   }
  private:
   void reset() { acc_ = pol_.identity(); }

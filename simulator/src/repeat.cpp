@@ -1,4 +1,6 @@
 // Repeat-signal generator and repeater: broadcast a ref along an index variable.
+#include <algorithm>
+
 #include "fuseflow/sim/primitives.h"
 
 namespace fuseflow::sim {
@@ -17,6 +19,13 @@ class RepSigGen : public Node {
     emit(0, t);
     if (t.is_done()) finish();
     return Step::Progress;
+  }
+  // A run of coordinates: one R a step.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    const uint64_t k = ready_run(0, t, std::min(n, space(0)), [](Token c) { return c.is_data(); });
+    emit_run(0, t, k, [](uint64_t) { return Token::data(0); });
+    take_n(0, k);
+    return k;
   }
 };
 
@@ -51,6 +60,16 @@ class Repeat : public Node {
       return Step::Progress;
     }
     protocol_error("signal stream carries N");
+  }
+  // A run of R signals under one ref: the ref once a step.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    if (!has(0)) return 0;
+    const Token r = peek(0);
+    if (!r.is_data() && !r.is_empty()) return 0;
+    const uint64_t k = ready_run(1, t, std::min(n, space(0)), [](Token s) { return s.is_data(); });
+    emit_run(0, t, k, [&](uint64_t) { return r; });
+    take_n(1, k);
+    return k;
   }
 };
 

@@ -1,4 +1,5 @@
 // Root, level scanners and iterate-locate.
+#include <algorithm>
 #include <stdexcept>
 
 #include "fuseflow/sim/primitives.h"
@@ -104,6 +105,23 @@ class Scan : public Node {
     finish();
     return Step::Progress;
   }
+  // The rest of the open fiber, one (ref, crd) pair a step, while both outputs have room.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    if (!in_fiber_) return 0;
+    const uint64_t k = std::min({n, static_cast<uint64_t>(end_ - pos_), space(0), space(1)});
+    const int64_t p = pos_;
+    if (dense_) {
+      const int64_t base = base_ * dim_ + p;
+      emit_run(0, t, k, [&](uint64_t j) { return Token::data(base + static_cast<int64_t>(j)); });
+      emit_run(1, t, k, [&](uint64_t j) { return Token::data(p + static_cast<int64_t>(j)); });
+    } else {
+      emit_run(0, t, k, [&](uint64_t j) { return Token::data(p + static_cast<int64_t>(j)); });
+      emit_run(1, t, k, [&](uint64_t j) { return Token::data(crd_[p + j]); });
+      c_.mem_reads += 4 * k;
+    }
+    pos_ += static_cast<int64_t>(k);
+    return k;
+  }
  private:
   bool dense_ = false, in_fiber_ = false;
   int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0;
@@ -141,6 +159,16 @@ class Locate : public Node {
       return Step::Progress;
     }
     protocol_error("coordinate stream carries N");
+  }
+  // A run of coordinates under one parent ref.
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    const Fifo::View in0 = view(0);
+    if (!has(1) || !peek(1).is_data()) return 0;
+    const int64_t base = peek(1).i * dim_;
+    const uint64_t k = ready_run(0, t, std::min(n, space(0)), [](Token c) { return c.is_data(); });
+    emit_run(0, t, k, [&](uint64_t j) { return Token::data(base + in0[j].i); });
+    take_n(0, k);
+    return k;
   }
  private:
   int64_t dim_;

@@ -4,6 +4,7 @@ node's counters, on compiled graphs that use every primitive kind and both timin
 
 import gcn_layer
 import gpt_bigbird
+import kernels
 import numpy as np
 import pytest
 import spgemm_chain
@@ -67,6 +68,29 @@ def test_fused_gcn_layer_runs_the_same_under_every_timing(arch, spans):
     # Without spans the window engine batches the bookkeeping of consecutive progress steps
     # (Stepped::run_until); with spans it does it per step (run_each): both must match the event engine.
     both(compiled(gcn_layer.build), arch=arch, spans=spans).check()
+
+
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "sam",
+        "comal",
+        {"latency": 2, "kinds": {"scan": {"ii": 2}, "load": {"latency": 3}, "reduce": {"ii": 3}, "repeat": {"ii": 2}}},
+        {"fifo_depth": 96},
+    ],
+    ids=["sam", "comal", "latency-ii", "fifo-96"],
+)
+@pytest.mark.parametrize("kernel,order", [("sddmm", "i,j,k"), ("sddmm", "j,i,k"), ("spmm", "i,k,j")])
+def test_bulk_runs_over_dense_fibers_run_the_same(kernel, order, arch, monkeypatch):
+    # The window engine advances dense fibers, loads, ALUs, reductions and repeats many steps per
+    # call (their `bulk` runs); the runs stop at stops, at tokens not yet visible, at full FIFOs.
+    monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)  # try the window engine on shallow FIFOs too
+    model, args, formats = kernels.build(kernel=kernel, n=24, k=40, density=0.2)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": order})
+    ev = prog.simulate(arch=arch, engine="event")
+    win = prog.simulate(arch=arch)  # the window engine, or the event engine once a FIFO fills
+    assert_same_runs(ev, win)
+    win.check(rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("order", ["i,l,k,j", "k,l,i,j", "i,j,k,l"])

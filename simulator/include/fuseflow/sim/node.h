@@ -1,6 +1,7 @@
 // The node base class: ports, counters and the per-cycle step contract.
 #pragma once
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -117,6 +118,9 @@ class Node {
   }
   // Cycles until the node may act again: its II, or longer after working on a large tile.
   uint64_t ii() const { return busy_ > ii_ ? busy_ : ii_; }
+  // Every step costs the node's II and no memory line: bulk runs apply (the window engine never
+  // runs the memory model; tile nodes have no bulk run).
+  bool plain_steps() const { return !(mem_ && mem_->enabled()) && busy_ == 0; }
 
  protected:
   bool has(int i, size_t k = 0) const { return in_[i]->ready(now_, k); }  // add_node connects every input
@@ -131,6 +135,34 @@ class Node {
     if (Fifo* f = lone(o)) f->push(t, out_at_);
     else for (auto* f : out_[o]) f->push(t, out_at_);
     ++c_.tokens_out;
+  }
+  // Bulk runs (Stepped::run_until): a primitive's `bulk(t, n)` does what up to `n` calls of step()
+  // at cycles t, t + ii, t + 2 ii, ... would do while each of them progresses without finishing,
+  // and returns how many it did. These helpers are its view of the ports: which queued tokens the
+  // run's steps find visible, and outputs stamped with each step's own cycle.
+  // How many of input i's first `n` tokens the steps of a run from `t` find visible and accept.
+  template <class P>
+  FF_INLINE uint64_t ready_run(int i, uint64_t t, uint64_t n, P&& accept) const {
+    return in_[i]->ready_run(t, ii_, n, accept);
+  }
+  FF_INLINE Fifo::View view(int i) const { return in_[i]->view(); }
+  FF_INLINE void take_n(int i, size_t k) { in_[i]->pop_n(k); c_.tokens_in += k; }
+  // The outputs of `k` steps from `t` on port `o`: the j-th step's token is `make(j)` (called
+  // once per FIFO of the port, so it must not change state).
+  template <class F>
+  FF_INLINE void emit_run(int o, uint64_t t, uint64_t k, F&& make) {
+    if (k == 0) return;
+    const uint64_t first = t + latency_;
+    if (Fifo* f = lone(o)) f->push_run(k, first, ii_, make);
+    else for (auto* f : out_[o]) f->push_run(k, first, ii_, make);
+    c_.tokens_out += k;
+  }
+  // Tokens port `o` can take before one of its FIFOs is full.
+  FF_INLINE uint64_t space(int o) const {
+    if (Fifo* f = lone(o)) return f->space();
+    uint64_t s = UINT64_MAX;
+    for (auto* f : out_[o]) s = std::min<uint64_t>(s, f->space());
+    return s;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
   // model on, this step's outputs wait for the line to arrive.
@@ -241,6 +273,13 @@ class Node {
   std::map<int, std::pair<int64_t, uint64_t>> lines_;  // slot -> (line, ready cycle)
 };
 
+// A primitive with a bulk run (Node::ready_at): dense fibers, value streams and reductions
+// advance many steps per call.
+template <class D>
+concept HasBulk = requires(D& d, uint64_t t, uint64_t n) {
+  { d.bulk(t, n) } -> std::same_as<uint64_t>;
+};
+
 // Every primitive is built as Stepped<Primitive> (make_stepped): the window engine's per-node
 // loop, with the primitive's step() called directly so that it inlines.
 template <class D>
@@ -251,19 +290,31 @@ class Stepped final : public D {
     if (ctx.spans) return run_each(t, end, ctx);
     while (t < end) {
       this->before_step(t);
-      Step s = D::step();
-      if (s == Step::Progress && !this->finished()) {
-        // A run of progress steps, each `ii` cycles after the last: the counters only need the
-        // run's first and last cycle, so the per-step bookkeeping is done once for the run.
-        const uint64_t first = t;
-        uint64_t last;
-        do {
-          last = t;
-          t += this->ii();
-          if (t >= end) break;
-          this->set_now(t);  // the step before progressed: there is no sleep to charge
-          s = D::step();
-        } while (s == Step::Progress && !this->finished());
+      // A run of progress steps, each `ii` cycles after the last: the counters only need the
+      // run's first and last cycle, so the per-step bookkeeping is done once for the run.
+      const uint64_t first = t;
+      uint64_t last = kNever;  // the run's last progress step (kNever: none yet)
+      Step s = Step::Progress;
+      while (true) {
+        if constexpr (HasBulk<D>) {
+          if (this->plain_steps()) {
+            const uint64_t ii = this->ii();
+            if (const uint64_t k = D::bulk(t, (end - t + ii - 1) / ii)) {
+              last = t + (k - 1) * ii;
+              t = last + ii;
+              if (t >= end) break;
+              this->set_now(t);
+            }
+          }
+        }
+        s = D::step();
+        if (s != Step::Progress || this->finished()) break;
+        last = t;
+        t += this->ii();
+        if (t >= end) break;
+        this->set_now(t);  // the step before progressed: there is no sleep to charge
+      }
+      if (last != kNever) {
         this->progressed(first, last, t, ctx);
         if (t >= end) return t;
       }

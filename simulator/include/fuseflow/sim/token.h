@@ -96,6 +96,45 @@ class Fifo {
     --size_;
     if (__builtin_expect(sched_ != nullptr, false)) sched_->wake_next(src_node);
   }
+  // Consume the first `k` tokens at once (a bulk run of `k` steps, Stepped::run_until).
+  void pop_n(size_t k) {
+    head_ = (head_ + k) & mask_;
+    size_ -= k;
+    if (__builtin_expect(sched_ != nullptr && k > 0, false)) sched_->wake_next(src_node);
+  }
+  // How many of the first `max` queued tokens are visible by the step that reads them, the j-th
+  // being read at cycle `t + j * ii`, and satisfy `accept` (a bulk run, Stepped::run_until).
+  template <class P>
+  inline __attribute__((always_inline)) size_t ready_run(uint64_t t, uint64_t ii, size_t max, P&& accept) const {
+    const size_t n = std::min(max, size_), m = mask_, h = head_;
+    const Entry* const b = buf_.get();
+    for (size_t j = 0; j < n; ++j) {
+      const Entry& e = b[(h + j) & m];
+      if (e.visible() > t + j * ii || !accept(e.token())) return j;
+    }
+    return n;
+  }
+  // Push `k` tokens, the j-th `make(j)` visible at `first + j * step`: one growth check and the
+  // queue's fields in registers (a bulk run). Hooked FIFOs push one by one.
+  template <class F>
+  inline __attribute__((always_inline)) void push_run(size_t k, uint64_t first, uint64_t step, F&& make) {
+    if (__builtin_expect(hooked_, false)) {
+      for (size_t j = 0; j < k; ++j) push_hooked(make(j), first + j * step);
+      return;
+    }
+    while (size_ + k > mask_ + 1) grow();
+    Entry* const b = buf_.get();
+    const size_t m = mask_, tail = head_ + size_;
+    for (size_t j = 0; j < k; ++j) {
+      const Token t = make(j);
+      Entry& e = b[(tail + j) & m];
+      e.payload = t.i;
+      e.meta = ((first + j * step) << 16) | (static_cast<uint64_t>(t.kind) << 8) | t.level;
+    }
+    size_ += k;
+  }
+  // Tokens that can still be pushed before the FIFO is full.
+  size_t space() const { return size_ < depth_ ? depth_ - size_ : 0; }
   bool full() const { return size_ >= depth_; }
   size_t size() const { return size_; }
   bool has_room(size_t n) const { return size_ + n <= depth_; }
@@ -136,6 +175,22 @@ class Fifo {
       return t;
     }
   };
+
+ public:
+  // The queue as a bulk run reads it, its fields copied out (stores into other FIFOs cannot
+  // change them): valid until this FIFO's next push or pop.
+  class View {
+   public:
+    View(const Entry* b, size_t m, size_t h) : b_(b), m_(m), h_(h) {}
+    Token operator[](size_t j) const { return b_[(h_ + j) & m_].token(); }
+
+   private:
+    const Entry* b_;
+    size_t m_, h_;
+  };
+  View view() const { return View(buf_.get(), mask_, head_); }
+
+ private:
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
   inline __attribute__((always_inline)) void store(Token t, uint64_t when) {
     if (__builtin_expect(size_ > mask_, false)) grow();
