@@ -157,8 +157,9 @@ PROGRESS_EVERY = 1 << 20
 
 ENGINES = ("auto", "event", "window")
 """Simulation engines, same results (docs/architecture.md, "Two engines, one semantics"):
-``auto`` takes the window engine when the architecture allows it and falls back to the event
-engine when a run needs it."""
+``auto`` takes the window engine when the architecture allows it, hands the run to the event
+engine at the window where a FIFO could fill (a run's engine is then ``window+event``), and
+falls back to the event engine when a run needs it."""
 WINDOW_MIN_FIFO_DEPTH = 1 << 16
 """``auto`` tries the window engine only with FIFOs this deep (shallower ones fill: backpressure)."""
 
@@ -250,11 +251,14 @@ def run_packed(
     repack = packed if callable(packed) else (lambda: packed)
     g = _build(spec, repack(), arch)
     chosen = engine
-    if engine == "auto":
-        chosen = "window" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
+    if engine == "auto":  # the window engine, handing the run to the event engine before a FIFO fills
+        chosen = "window+event" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
     try:
         try:
             res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
+            if chosen == "window+event":  # which engines ran: none handed over, or over from cycle 0
+                handed = res.get("event_from")
+                chosen = "window" if handed is None else "event" if handed == 0 else chosen
         except _simulator.WindowUnsafe as e:
             if engine != "auto":
                 raise SimulationError(f"graph {spec.name}: the window engine cannot run this graph: {e}") from None

@@ -123,8 +123,9 @@ nb::list token_list(const std::vector<Token>& toks, bool values) {
 nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector<int>& value_nodes,
                    bool spans, nb::object progress, uint64_t progress_every, const std::string& engine,
                    nb::object release) {
-  if (engine != "event" && engine != "window")
-    throw std::invalid_argument("unknown engine '" + engine + "' (event or window)");
+  if (engine != "event" && engine != "window" && engine != "window+event")
+    throw std::invalid_argument("unknown engine '" + engine + "' (event, window or window+event)");
+  const Engine which = engine == "event" ? Engine::Event : engine == "window" ? Engine::Window : Engine::WindowThenEvent;
   RunResult r;
   std::function<void(uint64_t)> report;
   if (!progress.is_none()) {
@@ -144,13 +145,13 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
   }
   {
     nb::gil_scoped_release unlock;
-    r = g.run(max_cycles, record, spans, report, progress_every, engine == "window" ? Engine::Window : Engine::Event,
-              starts);
+    r = g.run(max_cycles, record, spans, report, progress_every, which, starts);
   }
   nb::dict out;
   out["cycles"] = r.cycles;
   out["mem_requests"] = r.mem_requests;
   out["parts"] = r.parts;
+  if (r.event_from != kNever) out["event_from"] = r.event_from;
   nb::list nodes;
   for (size_t i = 0; i < g.size(); ++i) {
     Node& n = g.node(i);
@@ -210,7 +211,9 @@ NB_MODULE(_simulator, m) {
            "`record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, "
            "each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles "
            "(Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises "
-           "WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent). "
+           "WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent), or "
+           "'window+event' (the window engine until a FIFO could fill within a window, then the event engine from "
+           "that cycle on; `event_from` in the result says when). "
            "A graph with parts needs `release(done, cycle) -> [(part, start cycle)]`: called with -1 before the run "
            "and with each part whose writers finished; `parts` in the result is each part's (start, finish).")
       .def("begin_part", &Graph::begin_part,

@@ -199,7 +199,7 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
   if (ctx.live_sinks == 0) throw std::invalid_argument("graph has no writer: nothing would ever finish");
   if (!parts_.empty()) {
     if (!release) throw std::invalid_argument("a graph with parts runs with a release function");
-    if (engine == Engine::Window) throw WindowUnsafe("a graph with parts starts them during the run: the event engine runs it");
+    if (engine != Engine::Event) throw WindowUnsafe("a graph with parts starts them during the run: the event engine runs it");
     ctx.part_of.assign(nodes_.size(), 0);
     ctx.part_sinks.assign(parts_.size(), 0);
     for (size_t p = 0; p < parts_.size(); ++p) {
@@ -215,9 +215,14 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
   for (auto& f : fifos_) { f->set_record(record); f->set_budget(&budget); }
   try {
-    if (engine == Engine::Window) {
+    if (engine != Engine::Event) {
       if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
-      run_window(ctx, max_cycles, progress, progress_every);
+      std::vector<uint64_t> next;
+      r.event_from = run_window(ctx, max_cycles, progress, progress_every, engine == Engine::WindowThenEvent, next);
+      if (r.event_from != kNever) {
+        const Resume resume{r.event_from, next};
+        run_event(ctx, max_cycles, progress, progress_every, release, &resume);
+      }
     } else {
       run_event(ctx, max_cycles, progress, progress_every, release);
     }
@@ -252,7 +257,7 @@ void Graph::start_parts(Loop& loop, RunCtx& ctx, const Release& release, int don
 }
 
 void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                      uint64_t progress_every, const Release& release) {
+                      uint64_t progress_every, const Release& release, const Resume* resume) {
   // Event-driven: a node is stepped only in cycles where it may progress. It runs again
   // `ii` cycles after progressing; a node stalled on input sleeps until a token pushed to one
   // of its inputs becomes visible; a node stalled on output sleeps until a consumer pops.
@@ -264,12 +269,20 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
     ~Detach() { for (auto& f : fifos) f->set_scheduler(nullptr); }
   } detach{fifos_};
   std::vector<int> ended;  // parts whose writers finished this cycle: released from at the next
-  if (parts_.empty()) {
+  if (resume) {  // each node when the window engine would step it next (graphs with parts never get here)
+    loop.cycle = resume->from;
+    for (int i = 0; i < n; ++i) {
+      Node* nd = nodes_[i].get();
+      if (nd->finished()) continue;
+      const uint64_t t = resume->next[i] == kNever ? nd->next_wake(nd->sleep_from) : resume->next[i];
+      if (t != kNever) loop.schedule(i, std::max(t, resume->from));  // asleep until a push wakes it
+    }
+  } else if (parts_.empty()) {
     for (int i = 0; i < n; ++i) loop.schedule(i, 0);  // pos_ is -1: all run in cycle 0
   } else {
     start_parts(loop, ctx, release, -1, 0);
   }
-  uint64_t next_report = progress_every, cycles_seen = 0;
+  uint64_t next_report = (resume ? resume->from : 0) + progress_every, cycles_seen = 0;
   while (ctx.live_sinks > 0) {
     int id = loop.next();
     if (id < 0) {
@@ -308,8 +321,8 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
   }
 }
 
-void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                       uint64_t progress_every) {
+uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
+                           uint64_t progress_every, bool handoff, std::vector<uint64_t>& next) {
   // Windows of kWindow cycles. Within one, nodes run in id (topological) order, each through
   // every cycle of the window in which the event engine would step it: the cycle its II ends
   // after progress, or, after a stall on input, the next cycle at which a queued input token
@@ -318,9 +331,15 @@ void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<voi
   constexpr uint64_t kWindow = 1024;
   const int n = static_cast<int>(nodes_.size());
   for (auto& f : fifos_) f->set_scheduler(nullptr);
-  std::vector<uint64_t> next(n, 0);  // the cycle each node is stepped next (kNever: when an input arrives)
+  // A node pushes at most a few tokens a step into one FIFO (a reduce: a value and a stop); with
+  // room for kHandoffRoom in every FIFO, none fills within the window.
+  constexpr size_t kHandoffRoom = 4 * kWindow;
+  next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input arrives)
   uint64_t start = 0, next_report = progress_every;
   while (true) {
+    if (handoff)
+      for (auto& f : fifos_)
+        if (f->space() < kHandoffRoom) return start;
     const uint64_t end = std::min(start + kWindow, max_cycles);
     for (int id = 0; id < n; ++id) {
       Node* nd = nodes_[id].get();
@@ -346,6 +365,7 @@ void Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<voi
   for (auto& nd : nodes_)
     if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
       throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
+  return kNever;
 }
 
 void Graph::over_budget() {

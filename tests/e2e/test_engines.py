@@ -138,6 +138,44 @@ def test_auto_falls_back_to_the_event_engine_when_a_fifo_fills(monkeypatch):
         prog.simulate(arch={"fifo_depth": 2}, engine="window")
 
 
+@pytest.mark.parametrize("spans", [False, True], ids=["counters", "spans"])
+def test_auto_hands_the_run_to_the_event_engine_before_a_fifo_fills(spans, monkeypatch):
+    # The SpMM's accumulator lags its scans: with 5,000-token FIFOs a backlog builds up, and at the
+    # window where a FIFO could fill, the event engine takes the run over from the window
+    # engine's state. Everything matches an event-engine run from cycle 0.
+    monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)
+    handed: list = []
+    real = sim_graph._build
+
+    def build(*args):
+        g = real(*args)
+
+        class Seen:  # the extension's graph, noting where each run changed engines
+            window_capable = g.window_capable
+
+            def run(self, *a):
+                res = g.run(*a)
+                handed.append((res.get("event_from"), res["cycles"]))
+                return res
+
+        return Seen()
+
+    monkeypatch.setattr(sim_graph, "_build", build)
+    model, args, formats = kernels.build(kernel="spmm", n=200, k=200, density=0.2)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full")
+    arch = {"fifo_depth": 5000}
+    ev = prog.simulate(arch=arch, engine="event", spans=spans)
+    handed.clear()
+    got = prog.simulate(arch=arch, spans=spans)
+    assert [r.engine for r in got.regions if r.engine != "model"] == ["window+event"]
+    assert [0 < at < cycles for at, cycles in handed] == [True]  # mid-run, not from the start
+    assert_same_runs(ev, got)  # spans too, when recorded: they are node fields
+    assert all("spans" in nd for r in got.regions for nd in r.nodes) == spans
+    got.check(rtol=1e-5, atol=1e-5)
+    with pytest.raises(fuseflow.SimulationError, match="a FIFO filled up"):  # the window engine alone refuses
+        prog.simulate(arch={"fifo_depth": 300}, engine="window")
+
+
 def test_unknown_engine_is_named():
     with pytest.raises(fuseflow.SimulationError, match="unknown simulation engine 'fast'"):
         compiled(gcn_layer.build).simulate(engine="fast")

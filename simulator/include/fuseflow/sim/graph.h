@@ -20,8 +20,11 @@ struct Edge { int src, src_port, dst, dst_port; std::vector<Token> tokens; };
 // every timing model. `Window` steps each node, in topological order, through a window of
 // cycles before moving to the next node: valid because every edge has latency >= 1, so a node's
 // inputs for the window are known once its producers have run it. It needs FIFOs that never fill
-// and no shared memory channels, and throws WindowUnsafe when a run breaks that.
-enum class Engine { Event, Window };
+// and no shared memory channels, and throws WindowUnsafe when a run breaks that. `WindowThenEvent`
+// runs the window engine until, at a window's start, some FIFO has no room for a window's tokens,
+// and the event engine from that cycle on: the state between two windows is the state the event
+// engine has after the same cycles.
+enum class Engine { Event, Window, WindowThenEvent };
 
 // A part of a graph: the nodes one region adds (ids [first, end)), started when the run's
 // release function says. A graph without parts is one part started at cycle 0. Parts share the
@@ -40,6 +43,7 @@ struct RunResult {
   uint64_t cycles = 0;
   std::vector<std::pair<uint64_t, uint64_t>> parts;  // per part: start, finish
   uint64_t mem_requests = 0;
+  uint64_t event_from = kNever;  // WindowThenEvent: the cycle the event engine took over
   std::vector<Edge> traces;  // filled when recording
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> spans;  // per node active [start, end]
 };
@@ -72,11 +76,16 @@ class Graph {
   void check_time(uint64_t cycle) const;  // a run past max_seconds stops with an error naming the limit
   std::chrono::steady_clock::time_point run_start_;
   [[noreturn]] void over_budget();
+  // From cycle 0, or from `resume->from`, each node stepped next at `resume->next` (the window
+  // engine's hand-off).
+  struct Resume { uint64_t from; const std::vector<uint64_t>& next; };
   void run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                 uint64_t progress_every, const Release& release);
+                 uint64_t progress_every, const Release& release, const Resume* resume = nullptr);
   template <class Loop> void start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle);
-  void run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                  uint64_t progress_every);
+  // Returns kNever when the run ended, or (with `handoff`) the cycle from which the event engine
+  // continues, `next` then holding the cycle each node is stepped next (kNever: when an input arrives).
+  uint64_t run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
+                      uint64_t progress_every, bool handoff, std::vector<uint64_t>& next);
   Timing timing_;
   std::unique_ptr<Memory> memory_;
   std::unique_ptr<TileStore> tiles_ = std::make_unique<TileStore>();
