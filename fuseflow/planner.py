@@ -40,6 +40,7 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
+from fuseflow.passes import PassStep, as_steps, step
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
 from fuseflow.schedule.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
 from fuseflow.sim.arch import Arch
@@ -245,7 +246,7 @@ class Space:
         self.imported = import_model(model, self.args, formats)
         self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
         self.model = copy.deepcopy(model).eval()
-        self.node_budget, self.passes, self.arch = node_budget, passes, arch
+        self.node_budget, self.passes, self.arch = node_budget, as_steps(passes), arch
         with self.imported.module.context:
             func = main_func(self.imported.module)
             infos, index_of = op_listing(func)
@@ -304,8 +305,8 @@ class Space:
         if quick:
             opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists
         passes = self.passes
-        if quick and order in (None, "auto") and not (passes and "fuseflow-order" in passes):
-            passes = ",".join(([passes] if passes else []) + [f"fuseflow-order{{order=auto cap={QUICK_CAP}}}"])
+        if quick and order in (None, "auto") and not any(s.name == "fuseflow-order" for s in passes):
+            passes = [*passes, step("fuseflow-order", order="auto", cap=QUICK_CAP)]
             order = None
         return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch)
 
@@ -404,7 +405,7 @@ def plan(
     arch: Any = None,
     node_budget: int = 100_000,
     order: Any = None,
-    passes: str | None = None,
+    passes: str | Sequence[PassStep] | None = None,
     top_k: int | None = None,
     candidates: int = 6,
     constraints: Schedule | None = None,

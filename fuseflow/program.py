@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from fuseflow.frontend.export import ImportedModel, densify, import_model
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
 from fuseflow.lowering.rank import OrderRanker
 from fuseflow.mlir import ir
-from fuseflow.passes import run_pipeline
+from fuseflow.passes import PassStep, as_steps, pipeline_text, run_pipeline, step
 from fuseflow.passes.context import PassContext
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
@@ -65,7 +64,7 @@ class Program:
     passes: str = ""
     orders: dict[str, str] = field(default_factory=dict)  # region -> dataflow order chosen by a pass
     order_candidates: dict[str, tuple] = field(default_factory=dict)  # region -> enumerated orders
-    lowering: tuple = ("unfused", 100_000, None)  # (schedule, node budget, passes) for `reorder`
+    lowering: tuple = ("unfused", 100_000, ())  # (schedule, node budget, the user's pass steps) for `reorder`
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
     pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
     plan: Any = None  # schedule="auto": the planner's `Plan` (plan.explain(), plan.schedule)
@@ -423,7 +422,7 @@ def compile(
     schedule: str | Schedule = "unfused",
     node_budget: int = 100_000,
     order: str | Mapping[str, str] | None = None,
-    passes: str | None = None,
+    passes: str | Sequence[PassStep] | None = None,
     arch: Any = None,
 ) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
@@ -439,7 +438,8 @@ def compile(
     deterministic order, what studies of fixed graphs use), ``K`` (the K-th enumerated order) or
     ``i,k,j``; or a mapping {region name: that} (unnamed regions: ``plain``). Shorthand for the
     pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
-    schedule's partition, e.g. ``"fuseflow-order{order=auto cap=32}"``.
+    schedule's partition, as text (``"fuseflow-order{order=auto cap=32}"``) or as steps
+    (``[fuseflow.passes.step("block", size=16)]``).
     `arch`: the machine (a preset name, a TOML file, a dict or an `Arch`) that ``order=auto``
     and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
     `simulate()` and `estimate()` default to it. Default: ``comal``.
@@ -498,7 +498,7 @@ def _lower(
     schedule: str | Schedule,
     node_budget: int,
     order,
-    passes: str | None,
+    passes: str | Sequence[PassStep] | None,
     ranker_options: Mapping[str, Any] | None = None,
     arch: Any = None,
 ) -> Program:
@@ -506,18 +506,15 @@ def _lower(
     `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
     module = imported.module
     schedule = as_schedule(schedule)
+    user = as_steps(passes)
     with module.context:
         infos, _ = op_listing(main_func(module))
         res = assign_regions(main_func(module), schedule, imported.containers, imported.module_classes)
-        passes = _with_region_passes(passes, res.options)
-        order = _with_region_orders(_order_spec(order, passes), res)
-        pipeline = _pipeline(passes, order)
+        steps = user + _region_steps(res.options)
+        order = _with_region_orders(_order_spec(order, steps), res)
+        pipeline = _pipeline(steps, order)
         levels = {
-            v
-            for el in pipeline
-            if el.startswith("sam-parallelize")
-            for m in re.finditer(r"level=([\w,]+)", el)
-            for v in m.group(1).split(",")
+            v for s in pipeline if s.name == "sam-parallelize" and s.options.level for v in s.options.level.split(",")
         }
         ranker = OrderRanker(
             bind_args(imported, args),
@@ -532,6 +529,7 @@ def _lower(
             ranker=ranker,
             order=order if isinstance(order, Mapping) else None,
             node_budget=node_budget,
+            regions_assigned=True,  # assign_regions above annotated the module: the partition keeps it
         )
         full = full_pipeline(schedule, pipeline, node_budget)
         sam_module = run_pipeline(module, full, ctx)
@@ -551,12 +549,12 @@ def _lower(
         graphs,
         outs,
         infos,
-        ", ".join(pipeline),
+        ", ".join(s.text() for s in pipeline),
         {r: c.name for r, c in chosen.items()},
         {r: c.alternatives for r, c in chosen.items() if c.alternatives},
-        (schedule, node_budget, passes),
+        (schedule, node_budget, tuple(user)),
         relayouts,
-        "builtin.module(" + ",".join(full) + ")",
+        pipeline_text(full),
         assigns=assigns,
         arch=arch,
     )
@@ -577,11 +575,11 @@ def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayou
     return list(out.values())
 
 
-def _order_spec(order: str | Mapping[str, str] | None, passes: str | None) -> str | Mapping[str, str] | None:
+def _order_spec(order: str | Mapping[str, str] | None, steps: list[PassStep]) -> str | Mapping[str, str] | None:
     """None means ``auto`` unless the pipeline orders; ``plain`` is the lowering's own
     deterministic order (no ordering pass)."""
     if order is None:
-        return None if passes and "fuseflow-order" in passes else "auto"
+        return None if any(s.name == "fuseflow-order" for s in steps) else "auto"
     if isinstance(order, str) and order.strip() == "plain":
         return None
     if isinstance(order, Mapping):
@@ -589,18 +587,16 @@ def _order_spec(order: str | Mapping[str, str] | None, passes: str | None) -> st
     return order
 
 
-def _with_region_passes(passes: str | None, options: Mapping[str, Mapping[str, Any]]) -> str | None:
+def _region_steps(options: Mapping[str, Mapping[str, Any]]) -> list[PassStep]:
     """Rules' per-region ``block`` and ``par`` options as ``block{region=}`` / ``sam-parallelize{region=}``."""
     extra = []
     for region, opts in options.items():
         if "block" in opts:
-            extra.append(f"block{{size={opts['block']} region={region}}}")
+            extra.append(step("block", size=int(opts["block"]), region=region))
         if "par" in opts:
             level, factor = opts["par"].rsplit(":", 1)
-            extra.append(f"sam-parallelize{{level={level} factor={factor} region={region}}}")
-    if not extra:
-        return passes
-    return ",".join(([passes] if passes else []) + extra)
+            extra.append(step("sam-parallelize", level=level, factor=int(factor), region=region))
+    return extra
 
 
 def _with_region_orders(order: str | Mapping[str, str] | None, res: Resolution) -> str | Mapping[str, str] | None:
@@ -613,37 +609,35 @@ def _with_region_orders(order: str | Mapping[str, str] | None, res: Resolution) 
     return {r: o for r, o in base.items() if o.strip() != "plain"} or None
 
 
-def _pipeline(passes: str | None, order: str | Mapping[str, str] | None) -> list[str]:
-    from fuseflow.passes import split_pipeline
-
-    out = split_pipeline(passes) if passes else []
+def _pipeline(steps: list[PassStep], order: str | Mapping[str, str] | None) -> list[PassStep]:
+    """The user's steps and the rules' region steps, then the ordering step `order` asks for."""
+    out = list(steps)
     if order is not None:
-        if any(p.startswith("fuseflow-order") for p in out):
+        if any(s.name == "fuseflow-order" for s in out):
             raise FuseflowError("give the order either as order= or as a fuseflow-order pass, not both")
         shown = order if isinstance(order, str) else ";".join(f"{r}:{o}" for r, o in order.items())
-        out.append(f"fuseflow-order{{order={shown}}}")
+        out.append(step("fuseflow-order", order=shown))
     return out
 
 
-def full_pipeline(schedule: str | Schedule, pipeline: list[str], node_budget: int) -> list[str]:
+def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budget: int) -> list[PassStep]:
     """The registered pipeline `compile` runs (what `fuseflow-opt --pass-pipeline` would take):
     partition, the user's linalg passes and ordering, ``lower-to-sam``, the user's sam passes."""
-    from fuseflow.passes import PASSES, split_element
+    from fuseflow.passes import PASSES
 
-    stages: dict[str, list[str]] = {"linalg": [], "sam": []}
-    for el in pipeline:
-        name, _ = split_element(el)
-        if name not in PASSES or name in ("lower-to-sam", "fuseflow-partition"):
+    stages: dict[str, list[PassStep]] = {"linalg": [], "sam": []}
+    for s in pipeline:
+        if s.name not in PASSES or s.name in ("lower-to-sam", "fuseflow-partition"):
             allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
             raise FuseflowError(
-                f"passes: {name!r} cannot run here; compile() runs the partition and "
+                f"passes: {s.name!r} cannot run here; compile() runs the partition and "
                 f"lowering itself, around these: {', '.join(allowed)}"
             )
-        stages[PASSES[name].stage].append(el)
+        stages[s.stage].append(s)
     name = schedule if isinstance(schedule, str) else builtin_name(schedule) or "custom"
     return (
-        [f"fuseflow-partition{{schedule={name}}}"]
+        [step("fuseflow-partition", schedule=name)]
         + stages["linalg"]
-        + [f"lower-to-sam{{node-budget={node_budget}}}"]
+        + [step("lower-to-sam", node_budget=node_budget)]
         + stages["sam"]
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from fuseflow.dialects.sam import new_context
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import MLIRError, ir
-from fuseflow.passes import PASSES, run_pipeline, split_pipeline
+from fuseflow.passes import PASSES, PassStep, parse_pipeline, run_pipeline
 
 
 @dataclass
@@ -42,10 +42,10 @@ def expected_diags(chunk: str) -> list[Diag]:
     return out
 
 
-def process(chunk: str, elements: list[str], print_after_all: bool) -> ir.Module:
+def process(chunk: str, steps: list[PassStep], print_after_all: bool) -> ir.Module:
     with new_context() as ctx:
         module = ir.Module.parse(chunk, context=ctx)
-        return run_pipeline(module, elements, print_after_all=print_after_all)
+        return run_pipeline(module, steps, print_after_all=print_after_all)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -86,12 +86,17 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(irdl_text())
         return 0
-    elements = split_pipeline(args.pass_pipeline) if args.pass_pipeline else []
+    elements = [args.pass_pipeline] if args.pass_pipeline else []
     for tok in argv:  # shorthand pass flags, in command-line order
         m = re.fullmatch(r"--([\w-]+)(?:=(.*))?", tok)
         if m and m.group(1) in PASSES:
             opts = (m.group(2) or "").strip().strip("{}")
             elements.append(m.group(1) + (f"{{{opts}}}" if opts else ""))
+    try:  # the one place pipeline text is read (compile() builds its steps)
+        steps = [s for el in elements for s in parse_pipeline(el)]
+    except FuseflowError as e:
+        print(f"fuseflow-opt: error: {e}", file=sys.stderr)
+        return 1
     try:
         text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text()
     except OSError as e:
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs, failed, offset = [], False, 0
     for chunk in chunks:
         try:
-            mod = process(chunk, elements, args.mlir_print_ir_after_all)
+            mod = process(chunk, steps, args.mlir_print_ir_after_all)
             got: list[Diag] = []
             outputs.append(str(mod))
         except (MLIRError, FuseflowError) as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fuseflow.errors import FuseflowError
+from fuseflow.passes import PassStep, step
 
 AXES = ("schedule", "order", "par", "block", "arch", "strategy")
 
@@ -41,15 +42,15 @@ class Point:
     arch_params: tuple[tuple[str, Any], ...] = ()
     strategy: str = "sequential"
 
-    def passes(self) -> str | None:
+    def passes(self) -> list[PassStep]:
         """The fuseflow passes this point adds after partitioning."""
         out = []
         if self.block:
-            out.append(f"block{{size={self.block}}}")
+            out.append(step("block", size=self.block))
         if self.par:
             level, factor = self.par.rsplit(":", 1)
-            out.append(f"sam-parallelize{{level={level} factor={factor}}}")
-        return ",".join(out) or None
+            out.append(step("sam-parallelize", level=level, factor=int(factor)))
+        return out
 
     def arch_spec(self) -> Any:
         """What `simulate(arch=)` takes: the preset/file, or it with the swept keys overridden."""

@@ -2,15 +2,16 @@
 `fuseflow-opt` and `fuseflow.compile` share.
 
 Each pass lives in its own module, named after the pass (`sam-parallelize` ->
-`sam_parallelize.py`), takes a module, an options dataclass and a `PassContext`, and returns the
-(possibly new) module. Upstream MLIR passes are handed to the PassManager by name.
+`sam_parallelize.py`), takes a module, a frozen options dataclass and a `PassContext`, and returns
+the (possibly new) module. A pipeline is a list of `PassStep`s (a pass and its typed options);
+upstream MLIR passes are handed to the PassManager by name.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -65,7 +66,77 @@ PASSES: dict[str, Pass] = {
 }
 
 
-def split_pipeline(text: str) -> list[str]:
+@dataclass(frozen=True)
+class PassStep:
+    """One element of a pipeline: a fuseflow pass with its typed options, or an upstream MLIR pass
+    (``canonicalize``, ``func.func(cse)``) kept as the text MLIR's PassManager parses.
+
+    Callers build steps (`step`); only `parse_pipeline` reads pipeline text (fuseflow-opt, and
+    `compile(passes=)` given as text). `text()` prints the mlir-opt spelling, which
+    `parse_pipeline` reads back to an equal step.
+    """
+
+    name: str
+    options: Any = None  # the pass's frozen Options (fuseflow passes); None for upstream passes
+    upstream: str = ""  # the element's text (upstream passes)
+
+    @property
+    def stage(self) -> str:
+        """The IR the step reads: ``linalg`` (before lower-to-sam) or ``sam``; upstream passes: ``linalg``."""
+        return PASSES[self.name].stage if self.name in PASSES else "linalg"
+
+    def text(self) -> str:
+        if self.options is None:
+            return self.upstream or self.name
+        shown = [  # every option but the empty ones (no region: every region)
+            f"{f.name.replace('_', '-')}={getattr(self.options, f.name)}"
+            for f in fields(self.options)
+            if getattr(self.options, f.name) != ""
+        ]
+        return self.name + ("{" + " ".join(shown) + "}" if shown else "")
+
+
+def step(name: str, **options: Any) -> PassStep:
+    """A fuseflow pass with typed options, e.g. ``step("block", size=16, region="r2")``."""
+    if name not in PASSES:
+        raise FuseflowError(f"unknown fuseflow pass {name!r}; known: {', '.join(PASSES)}")
+    try:
+        return PassStep(name, PASSES[name].options(**options))
+    except TypeError:
+        known = ", ".join(f.name for f in fields(PASSES[name].options))
+        raise FuseflowError(f"pass {name}: options {sorted(options)}; known: {known}") from None
+
+
+def as_steps(passes: str | Sequence[PassStep] | None) -> list[PassStep]:
+    """What `compile(passes=)` takes, as steps: pipeline text (parsed), or steps already."""
+    if passes is None:
+        return []
+    if isinstance(passes, str):
+        return parse_pipeline(passes) if passes.strip() else []
+    bad = [p for p in passes if not isinstance(p, PassStep)]
+    if bad:
+        raise FuseflowError(f"passes: expected pipeline text or PassStep objects, got {type(bad[0]).__name__}")
+    return list(passes)
+
+
+def pipeline_text(steps: list[PassStep]) -> str:
+    """``builtin.module(a, b{x=1})``: what ``fuseflow-opt --pass-pipeline`` takes."""
+    return "builtin.module(" + ",".join(s.text() for s in steps) + ")"
+
+
+def parse_pipeline(text: str) -> list[PassStep]:
+    """The steps of pipeline text (``builtin.module(a, b{x=1}, func.func(cse))`` or its inner list);
+    fuseflow passes' options are parsed and checked here."""
+    out = []
+    for element in _split_pipeline(text):
+        name, options = _split_element(element)
+        out.append(
+            PassStep(name, PASSES[name].parse_options(options)) if name in PASSES else PassStep(name, None, element)
+        )
+    return out
+
+
+def _split_pipeline(text: str) -> list[str]:
     """Top-level elements of `builtin.module(a, b{x=1}, func.func(cse))`."""
     text = text.strip()
     m = re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)
@@ -86,16 +157,16 @@ def split_pipeline(text: str) -> list[str]:
     return parts
 
 
-def split_element(element: str) -> tuple[str, str]:
+def _split_element(element: str) -> tuple[str, str]:
     """``name{opt=1 other=x}`` -> (name, "opt=1 other=x")."""
     m = re.fullmatch(r"([\w.-]+)(?:\{(.*)\})?", element.strip(), re.S)
     return (m.group(1), m.group(2) or "") if m else (element.strip(), "")
 
 
 def run_pipeline(
-    module: Any, elements: list[str], ctx: PassContext | None = None, print_after_all: bool = False
+    module: Any, steps: list[PassStep], ctx: PassContext | None = None, print_after_all: bool = False
 ) -> Any:
-    """Run pipeline `elements` in order: fuseflow passes as Python functions, consecutive upstream
+    """Run pipeline `steps` in order: fuseflow passes as Python functions, consecutive upstream
     passes as one PassManager run. `ctx` carries what a caller knows beyond the IR (example
     inputs for ranking orders, a Schedule object, module containers) and collects what passes
     report; `fuseflow-opt` passes an empty one."""
@@ -115,14 +186,12 @@ def run_pipeline(
             upstream.clear()
         return mod
 
-    for el in elements:
-        name, options = split_element(el)
-        if name in PASSES:
+    for s in steps:
+        if s.options is not None:
             module = flush(module)
-            p = PASSES[name]
-            module = p.run(module, p.parse_options(options), ctx) or module
+            module = PASSES[s.name].run(module, s.options, ctx) or module
             if print_after_all:
-                print(f"// -----// IR Dump After {name} //----- //\n{module}", file=sys.stderr)
+                print(f"// -----// IR Dump After {s.name} //----- //\n{module}", file=sys.stderr)
         else:
-            upstream.append(el)
+            upstream.append(s.text())
     return flush(module)

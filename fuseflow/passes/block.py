@@ -11,7 +11,7 @@ from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     size: int = 0
     region: str = ""

@@ -21,6 +21,7 @@ class PassContext:
     ranker: Any = None  # an OrderRanker bound to example inputs (fuseflow-order{order=auto})
     order: Any = None  # a per-region order mapping, which pass options cannot spell (fuseflow-order)
     node_budget: int = 100_000  # the budget fuseflow-order lowers with (lower-to-sam reuses that lowering)
+    regions_assigned: bool = False  # the caller annotated the regions already: fuseflow-partition keeps them
     # left by the passes
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Any] = field(default_factory=dict)  # region -> the chosen order Candidate

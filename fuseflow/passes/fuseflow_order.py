@@ -13,7 +13,7 @@ from fuseflow.passes.lower_to_sam import ensure_regions
 from fuseflow.schedule.regions import main_func
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     order: str = "auto"
     cap: int = DEFAULT_CAP

@@ -9,7 +9,7 @@ from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import assign_regions, main_func
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     schedule: str = "unfused"
 
@@ -23,6 +23,8 @@ def run(module, options: Options, ctx: PassContext | None = None):
     the caller put in the pass context.
     """
     ctx = ctx or PassContext()
+    if ctx.regions_assigned:  # compile() assigned them (and read the rules' options) before the pipeline
+        return module
     schedule = options.schedule
     if schedule == "custom":
         if ctx.schedule is None:

@@ -11,7 +11,7 @@ from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     node_budget: int = 100_000
     order: str = ""

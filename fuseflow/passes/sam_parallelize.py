@@ -23,7 +23,7 @@ from fuseflow.passes.context import PassContext
 WRITERS = {"write_crd", "write_val"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
     level: str = ""  # an index variable, or several (comma-separated) for multi-output regions
     factor: int = 2

@@ -39,10 +39,36 @@ def test_auto_order_runs_as_the_ordering_pass_and_lowers_once(monkeypatch):
     monkeypatch.setattr(lower_to_sam, "lower_module", lambda *a, **k: calls.append(1) or real(*a, **k))
     model, args, formats = gcn_layer.build(features=4, hidden=2)
     prog = fuseflow.compile(model, args, formats, schedule="full")
-    assert "fuseflow-order{order=auto}" in prog.pipeline
+    assert "fuseflow-order{order=auto cap=" in prog.pipeline
     assert calls == [], "lower-to-sam lowered again after fuseflow-order"
     assert prog.orders and prog.order_candidates
     prog.simulate().check()
+
+
+def test_steps_and_text_are_one_pipeline(monkeypatch):
+    """compile() takes typed steps or text alike, prints text that parses back to equal steps, and
+    assigns the regions once (the partition pass keeps compile's assignment)."""
+    from fuseflow.passes import fuseflow_partition, parse_pipeline, pipeline_text, step
+    from fuseflow.schedule import regions
+
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    steps = [step("block", size=2), step("sam-parallelize", level="i", factor=2)]
+    calls = []
+    real = regions.assign_regions
+    monkeypatch.setattr(fuseflow_partition, "assign_regions", lambda *a, **k: calls.append(1) or real(*a, **k))
+    typed = fuseflow.compile(model, args, formats, schedule="op", order="plain", passes=steps)
+    assert calls == [], "fuseflow-partition assigned the regions compile() had assigned"
+    spelled = "block{size=2},sam-parallelize{level=i}"
+    text = fuseflow.compile(model, args, formats, schedule="op", order="plain", passes=spelled)
+    assert typed.mlir("sam") == text.mlir("sam") and typed.pipeline == text.pipeline
+    parsed = parse_pipeline(typed.pipeline)
+    assert [s.name for s in parsed] == ["fuseflow-partition", "block", "lower-to-sam", "sam-parallelize"]
+    assert parsed[1:2] + parsed[3:] == steps and pipeline_text(parsed) == typed.pipeline
+    assert parse_pipeline("builtin.module(canonicalize,func.func(cse))")[1].text() == "func.func(cse)"
+    with pytest.raises(fuseflow.FuseflowError, match="options"):
+        step("block", width=2)
+    with pytest.raises(fuseflow.FuseflowError, match="expected pipeline text or PassStep"):
+        fuseflow.compile(model, args, formats, passes=[("block", 2)])
 
 
 def test_reorder_keeps_the_schedules_regions():
