@@ -7,7 +7,7 @@ SOURCES := pyproject.toml CMakeLists.txt $(shell find simulator -type f)
 
 .PHONY: demo test lint lit pytest bench clean test-sanitize
 # modules whose public classes, methods and functions must carry docstrings (ruff D1)
-PUBLIC_API = fuseflow/program.py fuseflow/results.py fuseflow/estimate.py fuseflow/planner.py \
+PUBLIC_API = fuseflow/program.py fuseflow/compiler.py fuseflow/results.py fuseflow/planning/estimate.py fuseflow/planning/planner.py \
 	fuseflow/fabric/strategy.py fuseflow/fabric/split.py fuseflow/dse/__init__.py fuseflow/schedule/rules.py fuseflow/sim/arch.py
 
 $(STAMP): $(SOURCES)

@@ -68,8 +68,8 @@ def main() -> None:
 def _decoders(counts: list[int]) -> None:
     """GPT-3 Small unfused with N decoders: the frontend (torch.export + torch-mlir) and
     fuseflow's lowering timed apart. Identical decoders share their order search and ranking."""
+    from fuseflow.compiler import lower_program
     from fuseflow.frontend.export import import_model
-    from fuseflow.program import _lower
 
     rows = []
     for n in counts:
@@ -78,7 +78,7 @@ def _decoders(counts: list[int]) -> None:
         imported = import_model(model, args, formats)
         t1 = time.perf_counter()
         asm = imported.module.operation.get_asm(enable_debug_info=True)
-        prog = _lower(model, args, imported, asm, "unfused", 100_000, None, None)
+        prog = lower_program(model, args, imported, asm, "unfused", 100_000, None, None)
         t2 = time.perf_counter()
         rows.append(
             {

@@ -22,7 +22,7 @@ os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
-from fuseflow.planner import Space, plan  # noqa: E402
+from fuseflow.planning.planner import Space, plan  # noqa: E402
 
 EXHAUSTIVE_LIMIT = 64
 """Spaces up to this many segmentations are swept exhaustively."""

@@ -1,5 +1,6 @@
 """fuseflow: sparse PyTorch models → fused sparse streaming-dataflow graphs → cycle-level simulation."""
 
+from fuseflow.compiler import compile, plan
 from fuseflow.errors import (
     EagerError,
     FormatError,
@@ -11,11 +12,13 @@ from fuseflow.errors import (
 )
 from fuseflow.fabric.split import SplitInfo, SplitPlan, split_nnz, split_rows
 from fuseflow.fabric.strategy import Context, RegionTask, Strategy
-from fuseflow.program import Program, SimResult, compile
+from fuseflow.program import Program
+from fuseflow.results import SimResult
 from fuseflow.schedule.rules import Match, Rule, Schedule
 
 __all__ = [
     "compile",
+    "plan",
     "Program",
     "SimResult",
     "Schedule",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,21 +14,17 @@ from fuseflow import views
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits, demand_of
 from fuseflow.formats import Format
-from fuseflow.frontend.export import ImportedModel, densify, import_model
+from fuseflow.frontend.export import ImportedModel, densify
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
-from fuseflow.lowering.rank import OrderRanker
 from fuseflow.mlir import ir
-from fuseflow.passes import PassStep, as_steps, pipeline_text, run_pipeline, step
-from fuseflow.passes.context import PassContext
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
-from fuseflow.schedule.regions import OpInfo, assign_regions, main_func, op_listing
-from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
+from fuseflow.schedule.regions import OpInfo
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphRun, GraphSpec, parse_graphs, run_graph
+from fuseflow.sim.graph import GraphRun, GraphSpec, run_graph
 
 if TYPE_CHECKING:
-    from fuseflow.estimate import ProgramEstimate
+    from fuseflow.planning.estimate import ProgramEstimate
 
 SCHEDULES = ("unfused", "layer", "full", "op", "auto")
 
@@ -64,17 +59,17 @@ class Program:
     passes: str = ""
     orders: dict[str, str] = field(default_factory=dict)  # region -> dataflow order chosen by a pass
     order_candidates: dict[str, tuple] = field(default_factory=dict)  # region -> enumerated orders
-    lowering: tuple = ("unfused", 100_000, ())  # (schedule, node budget, the user's pass steps) for `reorder`
     relayouts: list[Relayout] = field(default_factory=list)  # model inputs converted at run time
     pipeline: str = ""  # the registered pipeline compile ran (fuseflow-opt --pass-pipeline takes it)
     plan: Any = None  # schedule="auto": the planner's `Plan` (plan.explain(), plan.schedule)
     assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
     arch: Any = None  # the machine orders were ranked for; simulate() and estimate() default to it
+    relower: Any = None  # order -> Program: the compile driver's lowering of this model (reorder)
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list[RegionResult]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
-        from fuseflow.analysis.cycle_model import relayout_cycles
         from fuseflow.analysis.tensor_stats import level_counts
+        from fuseflow.planning.cycle_model import relayout_cycles
 
         out = []
         for r in self.relayouts:
@@ -88,20 +83,9 @@ class Program:
     def reorder(self, order: str | Mapping[str, str]) -> Program:
         """The same model, schedule and passes lowered under another dataflow order (no re-export):
         what an order sweep calls once per order."""
-        from dataclasses import replace
-
-        module = ir.Module.parse(self.linalg_text, context=self.imported.module.context)
-        schedule, node_budget, passes = self.lowering
-        return _lower(
-            self.model,
-            self.example_args,
-            replace(self.imported, module=module),
-            self.linalg_text,
-            schedule,
-            node_budget,
-            order,
-            passes,
-        )
+        if self.relower is None:
+            raise FuseflowError("this program was not built by compile(): it cannot be lowered again")
+        return self.relower(order)
 
     def estimate(self, *args, arch: Any = None, strategy: str | Any = "sequential") -> ProgramEstimate:
         """Predict every region's cycles, tokens per node, ALU ops and memory bytes without
@@ -110,8 +94,8 @@ class Program:
         counted from their values where those are cheap to compute (`sim.values`), and
         predicted from the writers of the region that produces them otherwise. `strategy` places
         the predicted regions on the fabric as `simulate` does (`.cycles` is the makespan)."""
-        from fuseflow.analysis.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
-        from fuseflow.estimate import ProgramEstimate
+        from fuseflow.planning.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
+        from fuseflow.planning.estimate import ProgramEstimate
         from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args
@@ -413,231 +397,3 @@ def _to_scipy(t: torch.Tensor):
         return sp.csc_matrix((t.values().numpy(), t.row_indices().numpy(), t.ccol_indices().numpy()), shape=t.shape)
     t = t.coalesce()
     return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)
-
-
-def compile(
-    model: torch.nn.Module,
-    example_args: Sequence[Any],
-    formats: Mapping[str, Any] | None = None,
-    schedule: str | Schedule = "unfused",
-    node_budget: int = 100_000,
-    order: str | Mapping[str, str] | None = None,
-    passes: str | Sequence[PassStep] | None = None,
-    arch: Any = None,
-) -> Program:
-    """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
-
-    `schedule`: ``unfused`` (one region per PyTorch op), ``layer`` (one per top-level child
-    module, descending through containers), ``full`` (one region), ``op`` (one per linalg op),
-    ``auto`` (the planner: `fuseflow.plan`), a schedule file (``.json``/``.py``), or a
-    ``fuseflow.Schedule`` of rules (``Schedule.rules(Rule(...), ...)``) or module paths / op
-    indices. Rules may set per-region ``order``, ``par`` and ``block`` options.
-    `order`: each region's dataflow order: ``auto`` (the default unless `passes` has a
-    ``fuseflow-order`` pass: the order the cycle model predicts
-    fastest on `example_args`, re-layouts of model inputs charged), ``plain`` (the lowering's own
-    deterministic order, what studies of fixed graphs use), ``K`` (the K-th enumerated order) or
-    ``i,k,j``; or a mapping {region name: that} (unnamed regions: ``plain``). Shorthand for the
-    pass ``fuseflow-order{order=...}``. `passes`: a pipeline of fuseflow passes run after the
-    schedule's partition, as text (``"fuseflow-order{order=auto cap=32}"``) or as steps
-    (``[fuseflow.passes.step("block", size=16)]``).
-    `arch`: the machine (a preset name, a TOML file, a dict or an `Arch`) that ``order=auto``
-    and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
-    `simulate()` and `estimate()` default to it. Default: ``comal``.
-    """
-    if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
-        from fuseflow.planner import plan
-
-        found = plan(
-            model,
-            example_args,
-            formats,
-            node_budget=node_budget,
-            order=order,
-            passes=passes,
-            constraints=schedule if isinstance(schedule, Schedule) else None,
-            arch=arch,
-        )
-        found.program.plan = found
-        return found.program
-    schedule = as_schedule(schedule)
-    args = tuple(example_args)
-    imported = import_model(model, args, formats)
-    prog = _lower(
-        copy.deepcopy(model).eval(),
-        args,
-        imported,
-        imported.module.operation.get_asm(enable_debug_info=True),
-        schedule,
-        node_budget,
-        order,
-        passes,
-        ranker_for(arch),
-        arch,
-    )
-    if arch is not None:  # a region the named machine cannot hold is refused here, not at run time
-        arch_ = Arch.resolve(arch)
-        check_fits(prog.resources().items(), arch_.fabric, arch_.name)
-    return prog
-
-
-def ranker_for(arch: Any) -> dict[str, Any]:
-    """`OrderRanker` options that rank orders with `arch`'s timing (none: the default, comal)."""
-    if arch is None:
-        return {}
-    from fuseflow.analysis.cycle_model import Timing
-
-    arch_ = Arch.resolve(arch)
-    return {"timing": Timing.from_settings(arch_.settings), "arch": arch_}
-
-
-def _lower(
-    model: torch.nn.Module,
-    args: tuple,
-    imported: ImportedModel,
-    linalg_text: str,
-    schedule: str | Schedule,
-    node_budget: int,
-    order,
-    passes: str | Sequence[PassStep] | None,
-    ranker_options: Mapping[str, Any] | None = None,
-    arch: Any = None,
-) -> Program:
-    """Partition, run passes, lower and parse: everything of `compile` after torch.export.
-    `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
-    module = imported.module
-    schedule = as_schedule(schedule)
-    user = as_steps(passes)
-    with module.context:
-        infos, _ = op_listing(main_func(module))
-        res = assign_regions(main_func(module), schedule, imported.containers, imported.module_classes)
-        steps = user + _region_steps(res.options)
-        order = _with_region_orders(_order_spec(order, steps), res)
-        pipeline = _pipeline(steps, order)
-        levels = {
-            v for s in pipeline if s.name == "sam-parallelize" and s.options.level for v in s.options.level.split(",")
-        }
-        ranker = OrderRanker(
-            bind_args(imported, args),
-            model_inputs=set(imported.input_names),
-            keep_vars=levels,
-            **dict(ranker_options or {}),
-        )
-        ctx = PassContext(
-            schedule=schedule if isinstance(schedule, Schedule) else None,
-            containers=imported.containers,
-            module_classes=imported.module_classes,
-            ranker=ranker,
-            order=order if isinstance(order, Mapping) else None,
-            node_budget=node_budget,
-            regions_assigned=True,  # assign_regions above annotated the module: the partition keeps it
-        )
-        full = full_pipeline(schedule, pipeline, node_budget)
-        sam_module = run_pipeline(module, full, ctx)
-        summary, chosen, assigns = ctx.summary, ctx.chosen, ctx.assigns
-        sam_text = str(sam_module)
-        graphs, outs = parse_graphs(sam_module)
-    sched_name = builtin_name(schedule) or "custom"
-    relayouts = _relayouts(graphs, imported)
-    return Program(
-        model,
-        args,
-        imported,
-        sched_name,
-        linalg_text,
-        sam_text,
-        summary,
-        graphs,
-        outs,
-        infos,
-        ", ".join(s.text() for s in pipeline),
-        {r: c.name for r, c in chosen.items()},
-        {r: c.alternatives for r, c in chosen.items() if c.alternatives},
-        (schedule, node_budget, tuple(user)),
-        relayouts,
-        pipeline_text(full),
-        assigns=assigns,
-        arch=arch,
-    )
-
-
-def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayout]:
-    """Model inputs some graph reads in another level order than declared (parameters are laid
-    out at compile time, free); one conversion per (input, stored order)."""
-    out: dict[tuple, Relayout] = {}
-    for g in graphs:
-        for name, t in g.tensors.items():
-            source = t.copy_of or name
-            declared = imported.input_formats.get(source)
-            if t.role != "input" or source not in imported.input_names[: imported.n_user_args] or declared is None:
-                continue
-            if declared.mode_order != t.fmt.mode_order and (source, t.fmt.mode_order) not in out:
-                out[(source, t.fmt.mode_order)] = Relayout(f"relayout_{name}", name, source, declared, t.fmt, t.block)
-    return list(out.values())
-
-
-def _order_spec(order: str | Mapping[str, str] | None, steps: list[PassStep]) -> str | Mapping[str, str] | None:
-    """None means ``auto`` unless the pipeline orders; ``plain`` is the lowering's own
-    deterministic order (no ordering pass)."""
-    if order is None:
-        return None if any(s.name == "fuseflow-order" for s in steps) else "auto"
-    if isinstance(order, str) and order.strip() == "plain":
-        return None
-    if isinstance(order, Mapping):
-        return {r: o for r, o in order.items() if o.strip() != "plain"} or None
-    return order
-
-
-def _region_steps(options: Mapping[str, Mapping[str, Any]]) -> list[PassStep]:
-    """Rules' per-region ``block`` and ``par`` options as ``block{region=}`` / ``sam-parallelize{region=}``."""
-    extra = []
-    for region, opts in options.items():
-        if "block" in opts:
-            extra.append(step("block", size=int(opts["block"]), region=region))
-        if "par" in opts:
-            level, factor = opts["par"].rsplit(":", 1)
-            extra.append(step("sam-parallelize", level=level, factor=int(factor), region=region))
-    return extra
-
-
-def _with_region_orders(order: str | Mapping[str, str] | None, res: Resolution) -> str | Mapping[str, str] | None:
-    """Rules' per-region ``order`` options over the global order (a mapping when any is given)."""
-    given = {r: o["order"] for r, o in res.options.items() if "order" in o}
-    if not given:
-        return order
-    base = dict(order) if isinstance(order, Mapping) else {r: order or "plain" for r in set(res.names)}
-    base.update(given)
-    return {r: o for r, o in base.items() if o.strip() != "plain"} or None
-
-
-def _pipeline(steps: list[PassStep], order: str | Mapping[str, str] | None) -> list[PassStep]:
-    """The user's steps and the rules' region steps, then the ordering step `order` asks for."""
-    out = list(steps)
-    if order is not None:
-        if any(s.name == "fuseflow-order" for s in out):
-            raise FuseflowError("give the order either as order= or as a fuseflow-order pass, not both")
-        shown = order if isinstance(order, str) else ";".join(f"{r}:{o}" for r, o in order.items())
-        out.append(step("fuseflow-order", order=shown))
-    return out
-
-
-def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budget: int) -> list[PassStep]:
-    """The registered pipeline `compile` runs (what `fuseflow-opt --pass-pipeline` would take):
-    partition, the user's linalg passes and ordering, ``lower-to-sam``, the user's sam passes."""
-    from fuseflow.passes import PASSES
-
-    stages: dict[str, list[PassStep]] = {"linalg": [], "sam": []}
-    for s in pipeline:
-        if s.name not in PASSES or s.name in ("lower-to-sam", "fuseflow-partition"):
-            allowed = sorted(set(PASSES) - {"lower-to-sam", "fuseflow-partition"})
-            raise FuseflowError(
-                f"passes: {s.name!r} cannot run here; compile() runs the partition and "
-                f"lowering itself, around these: {', '.join(allowed)}"
-            )
-        stages[s.stage].append(s)
-    name = schedule if isinstance(schedule, str) else builtin_name(schedule) or "custom"
-    return (
-        [step("fuseflow-partition", schedule=name)]
-        + stages["linalg"]
-        + [step("lower-to-sam", node_budget=node_budget)]
-        + stages["sam"]
-    )

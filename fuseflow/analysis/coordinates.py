@@ -17,7 +17,7 @@ import numpy as np
 from fuseflow.analysis.tensor_stats import TensorStats
 
 if TYPE_CHECKING:
-    from fuseflow.analysis.cycle_model import Stream
+    from fuseflow.planning.cycle_model import Stream
     from fuseflow.sim.graph import GraphSpec, NodeSpec
 
 Atom = tuple

@@ -75,7 +75,7 @@ def explain_plan(prog, a) -> None:
 
 def cmd_plan(a) -> int:
     """Find a fusion schedule with the planner, print what it weighed, save the schedule."""
-    from fuseflow.planner import plan
+    from fuseflow.planning.planner import plan
 
     model, args, formats = load_example(a.model, a)
     found = plan(

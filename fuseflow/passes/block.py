@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuseflow.conversion.lower_module import BLOCK_ATTR
 from fuseflow.errors import FuseflowError
-from fuseflow.lowering.module import BLOCK_ATTR
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func

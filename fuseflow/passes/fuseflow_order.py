@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.analysis.ordering import DEFAULT_CAP
-from fuseflow.lowering.module import ORDERS_ATTR, lower_module
-from fuseflow.lowering.rank import OrderRanker
+from fuseflow.conversion.lower_module import ORDERS_ATTR, lower_module
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
 from fuseflow.passes.lower_to_sam import ensure_regions
+from fuseflow.planning.ordering import DEFAULT_CAP
+from fuseflow.planning.rank import OrderRanker
 from fuseflow.schedule.regions import main_func
 
 

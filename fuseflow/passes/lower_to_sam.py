@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, is_inlined
+from fuseflow.conversion.lower_module import lower_module
 from fuseflow.dialects.sam_ir import parse_module
-from fuseflow.lowering.module import lower_module
 from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.analysis.cycle_model import EstimateError, Timing
+from fuseflow.planning.cycle_model import EstimateError, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))

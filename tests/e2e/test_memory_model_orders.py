@@ -76,7 +76,7 @@ def test_auto_order_for_rda_is_verified_by_simulation(build, opts):
 def test_verification_overrules_a_wrong_estimate(monkeypatch):
     """With the cycle model's figures reversed (the slowest order predicted fastest), the orders
     it shortlists are still simulated and the fastest simulated one is kept."""
-    from fuseflow.lowering import rank
+    from fuseflow.planning import rank
 
     real = rank.estimate_graph
 
@@ -102,16 +102,16 @@ def test_identical_regions_share_one_order_search(monkeypatch):
     once, and the program still matches PyTorch."""
     import gpt_bigbird
 
-    from fuseflow.lowering import module
+    from fuseflow.conversion import lower_module as driver
 
     searched = []
-    real = module.choose
+    real = driver.choose
 
     def counting(rv, spec, cap):
         searched.append(rv.name)
         return real(rv, spec, cap)
 
-    monkeypatch.setattr(module, "choose", counting)
+    monkeypatch.setattr(driver, "choose", counting)
     model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, block=16, layers=2)
     prog = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="auto")
     assert len(prog.graphs) > 2 * len(searched) > 0  # the second block (and repeated heads) reuse

@@ -9,7 +9,7 @@ import torch
 
 import fuseflow
 from fuseflow.analysis.index_notation import fold, preserves_zero
-from fuseflow.analysis.ordering import RegionVars, estimate_density
+from fuseflow.planning.ordering import RegionVars, estimate_density
 from fuseflow.primitives import ALU_UNARY
 
 UNARY = {

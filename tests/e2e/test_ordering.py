@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.analysis.ordering import linear_extensions
+from fuseflow.planning.ordering import linear_extensions
 
 
 @pytest.mark.parametrize("density", [0.1, 0.3])
@@ -38,7 +38,7 @@ def test_result_records_the_pass_and_the_order():
     prog = fuseflow.compile(model, args, formats=formats, schedule="full", order="i,k,j,l")
     js = prog.simulate().to_json()
     assert js["orders"] == {"full": "i,k,j,l"}
-    assert js["passes"] == "fuseflow-order{order=i,k,j,l}"
+    assert js["passes"] == "fuseflow-order{order=i,k,j,l cap=64}"  # every option that is not empty
     assert "B stored as csc" in prog.regions()  # discordant for B: re-laid out, and said so
 
 
@@ -154,8 +154,8 @@ def test_orders_that_agree_on_every_view_share_one_plan(data):
     `nests.plan` reads (`_order_views`); any order's plan through that shared cache must be the
     plan computed for that order alone, or both must refuse it."""
     global _REGIONS
-    from fuseflow.analysis.ordering import RegionVars, _plans
     from fuseflow.errors import UnsupportedError
+    from fuseflow.planning.ordering import RegionVars, _plans
 
     if _REGIONS is None:
         _REGIONS = [(RegionVars("r", [a], lambda t: (), lambda t: ()), {}) for a in _fused_regions()]

@@ -86,7 +86,7 @@ def test_lanes_are_recorded_and_bad_levels_refused():
     prog = fuseflow.compile(model, args, formats=formats, schedule="full", passes="sam-parallelize{level=i factor=3}")
     res = prog.simulate()
     res.check()  # 3 does not divide 32: round-robin lanes differ by one row, outputs unchanged
-    assert res.to_json()["passes"] == "sam-parallelize{level=i factor=3}, fuseflow-order{order=auto}"
+    assert res.to_json()["passes"] == "sam-parallelize{level=i factor=3}, fuseflow-order{order=auto cap=64}"
     chain, chain_args, chain_formats = spgemm_chain.build()  # j is sparse under k there
     with pytest.raises(fuseflow.FuseflowError, match="cannot parallelize at 'j'.*'j' is sparse"):
         fuseflow.compile(

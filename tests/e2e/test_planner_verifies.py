@@ -17,7 +17,7 @@ import pyg_gnn
 import pytest
 
 import fuseflow
-from fuseflow.planner import TRUST, plan
+from fuseflow.planning.planner import TRUST, plan
 
 if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: never skip there
     import torch_geometric  # noqa: F401
@@ -53,7 +53,7 @@ def test_pyg_gcn_auto_is_within_5_percent_of_the_best_builtin():
 def test_a_wrong_model_widens_the_search_and_still_returns_the_best_simulated(monkeypatch):
     """The estimate is inverted (the fastest schedule looks slowest): the finalists' simulations
     disagree with it far beyond TRUST, so the planner simulates on until the rest cannot win."""
-    from fuseflow.estimate import ProgramEstimate
+    from fuseflow.planning.estimate import ProgramEstimate
 
     true_cycles = ProgramEstimate.cycles.fget
     monkeypatch.setattr(ProgramEstimate, "cycles", property(lambda self: int(1e12 / max(true_cycles(self), 1))))
@@ -80,7 +80,7 @@ def test_a_segment_that_does_not_compile_is_left_out_with_every_longer_one(monke
     holding it out, says so, and returns the best of the rest. Here GCN's `relu,conv2` is
     refused, through the real `Space.compile`."""
     from fuseflow.errors import UnsupportedError
-    from fuseflow.planner import Space
+    from fuseflow.planning.planner import Space
 
     real = Space.compile
 

@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuseflow.planner import HOPELESS, _band, _best_splits, _hopeless
+from fuseflow.planning.planner import HOPELESS, _band, _best_splits, _hopeless
 
 
 def _segmentations(a: int, b: int):
@@ -100,7 +100,7 @@ def _units(labels_by_layer):
     """Units and op infos for layers given as (layer path or None, [unit labels])."""
     from types import SimpleNamespace
 
-    from fuseflow.schedule.units import Unit
+    from fuseflow.planning.units import Unit
 
     units, infos = [], []
     for layer, labels in labels_by_layer:
@@ -115,7 +115,7 @@ def _layer_of(path: str) -> str:
 
 
 def test_period_is_the_longest_run_of_layers_with_the_same_units():
-    from fuseflow.schedule.units import period_of
+    from fuseflow.planning.units import period_of
 
     block = ["ln1", "attn", "ffn"]
     units, infos = _units([(None, ["embed"]), ("blocks.0", block), ("blocks.1", block), ("blocks.2", block)])

@@ -21,22 +21,20 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fuseflow.analysis.cycle_model import (
+from fuseflow.analysis.tensor_stats import TensorStats, level_counts
+from fuseflow.errors import FuseflowError
+from fuseflow.formats import Format
+from fuseflow.planning.cycle_model import (
     Timing,
     estimate_graph,
     model_approximates,
     relayout_cycles,
     stats_for_inputs,
 )
-from fuseflow.analysis.ordering import Candidate
-from fuseflow.analysis.tensor_stats import TensorStats, level_counts
-from fuseflow.errors import FuseflowError
-from fuseflow.formats import Format
-
-if TYPE_CHECKING:
-    from fuseflow.sim.arch import Arch
+from fuseflow.planning.ordering import Candidate
+from fuseflow.sim.arch import Arch
 
 DEFAULT_TOP = 6
 """Orders per region lowered and estimated (shortlisted by the static estimate)."""
@@ -258,3 +256,11 @@ class OrderRanker:
             _, est = self._estimate(text)
             self.known.update(est.outputs)
         self._estimates.clear()  # the next region sees new known statistics
+
+
+def ranker_options(arch: Any) -> dict[str, Any]:
+    """`OrderRanker` options that rank orders with `arch`'s timing (none: the default, comal)."""
+    if arch is None:
+        return {}
+    arch_ = Arch.resolve(arch)
+    return {"timing": Timing.from_settings(arch_.settings), "arch": arch_}

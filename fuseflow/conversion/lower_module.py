@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 
 from fuseflow import views
 from fuseflow.analysis.index_notation import Access, Assign, Const, Reduce, render
-from fuseflow.analysis.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
 from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.formats import Format, parse_format
-from fuseflow.lowering.rank import OrderRanker
 from fuseflow.mlir import ir
+from fuseflow.planning.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
+from fuseflow.planning.rank import OrderRanker
 from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
 
 
@@ -96,7 +96,7 @@ def lower_module(
     see `ordering.choose`; a mapping gives one per region name), else from the default heuristic
     order. Each chosen `Candidate` carries the region's enumerated alternatives. With a `ranker`,
     ``auto`` lowers the most promising candidates and keeps the one the cycle model predicts
-    fastest (`lowering/rank.py`).
+    fastest (`planning/rank.py`).
     """
     func = main_func(module)
     fixed = {k: ir.StringAttr(v).value for k, v in _dict_attr(func, ORDERS_ATTR).items()}

@@ -34,16 +34,34 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
 from fuseflow.passes import PassStep, as_steps, step
+from fuseflow.planning.rank import ranker_options
+from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
-from fuseflow.schedule.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
 from fuseflow.sim.arch import Arch
+
+Lower = Callable[..., Any]
+"""The compile driver's `lower_program(model, args, imported, linalg_text, schedule, node_budget,
+order, passes, ranker_options, arch) -> Program` (fuseflow/compiler.py)."""
+_LOWERING: list[Lower] = []
+
+
+def register_lowering(lower: Lower) -> None:
+    """The compile driver gives the planner its lowering (planning imports no user API)."""
+    _LOWERING[:] = [lower]
+
+
+def _registered() -> Lower:
+    if not _LOWERING:
+        raise FuseflowError("the planner has no lowering: import fuseflow (fuseflow.compiler registers it)")
+    return _LOWERING[0]
+
 
 TRUST = 1.5
 """A simulation further than this factor from its estimate (either way) widens the search."""
@@ -237,7 +255,16 @@ class Space:
     segment's cost is its first block's times the number of blocks."""
 
     def __init__(
-        self, model, example_args, formats=None, *, node_budget=100_000, passes=None, constraints=None, arch=None
+        self,
+        model,
+        example_args,
+        formats=None,
+        *,
+        node_budget=100_000,
+        passes=None,
+        constraints=None,
+        arch=None,
+        lower: Lower | None = None,
     ):
         from fuseflow.frontend.export import import_model
         from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
@@ -247,6 +274,7 @@ class Space:
         self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
         self.model = copy.deepcopy(model).eval()
         self.node_budget, self.passes, self.arch = node_budget, as_steps(passes), arch
+        self.lower = lower or _registered()
         with self.imported.module.context:
             func = main_func(self.imported.module)
             infos, index_of = op_listing(func)
@@ -291,7 +319,6 @@ class Space:
         orders ranked on a shortlist of `QUICK_TOP`, and a region ranked in an earlier compile
         keeps its order (`OrderRanker.memo`)."""
         from fuseflow.mlir import ir
-        from fuseflow.program import _lower, ranker_for
 
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
@@ -301,14 +328,16 @@ class Space:
             if quick
             else {"memo": self.memo, "picks": self.picks}
         )
-        opts.update(ranker_for(self.arch))
+        opts.update(ranker_options(self.arch))
         if quick:
             opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists
         passes = self.passes
         if quick and order in (None, "auto") and not any(s.name == "fuseflow-order" for s in passes):
             passes = [*passes, step("fuseflow-order", order="auto", cap=QUICK_CAP)]
             order = None
-        return _lower(self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch)
+        return self.lower(
+            self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch
+        )
 
     def expand(self, segments: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """Segments of `units` as segments of every unit: the first block's first (the regions
@@ -411,15 +440,24 @@ def plan(
     constraints: Schedule | None = None,
     progress=None,
     strategy: Any = "sequential",
+    lower: Lower | None = None,
 ) -> Plan:
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``).
     `strategy`: how the regions will run on the fabric (docs/fabric.md); the finalists are
     estimated and simulated under it, so the choice is the fastest makespan simulated (the
-    cover still ranks segments by the sum of their predicted cycles)."""
+    cover still ranks segments by the sum of their predicted cycles). `lower`: the compile
+    driver's `lower_program` (default: the one `fuseflow.compiler` registers)."""
     t0 = time.perf_counter()
     space = Space(
-        model, example_args, formats, node_budget=node_budget, passes=passes, constraints=constraints, arch=arch
+        model,
+        example_args,
+        formats,
+        node_budget=node_budget,
+        passes=passes,
+        constraints=constraints,
+        arch=arch,
+        lower=lower,
     )
     units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
     if top_k is None:
