@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find simulator -type f)
 
 .PHONY: demo test lint lit pytest bench clean test-sanitize
-# modules whose public classes, methods and functions must carry docstrings (ruff D1)
-PUBLIC_API = fuseflow/program.py fuseflow/compiler.py fuseflow/results.py fuseflow/planning/estimate.py fuseflow/planning/planner.py \
-	fuseflow/fabric/strategy.py fuseflow/fabric/split.py fuseflow/dse/__init__.py fuseflow/schedule/rules.py fuseflow/sim/arch.py
+# modules and packages whose public classes, methods and functions must carry docstrings (ruff D1)
+PUBLIC_API = fuseflow/program.py fuseflow/compiler.py fuseflow/results.py fuseflow/planning fuseflow/passes \
+	fuseflow/fabric fuseflow/sim fuseflow/dse/__init__.py fuseflow/schedule/rules.py
 
 $(STAMP): $(SOURCES)
 	@mkdir -p $(TMPDIR)

@@ -157,6 +157,7 @@ def run_batches(b: Batched, env: Mapping[str, Any], cycles: Sequence[int], arch:
 
 
 def check_batch(name: str, got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> None:
+    """A micro-batched run must give the unsplit run's rows exactly: any difference is a wrong answer."""
     for out, w in want.items():
         if out in got and not np.array_equal(got[out], w, equal_nan=True):
             raise MismatchError(f"micro-batch {name}: its rows of {out} differ from the unsplit run's")

@@ -22,10 +22,12 @@ class Task:
 
     @property
     def label(self) -> str:
+        """The task's name in timelines: the region, and its micro-batch after ``#``."""
         return self.name if self.batch is None else f"{self.name}#{self.batch}"
 
 
 def graph_task(spec: GraphSpec, units: dict[str, int]) -> Task:
+    """A region's task: the tensors it reads and writes (its dependences) and the units it holds."""
     reads, writes = set(), set()
     for name, t in spec.tensors.items():
         if t.role == "input":

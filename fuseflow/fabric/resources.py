@@ -35,4 +35,5 @@ def check_fits(regions: Iterable[tuple[str, dict[str, int]]], fabric: Fabric | N
 
 
 def fits(need: dict[str, int], fabric: Fabric | None) -> bool:
+    """Whether a region needing `need` units fits `fabric` (no fabric: an unbounded one)."""
     return fabric is None or all(need.get(r, 0) <= fabric.capacity(r) for r in RESOURCES)

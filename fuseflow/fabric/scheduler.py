@@ -44,13 +44,16 @@ class Span:
 
     @property
     def cycles(self) -> int:
+        """The region's own run, without the configuration load before it."""
         return self.end - self.start - self.reconfig
 
     @property
     def label(self) -> str:
+        """The task's name in timelines: the region, and its micro-batch after ``#``."""
         return self.region if self.batch is None else f"{self.region}#{self.batch}"
 
     def to_json(self) -> dict:
+        """The span as `SimResult.to_json` reports it (micro-batch and template only when set)."""
         out = {
             "region": self.region,
             "start": self.start,
@@ -77,6 +80,7 @@ class Utilization:
 
     @staticmethod
     def of(timeline: Sequence[Span], fabric: Fabric | None) -> Utilization:
+        """Units in use over `timeline`: the steps, and per resource the mean, the peak and the fraction of `fabric`."""
         events: dict[int, dict[str, int]] = {}
         for s in timeline:
             for r in RESOURCES:
@@ -139,10 +143,12 @@ class FabricState:
                 last[t.batch] = i
 
     def units(self, i: int) -> dict[str, int]:
+        """Units task `i` holds while it runs (host tasks, such as re-layouts, hold none)."""
         t = self.tasks[i]
         return {} if t.host else dict(t.units)
 
     def is_ready(self, i: int) -> bool:
+        """Whether task `i` may start: not started, its dependences finished, and any task it must follow started."""
         return (
             i not in self.start
             and all(d in self.end for d in self.deps[i])
@@ -150,9 +156,11 @@ class FabricState:
         )
 
     def ready(self) -> list[int]:
+        """Every task that may start now, in program order."""
         return [i for i in range(len(self.tasks)) if self.is_ready(i)]
 
     def running(self) -> list[int]:
+        """Tasks started and not yet finished."""
         return [i for i in self.start if i not in self.end]
 
     def available(self) -> dict[str, int] | None:
@@ -162,6 +170,7 @@ class FabricState:
         return {r: self.free[r] + sum(u.get(r, 0) for _, u in self.idle) for r in RESOURCES}
 
     def fits(self, i: int) -> bool:
+        """Whether task `i`'s units are available now."""
         units, avail = self.units(i), self.available()
         return avail is None or all(units.get(r, 0) <= avail[r] for r in RESOURCES)
 
@@ -209,11 +218,13 @@ class FabricState:
         return self.reconfig
 
     def finish(self, i: int, at: int) -> None:
+        """Record that task `i` finished at cycle `at`; its units stay configured until reused."""
         self.end[i] = at
         if self.free is not None and not self.tasks[i].host:
             self.idle.append((self.tasks[i].name, self.units(i)))
 
     def check_all_started(self) -> None:
+        """A strategy must issue every region: refuse a run that left one out, naming it."""
         left = [t.label for i, t in enumerate(self.tasks) if i not in self.start]
         if left:
             raise FuseflowError(
@@ -222,6 +233,7 @@ class FabricState:
             )
 
     def span(self, i: int, end: int, template: str | None = None) -> Span:
+        """Task `i`'s span in the timeline, ending at `end` (run by `template`, if one)."""
         t = self.tasks[i]
         return Span(t.name, self.start[i], end, self.units(i), self.loads.get(i, 0), t.batch, template)
 

@@ -105,6 +105,7 @@ class TemplateRunner:
         self.names: dict[int, str] = {}  # task -> the template it ran
 
     def run(self, i: int, template: Template) -> int:
+        """Run task `i` as `template` prescribes, refusing a template that writes other values; returns its cycles."""
         region = self.specs[i]
         if region is None:
             raise FuseflowError(f"strategy {self.strategy}: a relayout runs no template")

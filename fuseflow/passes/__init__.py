@@ -23,6 +23,8 @@ from fuseflow.passes.context import PassContext
 
 @dataclass(frozen=True)
 class Pass:
+    """A fuseflow pass: its name in pipelines, its function, its options dataclass, the IR it reads."""
+
     name: str
     run: Callable[[Any, Any, PassContext], Any]
     options: type
@@ -30,10 +32,12 @@ class Pass:
 
     @property
     def doc(self) -> str:
+        """The pass function's docstring: what ``fuseflow-opt --help`` prints for it."""
         return (self.run.__doc__ or "").strip()
 
     @property
     def summary(self) -> str:
+        """The docstring's first line."""
         return self.doc.splitlines()[0] if self.doc else ""
 
     def parse_options(self, text: str) -> Any:
@@ -86,6 +90,7 @@ class PassStep:
         return PASSES[self.name].stage if self.name in PASSES else "linalg"
 
     def text(self) -> str:
+        """The step as pipeline text, ``name{key=value ...}``, that `parse_pipeline` reads back."""
         if self.options is None:
             return self.upstream or self.name
         shown = [  # every option but the empty ones (no region: every region)

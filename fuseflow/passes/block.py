@@ -13,6 +13,8 @@ from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 
 @dataclass(frozen=True)
 class Options:
+    """``block{size= region=}``: the block size; the region to block (empty: every region)."""
+
     size: int = 0
     region: str = ""
 

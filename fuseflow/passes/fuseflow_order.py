@@ -15,6 +15,8 @@ from fuseflow.schedule.regions import main_func
 
 @dataclass(frozen=True)
 class Options:
+    """``fuseflow-order{order= cap=}``: the order spec (`parse_order`); at most `cap` orders enumerated per region."""
+
     order: str = "auto"
     cap: int = DEFAULT_CAP
 

@@ -11,6 +11,8 @@ from fuseflow.schedule.regions import assign_regions, main_func
 
 @dataclass(frozen=True)
 class Options:
+    """``fuseflow-partition{schedule=}``: a built-in schedule name, a schedule file, or ``custom``."""
+
     schedule: str = "unfused"
 
 

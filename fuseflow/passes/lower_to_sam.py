@@ -13,6 +13,8 @@ from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, mai
 
 @dataclass(frozen=True)
 class Options:
+    """``lower-to-sam{node-budget= order=}``: the most sam nodes a region may lower to; a fixed order."""
+
     node_budget: int = 100_000
     order: str = ""
 

@@ -25,6 +25,8 @@ WRITERS = {"write_crd", "write_val"}
 
 @dataclass(frozen=True)
 class Options:
+    """``sam-parallelize{level= factor= region=}``: the index variable(s) to split, the lanes, the region."""
+
     level: str = ""  # an index variable, or several (comma-separated) for multi-output regions
     factor: int = 2
     region: str = ""

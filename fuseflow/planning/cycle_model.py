@@ -105,14 +105,17 @@ class Stream(NamedTuple):
 
     @property
     def depth(self) -> int:
+        """Levels above the stream's last one (0: a stream of one fiber)."""
         return len(self.counts) - 1
 
     @property
     def data(self) -> float:
+        """Data tokens: the count at the last level."""
         return self.counts[-1]
 
     @property
     def fibers(self) -> float:
+        """Fibers of the last level, one stop token each."""
         return self.counts[-2] if self.depth >= 1 else 1.0
 
     @property
@@ -122,6 +125,7 @@ class Stream(NamedTuple):
         return self.data + (max(self.counts[-2], 1.0) if self.depth >= 1 else 0.0) + 1.0
 
     def with_last(self, n: float, present: float = 1.0) -> Stream:
+        """The same stream with `n` data tokens at its last level (present with probability `present`)."""
         return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
 
 
@@ -169,9 +173,11 @@ class Timing:
         )
 
     def kind_latency(self, kind: str) -> int:
+        """A kind's latency: its ``[arch.kinds]`` entry, or the default."""
         return int(self.kinds.get(kind, {}).get("latency", self.latency))
 
     def kind_ii(self, kind: str) -> int:
+        """A kind's initiation interval: its ``[arch.kinds]`` entry, or the default."""
         return int(self.kinds.get(kind, {}).get("ii", self.ii))
 
     def tile_busy(self, rank: int, b: int) -> int:
@@ -181,6 +187,8 @@ class Timing:
         return -(-(b**rank) // b) * self.tile_elementwise_ii_per_b
 
     def tile_latency(self, rank: int, b: int) -> int:
+        """Cycles before a tile's result is visible (node.h `occupy`: 2b - 1 on the matmul unit,
+        its elements otherwise)."""
         return 2 * b - 1 if rank >= 3 else b**rank
 
 
@@ -212,17 +220,21 @@ class GraphEstimate:
 
     @property
     def alu_ops(self) -> float:
+        """ALU operations over the graph's nodes."""
         return sum(n.alu_ops for n in self.nodes)
 
     @property
     def mem_bytes(self) -> float:
+        """Bytes the graph's nodes read and write."""
         return sum(n.mem_bytes for n in self.nodes)
 
     @property
     def tokens(self) -> float:
+        """Tokens the graph's nodes emit (the simulator's events)."""
         return sum(n.tokens for n in self.nodes)
 
     def to_json(self, detail: bool = False) -> dict:
+        """The estimate as `fuseflow estimate --json` prints it; `detail` adds every node."""
         out = {
             "name": self.name,
             "cycles": round(self.cycles),

@@ -73,6 +73,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
+        """The order as users write it, ``i,k,j``."""
         return ",".join(self.order)
 
 
@@ -88,10 +89,12 @@ class RegionVars:
 
     @property
     def loc(self) -> str | None:
+        """The source location of the region's first assignment that has one (for diagnostics)."""
         return next((a.loc for a in self.assigns if a.loc), None)
 
     @property
     def variables(self) -> list[str]:
+        """Every index variable of the region, in first-use order."""
         out: list[str] = []
         for a in self.assigns:
             for v in list(a.vars) + _reduced(a.expr) + [u for acc in accesses(a.expr) for u in acc.vars]:
@@ -100,6 +103,7 @@ class RegionVars:
         return out
 
     def dims(self) -> dict[str, int]:
+        """Each index variable's extent."""
         d: dict[str, int] = {}
         for a in self.assigns:
             d.update(a.dims)

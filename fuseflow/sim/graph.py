@@ -27,6 +27,8 @@ from fuseflow.sim.arch import Arch
 
 @dataclass
 class NodeSpec:
+    """One simulator node to build: its kind, name, (node, port) inputs and parameters."""
+
     kind: str
     name: str
     inputs: list[tuple[int, int]]
@@ -39,6 +41,8 @@ class NodeSpec:
 
 @dataclass
 class TensorSpec:
+    """A tensor a graph reads or writes: its role, shape, format and blocking."""
+
     name: str
     role: str
     shape: tuple[int, ...]
@@ -49,6 +53,8 @@ class TensorSpec:
 
 @dataclass
 class GraphSpec:
+    """One region's graph as the simulator front end builds it from the sam module."""
+
     name: str
     nodes: list[NodeSpec]
     tensors: dict[str, TensorSpec]
@@ -139,6 +145,8 @@ def _graph_spec(g: SamGraph) -> GraphSpec:
 
 @dataclass
 class GraphRun:
+    """What one graph's run gives: cycles, per-node counters, the written outputs, the engine that ran it."""
+
     name: str
     cycles: int
     nodes: list[dict]
@@ -148,6 +156,7 @@ class GraphRun:
 
     @property
     def writes(self) -> list[str]:
+        """The tensors the run wrote."""
         return list(self.outputs)
 
 

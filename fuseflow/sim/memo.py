@@ -86,6 +86,7 @@ class RegionMemo:
         self.hits = 0
 
     def get(self, key: str | None) -> Memoised | None:
+        """The run memoised under `key` (from memory, then from the memo directory), or None."""
         if key is None:
             return None
         hit = self.runs.get(key)
@@ -98,6 +99,7 @@ class RegionMemo:
         return hit
 
     def put(self, key: str | None, run: GraphRun) -> None:
+        """Memoise `run` under `key` (its counters, not its arrays), on disk too when the memo has a directory."""
         if key is None:
             return
         nodes = [{k: v for k, v in n.items() if k not in _ARRAYS} for n in run.nodes]
