@@ -7,7 +7,6 @@ receives `lower_program` from here (`planner.register_lowering`, done when this 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -17,6 +16,7 @@ import torch
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits
 from fuseflow.frontend.export import ImportedModel, import_model
+from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.mlir import ir
 from fuseflow.passes import PassStep, as_steps, pipeline_text, run_pipeline, step
 from fuseflow.passes.context import PassContext
@@ -75,7 +75,7 @@ def compile(
     args = tuple(example_args)
     imported = import_model(model, args, formats)
     prog = lower_program(
-        copy.deepcopy(model).eval(),
+        copy_module(model),
         args,
         imported,
         imported.module.operation.get_asm(enable_debug_info=True),

@@ -15,7 +15,7 @@ from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits, demand_of
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify
-from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, validate
+from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, to_scipy, validate
 from fuseflow.mlir import ir
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
@@ -367,7 +367,7 @@ def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
         if is_sparse(a):  # packed without densifying (large graphs)
             if is_plain_2d(a):
                 validate(a, name)
-                data[name] = _to_scipy(a)
+                data[name] = to_scipy(a)
             else:
                 data[name] = to_coo_array(a, name)
             continue
@@ -375,25 +375,3 @@ def bind_args(imported: ImportedModel, args: Sequence[Any]) -> dict[str, Any]:
         data[name] = d.float().numpy()
     data.update(imported.param_values)
     return data
-
-
-def _to_scipy(t: torch.Tensor):
-    import scipy.sparse as sp
-
-    t = t.detach().float()
-    if t.layout == torch.sparse_bsc:  # its arrays are the BSR of the transpose, tiles transposed
-        v = t.values().transpose(1, 2).contiguous().numpy()
-        shape = (t.shape[1], t.shape[0])
-        at = sp.bsr_matrix((v, t.row_indices().numpy(), t.ccol_indices().numpy()), shape=shape, blocksize=v.shape[1:])
-        return at.T.tobsr(blocksize=v.shape[1:])
-    if t.layout == torch.sparse_bsr:
-        v = t.values().numpy()
-        return sp.bsr_matrix(
-            (v, t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape, blocksize=v.shape[1:]
-        )
-    if t.layout == torch.sparse_csr:
-        return sp.csr_matrix((t.values().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape)
-    if t.layout == torch.sparse_csc:
-        return sp.csc_matrix((t.values().numpy(), t.row_indices().numpy(), t.ccol_indices().numpy()), shape=t.shape)
-    t = t.coalesce()
-    return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)

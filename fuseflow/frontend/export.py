@@ -3,7 +3,9 @@
 Everything is exported dense through ``torch.export`` (torch has no DCSR layout and CSC does not
 import); formats are attached to the imported function's arguments afterwards. Parameters and
 buffers are lifted to named function arguments (``lin.weight``) with ``torch.func.functional_call``,
-so every tensor a graph reads is bound by name, sparse or not. Each imported op's location is
+so every tensor a graph reads is bound by name, sparse or not; a torch sparse parameter or buffer
+is traced like a sparse input (a zero view, its format implied by its layout) and bound from its
+stored entries. Each imported op's location is
 wrapped in a NameLoc carrying its FX node name, which the ``unfused`` schedule groups by.
 """
 
@@ -26,7 +28,15 @@ from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
 from fuseflow.frontend.torch_lowering import lower_to_linalg
-from fuseflow.frontend.torch_sparse import implied_format, is_sparse, stored_entries
+from fuseflow.frontend.torch_sparse import (
+    implied_format,
+    is_plain_2d,
+    is_sparse,
+    stored_entries,
+    to_coo_array,
+    to_scipy,
+    validate,
+)
 from fuseflow.mlir import ir
 
 
@@ -199,7 +209,13 @@ def import_model(
     all_names = names + state_names
     intermediate = {k: formats.pop(k) for k in list(formats) if k not in all_names}  # op results
     notes = []
-    inputs = dense_args + [state[n].detach().float() for n in state_names]
+    state_inputs = []
+    for n in state_names:  # sparse parameters and buffers are traced like sparse inputs: no dense copy
+        d, fmt = densify(state[n], n)
+        state_inputs.append(d.float())
+        if fmt:
+            implied[n] = fmt
+    inputs = dense_args + state_inputs
     for name, t in zip(all_names, inputs):
         if t.dtype != torch.float32:
             notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
@@ -224,7 +240,7 @@ def import_model(
     for name, t in zip(graph_names, graph_inputs):
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
-    given = dict(zip(names, args))
+    given = {**dict(zip(names, args)), **{n: state[n] for n in state_names if n in implied}}
     density = {
         name: (stored_entries(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
         for name, t in zip(all_names, inputs)
@@ -252,7 +268,7 @@ def import_model(
         module,
         graph_names,
         fmts,
-        {**{n: state[n].detach().float().numpy() for n in state_names}, **eye_values},
+        {**{n: _param_value(n, state[n]) for n in state_names}, **eye_values},
         len(args),
         out_names,
         single,
@@ -263,6 +279,17 @@ def import_model(
         adapt=adapt,
         n_call_args=n_call,
     )
+
+
+def _param_value(name: str, t: torch.Tensor) -> Any:
+    """A parameter or buffer as the simulator binds it: dense as a float32 array, sparse as the
+    scipy matrix (plain 2-D) or COO array of its stored entries, never densified."""
+    if not is_sparse(t):
+        return t.detach().float().numpy()
+    if is_plain_2d(t):
+        validate(t, name)
+        return to_scipy(t)
+    return to_coo_array(t, name)
 
 
 def _size_one_levels_dense(fmt: Format, shape: tuple[int, ...], name: str, notes: list[str]) -> Format:

@@ -121,3 +121,37 @@ def to_coo_array(t: torch.Tensor, name: str) -> scipy.sparse.coo_array:
     arr = scipy.sparse.coo_array((vals[keep].astype(np.float32), tuple(idx[:, keep])), shape=tuple(t.shape))
     arr.sum_duplicates()
     return arr
+
+
+def to_scipy(t: torch.Tensor):
+    """A plain 2-D sparse tensor as the scipy matrix of its layout (its arrays as they are)."""
+    sp = scipy.sparse
+    t = t.detach().float()
+    if t.layout == torch.sparse_bsc:  # its arrays are the BSR of the transpose, tiles transposed
+        v = t.values().transpose(1, 2).contiguous().numpy()
+        shape = (t.shape[1], t.shape[0])
+        at = sp.bsr_matrix((v, t.row_indices().numpy(), t.ccol_indices().numpy()), shape=shape, blocksize=v.shape[1:])
+        return at.T.tobsr(blocksize=v.shape[1:])
+    if t.layout == torch.sparse_bsr:
+        v = t.values().numpy()
+        return sp.bsr_matrix(
+            (v, t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape, blocksize=v.shape[1:]
+        )
+    if t.layout == torch.sparse_csr:
+        return sp.csr_matrix((t.values().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()), shape=t.shape)
+    if t.layout == torch.sparse_csc:
+        return sp.csc_matrix((t.values().numpy(), t.row_indices().numpy(), t.ccol_indices().numpy()), shape=t.shape)
+    t = t.coalesce()
+    return sp.coo_matrix((t.values().numpy(), tuple(t.indices().numpy())), shape=t.shape)
+
+
+def copy_module(model: torch.nn.Module) -> torch.nn.Module:
+    """`copy.deepcopy` of a module, in eval mode, that also copies torch sparse parameters and
+    buffers (deepcopy reaches for their storage, which sparse compressed tensors do not have)."""
+    import copy
+
+    memo: dict[int, object] = {id(t): t.detach().clone() for t in model.buffers() if is_sparse(t)}
+    memo.update(
+        {id(p): torch.nn.Parameter(p.detach().clone(), p.requires_grad) for p in model.parameters() if is_sparse(p)}
+    )
+    return copy.deepcopy(model, memo).eval()

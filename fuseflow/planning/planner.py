@@ -32,7 +32,6 @@ Search (DESIGN §12):
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
+from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
 from fuseflow.planning.rank import ranker_options
 from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
@@ -272,7 +272,7 @@ class Space:
         self.args = tuple(example_args)
         self.imported = import_model(model, self.args, formats)
         self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
-        self.model = copy.deepcopy(model).eval()
+        self.model = copy_module(model)
         self.node_budget, self.passes, self.arch = node_budget, as_steps(passes), arch
         self.lower = lower or _registered()
         with self.imported.module.context:
