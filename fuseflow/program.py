@@ -11,17 +11,16 @@ import numpy as np
 import torch
 
 from fuseflow import views
-from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits, demand_of
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, to_scipy, validate
 from fuseflow.mlir import ir
-from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
 from fuseflow.schedule.regions import OpInfo
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphRun, GraphSpec, run_graph
+from fuseflow.sim.graph import GraphSpec
 
 if TYPE_CHECKING:
     from fuseflow.planning.estimate import ProgramEstimate
@@ -199,128 +198,30 @@ class Program:
         intermediate is checked against that computation. Cycles and counters are those of the
         plain run either way (tests/e2e/test_memo.py).
         """
-        from fuseflow.sim.memo import as_memo
+        from fuseflow.simulation import simulate
 
-        args = tuple(args) if args else self.example_args
-        arch_ = Arch.resolve(arch if arch is not None else self.arch)
-        from fuseflow.fabric.run import needs_values
-        from fuseflow.fabric.strategy import resolve
-
-        strategy_ = resolve(strategy)  # a bad name or file fails before anything runs
-        check_fits(self.resources().items(), arch_.fabric, arch_.name)
-        shared = needs_values(strategy_, arch_)  # regions re-run together or split: keep every tensor
-        env = self.bind(args)
-        memo_ = as_memo(memo)
-        if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
-            raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
-        if memo_ is not None or jobs > 1 or executor is not None:
-            regions = self._simulate_shared(env, arch_, memo_, jobs, executor, progress, engine, not shared)
-            traces = None
-        else:
-            runs: list[GraphRun] = []
-            with progress_reporter(progress) as report:
-                for g in self.graphs:
-                    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                    run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
-                    env.update(run.outputs)
-                    if not shared:
-                        self._release(env, len(runs))
-                    runs.append(run)
-            regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
-            traces = [r.traces for r in runs] if record else None
-        from fuseflow.fabric.run import place
-
-        outs = tuple(self._as_returned(i, env[n]) for i, n in enumerate(self.output_names))
-        runs_ = self.relayout_runs(env) + regions
-        placed = place(self, [r.cycles for r in runs_], arch_, strategy_, args, env if shared else None)
-        res = SimResult(self, args, outs, runs_, arch_, timeline=placed.timeline, strategy=placed.strategy)
-        res.split, res.considered = placed.split, placed.considered
-        res.traces = traces
-        return res
+        return simulate(
+            self,
+            args,
+            arch=arch,
+            record=record,
+            spans=spans,
+            progress=progress,
+            engine=engine,
+            memo=memo,
+            jobs=jobs,
+            executor=executor,
+            strategy=strategy,
+        )
 
     def resources(self) -> dict[str, dict[str, int]]:
         """Each region's units per fabric resource class (``compute``, ``memory``): one per
         primitive, so a region with P lanes holds P lanes' worth."""
         return {g.name: demand_of(g) for g in self.graphs}
 
-    def _simulate_shared(
-        self, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str, release: bool = True
-    ) -> list:
-        """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
-        from fuseflow.dse.executor import LocalExecutor
-        from fuseflow.sim.graph import pack_inputs, run_packed
-        from fuseflow.sim.memo import RegionMemo, structure_key
-        from fuseflow.sim.values import Unevaluable, region_values
-
-        memoise = memo is not None  # without a memo, identical regions are each simulated
-        memo = memo if memo is not None else RegionMemo()
-        parallel = executor is not None or jobs > 1
-        results: dict[int, RegionResult] = {}
-        tasks: list[tuple] = []  # (spec, packed, arch, engine) run by the executor
-        waiting: dict[str, list[int]] = {}  # key -> regions that take the run of its first task
-        keys: dict[int, str | None] = {}
-        evaluated: dict[int, dict] = {}
-        with progress_reporter(progress) as report:
-            for i, g in enumerate(self.graphs):
-                packed = pack_inputs(g, env)
-                keys[i] = key = structure_key(g, packed, arch) if memoise else None
-                hit = memo.get(key)
-                try:
-                    values = region_values(self.assigns[g.name], env) if (hit or parallel or key in waiting) else None
-                except Unevaluable:
-                    values = None
-                if values is not None and hit is not None:
-                    results[i] = RegionResult(g.name, hit.cycles, hit.for_graph(g), list(values), hit.engine, True)
-                elif values is not None and key is not None and key in waiting:
-                    waiting[key].append(i)
-                elif values is not None and parallel:
-                    if key is not None:
-                        waiting[key] = [i]
-                    tasks.append((i, (g, packed, arch, False, False, None, engine)))
-                    evaluated[i] = values
-                else:  # in order, here: later regions read its outputs
-                    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                    once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them
-                    del packed
-
-                    def inputs(g=g, once=once):
-                        return once.pop() if once else pack_inputs(g, env)
-
-                    run = run_packed(g, inputs, arch, progress=cb, engine=engine)
-                    memo.put(key, run)
-                    values = run.outputs
-                    results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
-                env.update(values)
-                if release:
-                    self._release(env, i)
-        if tasks:
-            pool = executor or LocalExecutor(jobs)
-            for t, run in pool.run(run_packed, [task for _, task in tasks]):
-                i = tasks[t][0]
-                g = self.graphs[i]
-                self._agrees(g.name, run.outputs, evaluated[i])
-                memo.put(keys[i], run)
-                results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
-                if self.output_names and set(run.outputs) & set(self.output_names):
-                    env.update({n: v for n, v in run.outputs.items() if n in self.output_names})
-        for key, idxs in waiting.items():
-            first = results[idxs[0]]
-            for i in idxs[1:]:
-                g, hit = self.graphs[i], memo.get(key)
-                results[i] = RegionResult(g.name, hit.cycles, hit.for_graph(g), first.writes, hit.engine, True)
-        return [results[i] for i in range(len(self.graphs))]
-
-    def _release(self, env: dict, done: int) -> None:
-        """Drop the intermediates no region after region `done` reads (program outputs and model
-        inputs stay): GPT-3 Small's 1,380 regions otherwise keep ~4 GB of values alive."""
-        keep = set(self.output_names) | set(self.imported.input_names)
-        for name in self._last_reader.get(done, ()):
-            if name not in keep:
-                env.pop(name, None)
-
     @functools.cached_property
-    def _last_reader(self) -> dict[int, list[str]]:
-        """Region index -> the tensors no later region reads."""
+    def last_readers(self) -> dict[int, list[str]]:
+        """Region index -> the tensors no later region reads (simulation releases them after it)."""
         last: dict[str, int] = {}
         for k, g in enumerate(self.graphs):
             for name, t in g.tensors.items():
@@ -330,27 +231,6 @@ class Program:
         out: dict[int, list[str]] = {}
         for name, k in last.items():
             out.setdefault(k, []).append(name)
-        return out
-
-    def _agrees(self, region: str, simulated: Mapping[str, np.ndarray], evaluated: Mapping[str, np.ndarray]) -> None:
-        """A region simulated on evaluated inputs must reproduce the evaluation (check()'s tolerance)."""
-        tol = self.tolerance
-        for name, got in simulated.items():
-            want = evaluated[name]
-            if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
-                diff = np.nanmax(np.abs(got - want)) if got.shape == want.shape else float("nan")
-                raise MismatchError(
-                    f"region {region}: simulated {name} differs from its index-notation values "
-                    f"(max abs diff {diff:.3g})"
-                )
-
-    def _as_returned(self, i: int, value: np.ndarray) -> torch.Tensor:
-        """An output in the shape eager PyTorch returns: a full reduction is 0-d there, while sam
-        writes it as one element of a size-1 dense level."""
-        out = torch.from_numpy(np.ascontiguousarray(value))
-        shapes = self.imported.output_shapes
-        if i < len(shapes) and tuple(out.shape) != shapes[i] and out.numel() == int(np.prod(shapes[i])):
-            out = out.reshape(shapes[i])
         return out
 
 

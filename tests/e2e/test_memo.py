@@ -2,7 +2,7 @@
 counters as the plain run, node by node, and values that match PyTorch.
 
 The shortcuts rest on `sim/values.py` computing a region's values from its index notation; the
-parallel path checks every region it simulates against that computation (`Program._agrees`), so
+parallel path checks every region it simulates against that computation (`simulation._agrees`), so
 running it over random programs tests the evaluator against the simulator region by region.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fuseflow
-from fuseflow import fuzz
+from fuseflow import fuzz, simulation
 from fuseflow.dse.executor import LocalExecutor
 from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.sim import memo as memo_mod
@@ -214,16 +214,16 @@ def test_intermediates_are_released_after_their_last_reader():
     alive): every tensor a region reads is released exactly once, at its last reader."""
     model, args, formats = gpt_bigbird.build(**SMALL_GPT)
     prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")
-    released = [n for names in prog._last_reader.values() for n in names]
+    released = [n for names in prog.last_readers.values() for n in names]
     assert len(released) == len(set(released))
-    for k, names in prog._last_reader.items():
+    for k, names in prog.last_readers.items():
         for n in names:
             readers = [i for i, g in enumerate(prog.graphs) if n in {t.copy_of or m for m, t in g.tensors.items()}]
             assert max(readers) == k
     env = prog.bind(args)
     env.update({n: None for n in released})
     for k in range(len(prog.graphs)):
-        prog._release(env, k)
+        simulation._release(prog, env, k)
     kept = {n for n in released if n in env}
     assert kept == {n for n in released if n in set(prog.output_names) | set(prog.imported.input_names)}
     prog.simulate().check()
