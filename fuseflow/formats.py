@@ -53,10 +53,12 @@ class Format:
 
     @property
     def rank(self) -> int:
+        """The number of levels."""
         return len(self.levels)
 
     @property
     def is_dense(self) -> bool:
+        """Whether every level is dense and stored in natural order."""
         return all(k == "dense" for k in self.levels) and self.mode_order == tuple(range(self.rank))
 
     def __str__(self) -> str:
@@ -64,6 +66,7 @@ class Format:
 
 
 def describe(fmt: Format) -> str:
+    """The format's name as users write it (``csr``, ``bcsr<16>``, a level list)."""
     if fmt.block:
         return f"bcsc<{fmt.block}>" if fmt.mode_order == (1, 0) else f"bcsr<{fmt.block}>"
     for name, (levels, order) in NAMED_2D.items():
@@ -263,6 +266,7 @@ def block_dims(shape: Sequence[int], b: int) -> tuple[int, ...]:
 
 
 def tile_dims(shape: Sequence[int], b: int) -> tuple[int, ...]:
+    """A tile's extents for a tensor of `shape` blocked by `b` (size-1 axes stay 1)."""
     return tuple(1 if d == 1 else b for d in shape)
 
 

@@ -311,6 +311,8 @@ def cases():
 
 @dataclass
 class Report:
+    """A fuzz run's tally: cases tried, outcomes by kind, the first failure and its reproducer, the time."""
+
     cases: int = 0
     outcomes: Counter = field(default_factory=Counter)
     failure: str | None = None
@@ -370,6 +372,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m fuseflow.fuzz``: random programs and inputs, every accepted one checked against PyTorch."""
     p = argparse.ArgumentParser(prog="python -m fuseflow.fuzz", description=__doc__.splitlines()[0])
     p.add_argument("--cases", type=int, default=200, help="random cases to try (default 200)")
     p.add_argument("--seed", type=int, default=0)

@@ -21,6 +21,7 @@ class progress_reporter:
         return self.progress if callable(self.progress) else None
 
     def show(self, region: str, cycle: int) -> None:
+        """Show `region` at `cycle` (a live line per region)."""
         if region not in self.tasks:
             self.tasks[region] = self.live.add_task(region, total=None)
         self.live.update(self.tasks[region], description=f"simulating {region}: {cycle:,} cycles")

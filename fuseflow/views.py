@@ -44,22 +44,27 @@ class Derived:
 
 
 def view_name(base: str, shape: Sequence[int]) -> str:
+    """The name of `base` viewed as `shape`."""
     return f"{base}@view{'x'.join(str(int(d)) for d in shape)}"
 
 
 def perm_name(base: str, perm: Sequence[int]) -> str:
+    """The name of `base` permuted by `perm`."""
     return f"{base}@perm{'x'.join(str(int(p)) for p in perm)}"
 
 
 def slice_name(base: str, slices: Sequence[tuple[int, int, int]]) -> str:
+    """The name of a slice of `base` (offset, size, stride per axis)."""
     return f"{base}@slice{','.join(f'{o}:{s}:{st}' for o, s, st in slices)}"
 
 
 def cat_name(sources: Sequence[str], dim: int) -> str:
+    """The name of the concatenation of `sources` along `dim`."""
     return f"cat{dim}[{';'.join(sources)}]"
 
 
 def gather_name(table: str, index: str, dim: int) -> str:
+    """The name of `table` gathered by `index` along `dim`."""
     return f"gather{dim}[{table};{index}]"
 
 
@@ -119,6 +124,7 @@ def shape_of(name: str, shapes: Callable[[str], Sequence[int]]) -> tuple[int, ..
 
 
 def has(data: Mapping[str, Any], name: str) -> bool:
+    """Whether `data` holds `name`, or every source a derived name is computed from."""
     d = parse(name)
     return name in data or (d is not None and all(has(data, s) for s in d.sources))
 

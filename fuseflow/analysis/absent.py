@@ -77,4 +77,5 @@ def _apply(op: str, vals: list[float | None]) -> float | None:
 
 
 def identity(kind: str) -> float:
+    """The reduction's identity: what an empty fiber reduces to (0 for sum, -inf for max)."""
     return 0.0 if kind == "sum" else -INF

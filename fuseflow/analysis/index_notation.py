@@ -26,6 +26,8 @@ class Access:
 
 @dataclass(frozen=True)
 class Const:
+    """A constant leaf of an expression."""
+
     value: float
 
 
@@ -61,6 +63,7 @@ class Assign:
 
 
 def fold(op: str, args: tuple[float, ...]) -> float:
+    """The value of `op` on constant arguments (the simulator's ALU semantics, for constant folding)."""
     a = args[0]
     b = args[1] if len(args) > 1 else 0.0
     table: dict[str, Callable[[], float]] = {
@@ -100,6 +103,7 @@ def preserves_zero(op: str) -> bool:
 
 
 def call(op: str, *args: Expr) -> Expr:
+    """`op` applied to `args`, folded to a constant when every argument is one."""
     consts = [a for a in args if isinstance(a, Const)]
     if len(consts) == len(args):
         return Const(fold(op, tuple(a.value for a in consts)))
@@ -107,6 +111,7 @@ def call(op: str, *args: Expr) -> Expr:
 
 
 def accesses(e: Expr) -> list[Access]:
+    """Every tensor access of `e`, in evaluation order."""
     if isinstance(e, Access):
         return [e]
     if isinstance(e, Call):

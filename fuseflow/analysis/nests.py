@@ -25,6 +25,7 @@ _FREE: dict[int, tuple[Expr, frozenset]] = {}
 
 
 def free_vars(e: Expr) -> frozenset:
+    """The index variables `e` reads that no reduction inside it binds (memoised by identity)."""
     hit = _FREE.get(id(e))
     if hit is not None and hit[0] is e:
         return hit[1]

@@ -50,6 +50,7 @@ class TensorStats:
 
     @property
     def nnz(self) -> float:
+        """Stored entries: the count at the last level."""
         return self.level_counts[-1] if self.level_counts else 1.0
 
     def mean_fiber(self, level: int) -> float:
@@ -59,6 +60,7 @@ class TensorStats:
 
     @staticmethod
     def dense(dims: Sequence[int]) -> TensorStats:
+        """The statistics of an all-dense tensor of extents `dims`."""
         counts, acc = [], 1.0
         for d in dims:
             acc *= d

@@ -12,6 +12,7 @@ from fuseflow.model_files import build_from_file
 
 
 def option_dict(pairs: list[str] | None) -> dict:
+    """``-O NAME=VALUE`` pairs as a dict, values read as JSON where they parse (else strings)."""
     out = {}
     for item in pairs or []:
         if "=" not in item:
@@ -33,6 +34,7 @@ def build_model(path: str, a) -> tuple:
 
 
 def load_example(path: str, a=None):
+    """What the model file's `build()` returns, for the options of `a` (none: its defaults)."""
     return build_model(path, a)[1]
 
 
@@ -53,6 +55,7 @@ def compile_example(a):
 
 
 def print_table(title: str, rows: list[list], headers: list[str]) -> None:
+    """Print `rows` as a rich table."""
     from rich.console import Console
     from rich.table import Table
 
@@ -74,6 +77,7 @@ def write_json(result: dict, a) -> bool:
 
 
 def csv_list(text: str | None, kind=str) -> list:
+    """A comma-separated list, each item converted by `kind`."""
     if text is None:
         return []
     out = []
@@ -97,6 +101,7 @@ def first_diagnostic(text: str, file: str) -> FuseflowError:
 
 
 def add_engine_arg(p: argparse.ArgumentParser) -> None:
+    """The ``--engine`` flag every simulating command takes."""
     from fuseflow.sim.graph import ENGINES
 
     p.add_argument(
@@ -122,6 +127,7 @@ def add_shortcut_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:
+    """The ``--order`` and ``--pipeline`` flags every compiling command takes."""
     p.add_argument(
         "--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j"
     )

@@ -19,6 +19,7 @@ from fuseflow.errors import FuseflowError
 
 
 def cmd_report(a) -> int:
+    """``fuseflow report``: a result JSON as a table, a Graphviz graph or a Perfetto trace."""
     from rich.console import Console
 
     from fuseflow.report.render import dot, perfetto, table
@@ -44,6 +45,8 @@ def cmd_report(a) -> int:
 
 
 def cmd_compile(a) -> int:
+    """``fuseflow compile -o DIR``: the linalg and sam files, and every input and weight as
+    `simulate --data` reads it."""
     prog = compile_example(a)
     out = Path(a.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,6 +79,7 @@ def write_data(values, out: Path) -> int:
 
 
 def cmd_simulate(a) -> int:
+    """``fuseflow simulate FILE.sam.mlir --data DIR``: run sam files without the model."""
     import numpy as np
     import scipy.sparse as sp
 

@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``fuseflow`` command: a user error prints one line and exits 1."""
     os.environ.setdefault("TMPDIR", os.path.join(os.getcwd(), "build", "tmp"))
     os.makedirs(os.environ["TMPDIR"], exist_ok=True)
     a = parser().parse_args(argv)

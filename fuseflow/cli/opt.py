@@ -16,6 +16,8 @@ from fuseflow.passes import PASSES, PassStep, parse_pipeline, run_pipeline
 
 @dataclass
 class Diag:
+    """One diagnostic: its line in the input chunk (when known) and its message."""
+
     line: int | None
     message: str
 
@@ -34,6 +36,7 @@ def _diags(e: Exception) -> list[Diag]:
 
 
 def expected_diags(chunk: str) -> list[Diag]:
+    """The ``expected-error`` annotations of a chunk, as mlir-opt's --verify-diagnostics reads them."""
     out = []
     for i, line in enumerate(chunk.splitlines(), start=1):
         for m in re.finditer(r"expected-error\s*(@[+-]\d+)?\s*\{\{(.*?)\}\}", line):
@@ -43,12 +46,14 @@ def expected_diags(chunk: str) -> list[Diag]:
 
 
 def process(chunk: str, steps: list[PassStep], print_after_all: bool) -> ir.Module:
+    """Parse one chunk in a fresh context and run the pipeline over it."""
     with new_context() as ctx:
         module = ir.Module.parse(chunk, context=ctx)
         return run_pipeline(module, steps, print_after_all=print_after_all)
 
 
 def parser() -> argparse.ArgumentParser:
+    """fuseflow-opt's argument parser; its help lists every fuseflow pass with its options."""
     lines = [
         f"  --{p.name}"
         + ("{" + " ".join(f"{f.name.replace('_', '-')}={f.default}" for f in fields(p.options)) + "}")
@@ -78,6 +83,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``fuseflow-opt`` command (mlir-opt conventions)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # mlir-opt spells pass options as --name=opts or --name='{a=1}'
     args = parser().parse_args(argv)

@@ -61,6 +61,7 @@ def print_estimate(prog, a) -> int:
 
 
 def cmd_estimate(a) -> int:
+    """``fuseflow estimate``: the cycle model's preview, no simulation."""
     prog = compile_example(a)
     explain_plan(prog, a)
     return print_estimate(prog, a)

@@ -25,6 +25,7 @@ from fuseflow.errors import FuseflowError
 
 
 def cmd_run(a) -> int:
+    """``fuseflow run``: compile, simulate, check against PyTorch and report."""
     prog = compile_example(a)
     explain_plan(prog, a)
     if a.estimate:

@@ -25,6 +25,8 @@ from fuseflow.formats import Format
 
 @dataclass
 class TensorInfo:
+    """A tensor as the lowering sees it: name, shape, format and role (input or output)."""
+
     name: str
     shape: tuple[int, ...]
     fmt: Format
@@ -34,6 +36,8 @@ class TensorInfo:
 # --- iteration trees ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Leaf:
+    """An iteration tree's leaf: one tensor access iterated at a level."""
+
     access: Access
 
 
@@ -46,16 +50,22 @@ class VLeaf:
 
 @dataclass(frozen=True)
 class Inter:
+    """Iteration trees whose coordinates are intersected (a product)."""
+
     parts: tuple
 
 
 @dataclass(frozen=True)
 class Union_:
+    """Iteration trees whose coordinates are unioned (a sum)."""
+
     parts: tuple
 
 
 @dataclass(frozen=True)
 class Full:
+    """Every coordinate of a dense range (an expression that is not zero where its part is absent)."""
+
     part: object  # an iteration tree or None
 
 
@@ -77,6 +87,7 @@ class IterCtx:
     accumulated: dict[int, str] = field(default_factory=dict)  # spacc'd sum (by id) -> its variable a'
 
     def absent(self, e: Expr, v: str) -> float | None:
+        """What `e` is where variable `v`'s iterated tensors are absent (None: it depends)."""
         return absent(e, v, self.virtual, self.memo)
 
 
@@ -722,4 +733,5 @@ class SamLowering:
         return out
 
     def text(self) -> str:
+        """The region's sam graph as generic-form MLIR text."""
         return self.g.graph(self.name, self.entries())

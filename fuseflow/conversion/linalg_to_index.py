@@ -144,10 +144,12 @@ def gather_of(op) -> tuple[ir.Value, ir.Value, int] | None:
 
 
 def op_location(op) -> str | None:
+    """The op's source location as `file:line:col`, when it has one."""
     return location_str(op.location)
 
 
 def unsupported(op, what: str) -> UnsupportedError:
+    """An UnsupportedError located at `op`."""
     return UnsupportedError(what, location_str(op.location))
 
 
@@ -238,6 +240,7 @@ class RegionParser:
     _computed: int = 0
 
     def fresh(self, size: int) -> str:
+        """A fresh index variable of extent `size`."""
         letters = "ijklmnpqrstuvwxyzabcdefgh"
         n = self._vars
         self._vars += 1
@@ -246,6 +249,7 @@ class RegionParser:
         return name
 
     def output(self, value: ir.Value, name: str) -> Assign:
+        """The assignment that computes `value`, a region output named `name`."""
         shape = list(ir.RankedTensorType(value.type).shape)
         vs = tuple(UNIT if d == 1 else self.fresh(d) for d in shape)
         owner = value.owner
@@ -255,6 +259,7 @@ class RegionParser:
         )
 
     def expr(self, value: ir.Value, vs: tuple[str, ...]) -> Expr:
+        """`value` as an expression over variables `vs`: producers inside the region are inlined."""
         ext = self.tensor_name(value)
         if ext is not None:
             self._uses += 1

@@ -107,6 +107,7 @@ class GraphOp(Sam.Operation, name="graph", traits=[ir.NoTerminatorTrait, ir.IsIs
     body: Region
 
     def verify_invariants(self) -> bool:
+        """A graph carries a well-formed 'tensors' schema (TensorEntry)."""
         tensors = _attr(self, "tensors")
         if tensors is None:
             return _err(self, "requires a 'tensors' array")
@@ -185,6 +186,7 @@ class ScanOp(Sam.Operation, name="scan", traits=[Pure]):
     out_crd: Result[CrdStream] = result(default_factory=CrdStream.get)
 
     def verify_invariants(self) -> bool:
+        """A scan has a known level format and a dense level a non-negative 'dim'."""
         fmt = _str(self, "format")
         if fmt not in LEVEL_FORMATS:
             return _err(self, f"has unknown level format '{fmt}'; expected one of {', '.join(LEVEL_FORMATS)}")
@@ -207,6 +209,7 @@ class LocateOp(Sam.Operation, name="locate", traits=[Pure]):
     out_ref: Result[RefStream] = result(default_factory=RefStream.get)
 
     def verify_invariants(self) -> bool:
+        """A locate has a positive 'dim'."""
         dim = _int(self, "dim")
         if dim is None or dim <= 0:
             return _err(self, "requires a positive 'dim'")
@@ -276,6 +279,7 @@ class RepeatOp(Sam.Operation, name="repeat", traits=[Pure]):
     out_ref: Result[RefStream | ValStream]
 
     def verify_invariants(self) -> bool:
+        """A repeat's result has the repeated stream's type."""
         if self.in_ref.type != self.out_ref.type:
             return _err(self, "result type must match the repeated stream's type")
         return True
@@ -305,6 +309,7 @@ class AluOp(Sam.Operation, name="alu", traits=[Pure]):
     out_val: Result[ValStream] = result(default_factory=_val)
 
     def verify_invariants(self) -> bool:
+        """An ALU names a known op and gets as many value streams as the op takes (a scalar may stand for one)."""
         if not _segments(self):
             return False
         name, n = _str(self, "op"), 1 + len(self.in_rhs)
@@ -335,6 +340,7 @@ class ReduceOp(Sam.Operation, name="reduce", traits=[Pure]):
     out_val: Result[ValStream] = result(default_factory=_val)
 
     def verify_invariants(self) -> bool:
+        """A reduce takes at most one parent coordinate stream and a known reduction kind."""
         if not _segments(self):
             return False
         if len(self.in_parent) > 1:
@@ -362,6 +368,7 @@ class SpaccOp(Sam.Operation, name="spacc", traits=[Pure]):
     out_val: Result[ValStream]
 
     def verify_invariants(self) -> bool:
+        """A spacc has order 1 or 2, that many inner coordinate streams and results, and a known kind."""
         if not (_segments(self) and _segments(self, results=True)):
             return False
         order = _int(self, "order")
@@ -406,6 +413,7 @@ class WriteCrdOp(Sam.Operation, name="write_crd"):
     format: ir.StringAttr
 
     def verify_invariants(self) -> bool:
+        """A coordinate writer takes at most one parent stream and a known level format."""
         if not _segments(self):
             return False
         if len(self.in_parent) > 1:
@@ -432,6 +440,7 @@ class ConcatOp(Sam.Operation, name="concat", traits=[Pure]):
     output: Result[RefStream | CrdStream | ValStream]
 
     def verify_invariants(self) -> bool:
+        """A concat has inputs, all of one stream type with its result."""
         if not _segments(self):
             return False
         if len(self.inputs) < 1:
@@ -454,6 +463,7 @@ class ForkOp(Sam.Operation, name="fork", traits=[Pure]):
     outputs: Sequence[Result[RefStream | CrdStream | ValStream]]
 
     def verify_invariants(self) -> bool:
+        """A fork has a positive factor, one result per lane and a depth of at least -1."""
         f = _int(self, "factor")
         if f is None or f < 1:
             return _err(self, "requires a positive 'factor'")
@@ -477,6 +487,7 @@ class JoinOp(Sam.Operation, name="join", traits=[Pure]):
     output: Result[RefStream | CrdStream | ValStream]
 
     def verify_invariants(self) -> bool:
+        """A join has one input per lane, a non-negative depth and one stream type."""
         f = _int(self, "factor")
         if not _segments(self):
             return False

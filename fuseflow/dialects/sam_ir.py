@@ -81,6 +81,7 @@ class TensorEntry:
     block: int = 0  # > 0: levels over b x b blocks, values are tiles
 
     def as_dict(self) -> dict[str, Any]:
+        """The entry as the graph's 'tensors' attribute stores it."""
         d: dict[str, Any] = {
             "name": self.name,
             "role": self.role,
@@ -96,6 +97,7 @@ class TensorEntry:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TensorEntry:
+        """The entry from its 'tensors' attribute form."""
         return cls(
             d["name"],
             d["role"],
@@ -125,6 +127,7 @@ class GraphBuilder:
         self.nodes = 0  # ops built so far (a node budget reads it)
 
     def type_of(self, stream: str) -> str:
+        """The stream type (``!sam.ref`` ...) of SSA value `stream`."""
         return self._types[stream]
 
     def _emit(
@@ -213,6 +216,7 @@ class GraphBuilder:
         return self._joiner("union", crds, payloads, index_var)
 
     def repsiggen(self, crd: str) -> str:
+        """A repeat-signal generator over `crd`; returns the signal stream."""
         return self._emit("repsiggen", [crd], {}, [SIG])[0]
 
     def repeat(self, stream: str, sig: str, *, tensor: str = "", index_var: str = "") -> str:
@@ -222,6 +226,7 @@ class GraphBuilder:
 
     # -- values --
     def load(self, ref: str, *, tensor: str, axes: Sequence[str] | None = None, type: str = VAL) -> str:
+        """A load of `tensor`'s values at `ref`; returns the value stream."""
         return self._emit("load", [ref], {"tensor": tensor, **self._axes(axes)}, [type])[0]
 
     def alu(
@@ -234,6 +239,7 @@ class GraphBuilder:
         axes: Sequence[str] | None = None,
         type: str = VAL,
     ) -> str:
+        """An ALU applying `op` to `lhs` and `rhs` (or `scalar`); returns the value stream."""
         operands = [lhs] + ([rhs] if rhs is not None else [])
         attrs = {"op": op, "scalar": float(scalar), **self._axes(axes)}
         return self._emit("alu", operands, attrs, [type], segments=[1, len(operands) - 1])[0]
@@ -248,6 +254,7 @@ class GraphBuilder:
         axes: Sequence[str] | None = None,
         type: str = VAL,
     ) -> str:
+        """An innermost reduction of `val` over `index_var` (`parent`: the level above's coordinates)."""
         operands = [val] + ([parent] if parent is not None else [])
         attrs = {"kind": kind, "index_var": index_var, **self._axes(axes)}
         return self._emit("reduce", operands, attrs, [type], segments=[1, len(operands) - 1])[0]
@@ -290,20 +297,24 @@ class GraphBuilder:
     def write_crd(
         self, crd: str, parent: str | None = None, *, tensor: str, mode: int, level: int, format: str
     ) -> None:
+        """A writer of one coordinate level of output `tensor`."""
         operands = [crd] + ([parent] if parent is not None else [])
         attrs = {"tensor": tensor, "mode": mode, "level": level, "format": format}
         self._emit("write_crd", operands, attrs, [], segments=[1, len(operands) - 1], pure=False)
 
     def write_val(self, val: str, *, tensor: str, axes: Sequence[str] | None = None) -> None:
+        """The writer of output `tensor`'s values."""
         self._emit("write_val", [val], {"tensor": tensor, **self._axes(axes)}, [], pure=False)
 
     # -- lanes --
     def fork(self, stream: str, *, index_var: str, factor: int, depth: int) -> list[str]:
+        """Split `stream` into `factor` lanes at `index_var`; returns one stream per lane."""
         attrs = {"depth": depth, "factor": factor, "index_var": index_var}
         t = self._types[stream]
         return self._emit("fork", [stream], attrs, [t] * factor, result_segments=[factor], pure=False)
 
     def join(self, lanes: Sequence[str], *, index_var: str, depth: int) -> str:
+        """Merge the lanes of a fork back into one stream."""
         attrs = {"depth": depth, "factor": len(lanes), "index_var": index_var}
         t = self._types[lanes[0]]
         return self._emit("join", list(lanes), attrs, [t], segments=[len(lanes)], pure=False)[0]
@@ -347,22 +358,27 @@ class SamOp:
     attr_texts: list[tuple[str, str]] = field(default_factory=list, repr=False)  # for `GraphBuilder.copy`
 
     def get(self, name: str, default: Any = None) -> Any:
+        """Attribute `name`, decoded to a Python value."""
         return self.attrs.get(name, default)
 
     @property
     def tensor(self) -> str | None:
+        """The tensor the op reads or writes, if any."""
         return self.attrs.get("tensor") or None
 
     @property
     def index_var(self) -> str | None:
+        """The index variable the op works at, if any."""
         return self.attrs.get("index_var") or None
 
     @property
     def axes(self) -> list[str] | None:
+        """A tile op's axes (blocked value streams), if any."""
         return self.attrs.get("axes")
 
     @property
     def n_results(self) -> int:
+        """How many results the op has."""
         return len(self.result_types)
 
 
@@ -378,6 +394,8 @@ class SamGraph:
 
 @dataclass
 class SamModule:
+    """A sam module read back: its graphs and the program outputs it names."""
+
     graphs: list[SamGraph]
     outputs: list[str] | None  # sam.outputs, when the module names them
 

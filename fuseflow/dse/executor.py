@@ -21,9 +21,12 @@ Task = tuple[str, dict, Any, bool]  # (model path, build options, Point, simulat
 
 
 class Executor:
+    """Runs tasks somewhere (this process, a pool, Ray) and yields (task index, result) as they finish."""
+
     name = "base"
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:  # pragma: no cover
+        """Yield ``(i, fn(*tasks[i]))`` for every task, in completion order."""
         raise NotImplementedError
 
     def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
@@ -33,6 +36,7 @@ class Executor:
         return self.run(evaluate, tasks)
 
     def close(self) -> None:
+        """Release the executor's workers."""
         pass
 
 
@@ -45,6 +49,7 @@ class LocalExecutor(Executor):
         self.jobs = max(1, jobs or os.cpu_count() or 1)
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(i, fn(*tasks[i]))``; one job (or one task) runs in this process."""
         if not tasks:
             return
         if self.jobs == 1 or len(tasks) == 1:  # no pool: the same function in this process
@@ -95,6 +100,7 @@ class RayExecutor(Executor):
             self.started = True
 
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(i, fn(*tasks[i]))`` as Ray's remote calls finish."""
         remote = self.ray.remote(fn)
         refs = {remote.remote(*t): i for i, t in enumerate(tasks)}
         while refs:
@@ -103,6 +109,7 @@ class RayExecutor(Executor):
                 yield refs.pop(r), self.ray.get(r)
 
     def close(self) -> None:
+        """Shut down the Ray this executor started (not one it joined)."""
         if self.started:
             self.ray.shutdown()
 
@@ -120,6 +127,7 @@ def _reachable(address: str, timeout: float = 3.0) -> None:
 
 
 def make_executor(kind: str, address: str | None = None, jobs: int | None = None) -> Executor:
+    """The executor named `kind` (``local`` or ``ray``); a Ray `address` is checked before use."""
     if kind == "local":
         if address:
             raise FuseflowError("--address is for --executor ray")

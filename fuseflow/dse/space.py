@@ -65,6 +65,7 @@ class Point:
         return {"arch": settings}
 
     def as_dict(self) -> dict[str, Any]:
+        """The point as a JSON row's fields."""
         d = asdict(self)
         d["arch_params"] = dict(self.arch_params)
         return d
@@ -72,6 +73,8 @@ class Point:
 
 @dataclass
 class Space:
+    """A design space: the swept axes and architecture parameters, and whether to prune."""
+
     axes: dict[str, list[Any]] = field(
         default_factory=lambda: {
             "schedule": ["unfused"],
@@ -86,6 +89,7 @@ class Space:
     prune: bool = False
 
     def points(self) -> list[Point]:
+        """Every design point of the space (the product of its axes and architecture parameters)."""
         keys = sorted(self.arch_params)
         params = [tuple(zip(keys, combo)) for combo in itertools.product(*(self.arch_params[k] for k in keys))]
         out = []
@@ -96,6 +100,7 @@ class Space:
 
     @property
     def size(self) -> int:
+        """How many points the space has."""
         return len(self.points())
 
 

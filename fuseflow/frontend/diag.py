@@ -25,10 +25,12 @@ def without_diag(table: Mapping) -> dict:
 
 
 def eye_name(n: int) -> str:
+    """The name of the n x n identity a ``diag(v)`` reads."""
     return f"diag_eye{n}"
 
 
 def identity(n: int) -> scipy.sparse.csr_array:
+    """The n x n identity, stored CSR."""
     return scipy.sparse.identity(n, dtype=np.float32, format="csr")
 
 

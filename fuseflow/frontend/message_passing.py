@@ -51,42 +51,57 @@ class EdgeSet:
 
     @property
     def name(self) -> str:
+        """The pattern matrix's argument name (``edge_index``, ``edge_index_loops`` ...)."""
         return self.arg if self.kind == "base" else f"{self.arg}_{self.kind}"
 
 
 @dataclass(frozen=True)
-class Index:  # the (2, E) index tensor of an edge set
+class Index:
+    """The (2, E) index tensor of an edge set."""
+
     s: EdgeSet
 
 
 @dataclass(frozen=True)
-class Side:  # row 0 (sources, j) or row 1 (targets, i) of an edge set, possibly viewed / expanded
+class Side:
+    """Row 0 (sources, j) or row 1 (targets, i) of an edge set, possibly viewed or expanded."""
+
     s: EdgeSet
     side: int
 
 
 @dataclass(frozen=True)
-class SelfLoopMask:  # edge_index[0] != edge_index[1]
+class SelfLoopMask:
+    """``edge_index[0] != edge_index[1]``."""
+
     s: EdgeSet
 
 
 @dataclass(frozen=True)
-class Count:  # the number of edges of a set (a SymInt in the export)
+class Count:
+    """The number of edges of a set (a SymInt in the export)."""
+
     s: EdgeSet
 
 
 @dataclass(frozen=True)
-class NodeRange:  # arange(N), viewed (1, N) or repeated (2, N): the self loops' index tensor
+class NodeRange:
+    """``arange(N)``, viewed (1, N) or repeated (2, N): the self loops' index tensor."""
+
     n: int
 
 
 @dataclass(frozen=True)
-class Zeros:  # a zero tensor a scatter writes into
+class Zeros:
+    """A zero tensor a scatter writes into."""
+
     shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class Alloc:  # an uninitialised tensor (empty_strided), filled by a full_like
+class Alloc:
+    """An uninitialised tensor (``empty_strided``), filled by a ``full_like``."""
+
     shape: tuple
 
 
@@ -110,7 +125,9 @@ class Real:
 
 
 @dataclass(frozen=True)
-class InfTest:  # y == inf, for GCN's masked_fill(deg_inv_sqrt, deg_inv_sqrt == inf, 0)
+class InfTest:
+    """``y == inf``, for GCN's ``masked_fill(deg_inv_sqrt, deg_inv_sqrt == inf, 0)``."""
+
     y: Real
 
 
@@ -138,6 +155,7 @@ class EdgeAdapter:
     weights: dict[int, int] = field(default_factory=dict)  # position of an edge-weight argument -> its edge list's
 
     def __call__(self, args: Sequence[Any]) -> tuple:
+        """The rewritten module's arguments from the user's: each edge list as its pattern matrices."""
         lists = {p: edge_index_of(args[p], name, self.n_nodes) for p, name in self.edge_args.items()}
         out: list[Any] = []
         for pos, a in enumerate(args):
@@ -165,6 +183,7 @@ class EdgeAdapter:
             return torch.sparse_csr_tensor(crow, src[order], vals[order], (n, n))
 
     def pattern(self, ei: torch.Tensor, s: EdgeSet) -> torch.Tensor:
+        """Edge set `s` of edge list `ei` as an N x N CSR pattern (row: target, column: source)."""
         src, dst = ei[0], ei[1]
         if s.kind in ("offdiag", "loops"):
             keep = src != dst
@@ -217,6 +236,7 @@ def _describe(a: Any) -> str:
 
 
 def is_edge_list(a: Any) -> bool:
+    """Whether `a` is a (2, E) integer edge list."""
     return (
         isinstance(a, torch.Tensor)
         and a.layout == torch.strided

@@ -162,6 +162,7 @@ def graph_name(target) -> str:
 
 
 def is_supported(name: str) -> bool:
+    """Whether the op table (or the structural ops) has the aten op `name`."""
     return name in _BY_NAME or name.split(".", 1)[-1] in STRUCTURAL or name in STRUCTURAL
 
 

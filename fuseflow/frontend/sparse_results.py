@@ -93,4 +93,5 @@ def _info_index(key: Any, infos) -> int | None:
 
 
 def declared_format(op: ir.Operation) -> str | None:
+    """The sparse format declared on an op's result (``fuseflow.format``), if any."""
     return ir.StringAttr(op.attributes[FORMAT_ATTR]).value if FORMAT_ATTR in op.attributes else None

@@ -59,6 +59,7 @@ def run_step(text: str, step: str, pipeline: str, verbose: bool = False) -> str:
 
 
 def first_error(stderr: str) -> str:
+    """The first error line of torch-mlir-opt's stderr."""
     for ln in stderr.splitlines():
         if "error:" in ln:
             return ln.split("error:", 1)[1].strip()
@@ -67,6 +68,7 @@ def first_error(stderr: str) -> str:
 
 
 def first_location(stderr: str) -> str | None:
+    """The source location of torch-mlir-opt's first error, if it names one."""
     import re
 
     for ln in stderr.splitlines():

@@ -26,6 +26,7 @@ _COMPRESSED = {torch.sparse_csr: "CSR", torch.sparse_csc: "CSC", torch.sparse_bs
 
 
 def is_sparse(t: object) -> bool:
+    """Whether `t` is a torch tensor with a sparse layout."""
     return isinstance(t, torch.Tensor) and t.layout in SPARSE_LAYOUTS
 
 

@@ -13,6 +13,7 @@ from fuseflow.sim.arch import RESOURCES, Fabric
 
 
 def draw(timeline: Sequence[Span], path: str | Path, title: str, fabric: Fabric | None) -> None:
+    """A Gantt chart of `timeline` (a bar per region, the units in use below it), saved to `path`."""
     try:
         import matplotlib
 

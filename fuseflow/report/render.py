@@ -16,6 +16,7 @@ STALL_KEYS = ("stall_input", "stall_output")
 
 
 def table(result: dict, nodes: bool = False) -> list:
+    """A result JSON as a rich table (`nodes`: one row per node as well)."""
     from rich.table import Table
 
     out = []
@@ -102,6 +103,7 @@ def perfetto(result: dict) -> dict[str, Any]:
 
 
 def dot(result: dict) -> str:
+    """A result JSON as a Graphviz graph: a cluster per region, a box per node with its tokens."""
     lines = ["digraph fuseflow {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];']
     for ri, r in enumerate(result["regions"]):
         lines.append(f'  subgraph cluster_{ri} {{ label="{r["name"]}: {r["cycles"]} cycles";')

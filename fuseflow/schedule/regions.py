@@ -23,6 +23,7 @@ FORMAT_ATTR = "fuseflow.format"  # a result declared sparse (frontend/sparse_res
 
 
 def main_func(module: ir.Module):
+    """The module's one function (``func.func @main``)."""
     funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
     if len(funcs) != 1:
         raise UnsupportedError(f"expected exactly one func.func in the module, found {len(funcs)}")
@@ -30,6 +31,7 @@ def main_func(module: ir.Module):
 
 
 def body_ops(func) -> list[ir.Operation]:
+    """The operations of a function's body."""
     return [op.operation for op in func.regions[0].blocks[0].operations]
 
 
@@ -60,6 +62,7 @@ def _name_loc(op: ir.Operation) -> tuple[str | None, str, str | None]:
 
 
 def fx_node_name(op: ir.Operation) -> str | None:
+    """The FX node an op was imported from (its NameLoc), if any."""
     return _name_loc(op)[0]
 
 
@@ -75,6 +78,7 @@ def _is_mask_producer(op: ir.Operation) -> bool:
 
 
 def module_path(op: ir.Operation) -> str:
+    """The module path of the PyTorch module an op was imported from (from its NameLoc)."""
     return _name_loc(op)[1]
 
 
@@ -238,6 +242,7 @@ class Partition:
 
     @staticmethod
     def of(func) -> None:
+        """Refuse a function with a compute op outside every region, naming it."""
         for op in check_supported(func):
             if REGION_ATTR not in op.attributes:
                 raise UnsupportedError(
