@@ -190,7 +190,8 @@ class Program:
         `progress`: True shows a live cycle count per region on stderr (long simulations); a
         callable is called as ``progress(region, cycle)`` about every million cycles.
         `engine`: ``auto`` (default), ``event`` or ``window``; all give the same results, the window
-        engine is faster and applies when FIFOs never fill and the memory model is off.
+        engine is faster and applies when the memory model is off; ``auto`` hands a run to the event
+        engine at the window where a FIFO could fill (the region's engine then reads ``window+event``).
         `memo`: True, a directory or a `RegionMemo`: a region structurally identical to one already
         simulated takes its cycles and counters from the memo and its values from its index
         notation (`sim/memo.py`). `jobs` > 1 (or an `executor` from `fuseflow.dse`) simulates

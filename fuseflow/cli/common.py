@@ -108,7 +108,8 @@ def add_engine_arg(p: argparse.ArgumentParser) -> None:
         "--engine",
         default="auto",
         choices=ENGINES,
-        help="simulation engine (same results): auto picks window when FIFOs are deep and memory is off",
+        help="simulation engine (same results): auto runs the window engine when FIFOs are deep and memory "
+        "is off, and hands the run to the event engine where a FIFO could fill",
     )
 
 
