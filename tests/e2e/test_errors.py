@@ -97,6 +97,15 @@ def test_fuseflow_opt_reports_malformed_ir_with_location(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_fuseflow_opt_refuses_a_bad_pass_option_in_one_line(tmp_path):
+    """Pipeline text is parsed (and its options checked) before any IR is read."""
+    src = tmp_path / "in.mlir"
+    src.write_text("module {}\n")
+    r = run_cli("fuseflow-opt", str(src), "--pass-pipeline=builtin.module(lower-to-sam{node-budget=x})")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "fuseflow-opt: error: pass lower-to-sam: option node-budget expects an integer, got 'x'"
+
+
 def test_fuseflow_simulate_user_errors_are_one_line(tmp_path):
     r = run_cli("fuseflow", "simulate", str(tmp_path / "missing.mlir"))
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr

@@ -53,6 +53,17 @@ def test_a_sparse_buffer_in_a_custom_module_and_the_planner():
         prog.simulate(x).check()
 
 
+def test_a_sparse_weight_eager_pytorch_cannot_use_is_one_located_error():
+    """A COO weight in nn.Linear fails in eager PyTorch itself: refused at compile time in one line
+    naming torch's error, never simulated to some other value. (No source line: the failing frame
+    is torch's own nn.Linear, not the user's code.)"""
+    m = torch.nn.Sequential(torch.nn.Linear(6, 4))
+    m[0].weight = torch.nn.Parameter(m[0].weight.detach().to_sparse(), requires_grad=False)
+    with pytest.raises(fuseflow.EagerError, match="fails in eager PyTorch") as e:
+        fuseflow.compile(m, (torch.rand(2, 6),))
+    assert "\n" not in str(e.value) and "addmm_sparse_dense" in str(e.value)
+
+
 def test_a_large_sparse_weight_is_never_densified(monkeypatch):
     """20,000 x 20,000 with 400 entries: dense it would take 1.6 GB; every dense view of it is
     refused here, so a densification anywhere fails the test."""
