@@ -218,12 +218,31 @@ class _Nests:
 
     def __init__(self, p: NestPlan, chains, storage_vars, given: list[str] | None, loc: str | None):
         self.p, self.chains, self.storage_vars, self.given, self.loc = p, chains, storage_vars, given, loc
-        self.collecting: list[list] = []  # the nests recorded inside each open spacc body
-        self.memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, list]] = {}
+        # Every nest recorded, in walk order; a revisited DAG node adds the number of the log span
+        # its first visit recorded instead of copying it. A spacc reads its body's span back as a
+        # set (`_recorded`): appending to every open body's list was quadratic in the depth.
+        self.log: list[tuple[str, ...] | int] = []
+        self.spans: list[tuple[int, int]] = []  # span number -> (start, end) in the log
+        self.memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, int]] = {}
 
     def record(self, nest: tuple[str, ...]) -> None:
-        for c in self.collecting:
-            c.append(nest)
+        self.log.append(nest)
+
+    def _recorded(self, start: int, end: int) -> list[tuple[str, ...]]:
+        """The distinct nests recorded in log[start:end], spans of revisited nodes expanded."""
+        out: dict[tuple[str, ...], None] = {}
+        seen: set[int] = set()
+        stack = [(start, end)]
+        while stack:
+            a, b = stack.pop()
+            for x in self.log[a:b]:
+                if isinstance(x, int):
+                    if x not in seen:
+                        seen.add(x)
+                        stack.append(self.spans[x])
+                else:
+                    out[x] = None
+        return list(out)
 
     def assign(self, e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
         """`assign_once`, once per DAG node and nest: the parser shares subexpressions (a
@@ -238,13 +257,13 @@ class _Nests:
         key = (id(e), ctx, masked)
         hit = self.memo.get(key)
         if hit is None:
-            self.collecting.append([])
+            start = len(self.log)
             out = self.assign_once(e, ctx, top, masked)
             keep.append(out)
-            self.memo[key] = (out, self.collecting.pop())
+            self.spans.append((start, len(self.log)))
+            self.memo[key] = (out, len(self.spans) - 1)
             return out
-        for nest in hit[1]:  # what the first visit recorded, for the spaccs around this one
-            self.record(nest)
+        self.log.append(hit[1])  # what the first visit recorded, for the spaccs around this one
         return hit[0]
 
     def assign_once(self, e: Expr, ctx: tuple[str, ...], top: bool = False, masked: bool = False) -> Expr:
@@ -315,12 +334,10 @@ class _Nests:
         e2 = Reduce(e.kind, e.vars, rename(e.body, {a: a2}))
         prefix = ctx[: ctx.index(a)]
         body_nest = prefix + (e.vars[0], a2)
-        self.collecting.append([body_nest])
+        start = len(self.log)
         body = self.assign(e2.body, body_nest, masked=masked)
-        inside = self.collecting.pop()
+        inside = [body_nest, *self._recorded(start, len(self.log))]
         self.record(body_nest)
-        for nest in inside:
-            self.record(nest)
         out = Reduce(e.kind, e.vars, body)
         p.spacc_nests[id(out)] = inside
         p.value_nest[id(out)] = prefix + (a,)
