@@ -43,6 +43,28 @@ def free_vars(e: Expr) -> frozenset:
     return r
 
 
+_ALL: dict[int, tuple[Expr, frozenset]] = {}
+
+
+def all_vars(e: Expr) -> frozenset:
+    """Every index variable `e` reads or binds (memoised by identity, as `free_vars`)."""
+    hit = _ALL.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    if isinstance(e, Access):
+        r = frozenset(e.vars)
+    elif isinstance(e, Call):
+        r = frozenset().union(*(all_vars(a) for a in e.args)) if e.args else frozenset()
+    elif isinstance(e, Reduce):
+        r = all_vars(e.body) | set(e.vars)
+    else:
+        r = frozenset()
+    if len(_ALL) > 1_000_000:
+        _ALL.clear()
+    _ALL[id(e)] = (e, r)
+    return r
+
+
 def binds(e: Expr, v: str) -> bool:
     """Whether a reduction inside `e` binds variable `v`."""
     if isinstance(e, Reduce):
@@ -100,11 +122,13 @@ class NestPlan:
 
 def rename(e: Expr, m: dict[str, str], memo: dict | None = None) -> Expr:
     """`e` with variables renamed; shared subexpressions (the parser builds a DAG) are renamed
-    once and stay shared."""
+    once and stay shared, and a subexpression without the variables is returned as it is."""
     memo = {} if memo is None else memo
     hit = memo.get(id(e))
     if hit is not None:
         return hit
+    if m.keys().isdisjoint(all_vars(e)):
+        return e  # nothing to rename: the subexpression itself, still shared
     out: Expr
     if isinstance(e, Access):
         out = Access(e.tensor, tuple(m.get(v, v) for v in e.vars), e.use)
