@@ -258,17 +258,31 @@ def _lower_region(
         return lw
 
     built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
+    declared = fresh().tensors
+    # the same region lowered in another compile (the planner's candidates share regions)
+    shared = ranker.lowerings if ranker is not None else None
+    names: list[str] = []
+    same = (
+        _structure_key(asgs, declared, t.sparse_results, region_block, None, None, names)
+        if shared is not None
+        else None
+    )
+    if same is not None:
+        same = (region, node_budget, tuple(names), tuple(a.loc for a in asgs), same)
 
     def build(order_vars: list[str] | None) -> SamLowering:
         key = tuple(order_vars) if order_vars is not None else None
         if key not in built:
-            lw = fresh()
-            for asg in asgs:
-                lw.lower(asg, order_vars)
-            built[key] = lw
+            hit = shared.get((same, key)) if shared is not None and same is not None else None
+            if hit is None:
+                hit = fresh()
+                for asg in asgs:
+                    hit.lower(asg, order_vars)
+                if shared is not None and same is not None:
+                    shared[(same, key)] = hit
+            built[key] = hit
         return built[key]
 
-    declared = fresh().tensors
     rv = RegionVars(
         region,
         asgs,
@@ -298,12 +312,14 @@ def _structure_key(
     block: int,
     spec: tuple,
     ranker: OrderRanker | None,
+    names: list[str] | None = None,
 ) -> tuple | None:
     """What a region's order choice depends on, up to the names of its tensors: its index
     notation with each tensor replaced by its first-use position, each tensor's shape and
     format, and whether a re-layout of it would cost cycles. Regions with equal keys (the heads
     of an attention, the blocks of a decoder) take the first one's order: the search and the
-    ranking run once. Regions reading derived tensors (views) are not keyed."""
+    ranking run once. Regions reading derived tensors (views) are not keyed. `names`, when
+    given, receives the tensors' names in slot order."""
     slots: dict[str, int] = {}
 
     def slot(name: str) -> int:
@@ -329,6 +345,8 @@ def _structure_key(
         tensors.append(
             (info.shape if info else None, (info.fmt.levels, info.fmt.mode_order) if info else None, fmt, costly)
         )
+    if names is not None:
+        names.extend(slots)
     return (body, tuple(tensors), block, spec)
 
 

@@ -313,6 +313,7 @@ class Space:
         self.quick_memo: dict[str, str] = {}
         self.picks: dict[tuple, Any] = {}  # region structure -> chosen order, across compiles (lower_module)
         self.quick_picks: dict[tuple, Any] = {}
+        self.lowerings: dict[tuple, Any] = {}  # region lowerings shared by every compile (lower_module)
 
     def compile(self, segments: Sequence[tuple[int, int]] | str, order: Any = None, quick: bool = False):
         """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
@@ -328,6 +329,7 @@ class Space:
             if quick
             else {"memo": self.memo, "picks": self.picks}
         )
+        opts["lowerings"] = self.lowerings
         opts.update(ranker_options(self.arch))
         if quick:
             opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists

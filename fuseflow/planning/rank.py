@@ -75,6 +75,7 @@ class OrderRanker:
         arch: Arch | None = None,
         verify: int = DEFAULT_VERIFY,
         picks: dict[tuple, Candidate] | None = None,
+        lowerings: dict[tuple, Any] | None = None,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
@@ -82,6 +83,9 @@ class OrderRanker:
         self.verify = verify
         # region structure -> chosen order (lower_module): shared by the planner's compiles
         self.picks: dict[tuple, Candidate] = picks if picks is not None else {}
+        # (region, tensors, index notation, order) -> its lowering: a region that several of
+        # the planner's candidate schedules cut alike is lowered once (lower_module)
+        self.lowerings: dict[tuple, Any] = lowerings if lowerings is not None else {}
         self.model_inputs = model_inputs
         self.top = top
         self.memo = memo  # canonical default-order graph -> chosen order name (shared across compiles)
