@@ -18,7 +18,7 @@ from fuseflow.analysis.alpha import alpha_key, share_equivalent
 from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
-from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, TensorEntry, tile_type
+from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, SamGraph, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
 
@@ -735,3 +735,7 @@ class SamLowering:
     def text(self) -> str:
         """The region's sam graph as generic-form MLIR text."""
         return self.g.graph(self.name, self.entries())
+
+    def typed(self) -> SamGraph:
+        """The region's sam graph as `read_graph` reads `text()` back (no printing, no parsing)."""
+        return self.g.typed(self.name, self.entries())

@@ -116,7 +116,7 @@ def lower_module(
             region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget
         )
         if ranker is not None:
-            ranker.commit(lowering.text(), asgs)
+            ranker.commit(lowering.text(), asgs, lowering.typed)
         exprs = []
         for asg in asgs:
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")

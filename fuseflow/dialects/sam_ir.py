@@ -12,7 +12,8 @@ graphs have 10^4-10^5 ops. The text never leaves this module.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,22 @@ def attr_text(v: Any) -> str:
         return "[" + ", ".join(attr_text(x) for x in v) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k} = {attr_text(x)}" for k, x in v.items()) + "}"
+    raise TypeError(type(v))
+
+
+def _as_read(v: Any) -> Any:
+    """A Python attribute value as `_decode` reads it back from `attr_text`'s text: floats are
+    f32 (NaN canonical), tuples lists."""
+    if isinstance(v, bool) or isinstance(v, (int, str)):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return v if math.isinf(v) else math.nan
+        return struct.unpack("<f", struct.pack("<f", float(f"{v:.9e}")))[0]  # the text's f32
+    if isinstance(v, (list, tuple)):
+        return [_as_read(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _as_read(x) for k, x in v.items()}
     raise TypeError(type(v))
 
 
@@ -125,6 +142,8 @@ class GraphBuilder:
         self._memo: dict = {}
         self._n = 0
         self.nodes = 0  # ops built so far (a node budget reads it)
+        self._ops: list[SamOp] = []  # the same ops, typed: what `read_graph` reads back from the text
+        self._where: dict[str, tuple[int, int]] = {}  # SSA name -> (op index, result number)
 
     def type_of(self, stream: str) -> str:
         """The stream type (``!sam.ref`` ...) of SSA value `stream`."""
@@ -140,6 +159,7 @@ class GraphBuilder:
         result_segments: Sequence[int] | None = None,
         pure: bool = True,
         raw: Sequence[tuple[str, str]] = (),
+        raw_attrs: Mapping[str, Any] | None = None,
     ) -> list[str]:
         pure = pure and self.cse
         key = None
@@ -158,6 +178,16 @@ class GraphBuilder:
             self._n += 1
             self._types[nm] = t
             names.append(nm)
+        self._ops.append(
+            SamOp(
+                kind,
+                [self._where[o] for o in operands],
+                {k: _as_read(x) for k, x in sorted(attrs.items())} if not raw else dict(raw_attrs or {}),
+                list(results),
+            )
+        )
+        for r, nm in enumerate(names):
+            self._where[nm] = (len(self._ops) - 1, r)
         lhs = (", ".join(names) + " = ") if names else ""
         in_types = ", ".join(self._types[o] for o in operands)
         out_types = ", ".join(results)
@@ -321,7 +351,12 @@ class GraphBuilder:
 
     def copy(self, op: SamOp, operands: Sequence[str]) -> list[str]:
         """Build another instance of a read op on new operands (attributes and types kept)."""
-        return self._emit(op.kind, operands, {}, op.result_types, pure=False, raw=op.attr_texts)
+        return self._emit(op.kind, operands, {}, op.result_types, pure=False, raw=op.attr_texts, raw_attrs=op.attrs)
+
+    def typed(self, name: str, tensors: Iterable[TensorEntry]) -> SamGraph:
+        """The finished graph as `read_graph` would read its text back, without printing and
+        parsing it (the order ranker estimates many candidate graphs of one region)."""
+        return SamGraph(name, list(tensors), list(self._ops))
 
     def graph(self, name: str, tensors: Iterable[TensorEntry], extra: Sequence[tuple[str, str]] = ()) -> str:
         """The finished ``sam.graph`` (text for `module_text`)."""

@@ -95,23 +95,28 @@ class OrderRanker:
         self.declared: Mapping[str, Format] = {}
         self._measured: dict = {}  # statistics of model inputs, counted once per format
         self._estimates: dict[str, Any] = {}  # graph text -> its estimate, within one region
-        self._pending: dict[str, tuple[str, list]] = {}  # tensor -> (graph, assigns) committed, not yet known
+        self._pending: dict[str, tuple[str, list, Any]] = {}  # tensor -> (graph, assigns) committed, not yet known
 
     def begin(self, density: Mapping[str, float], declared: Mapping[str, Format]) -> None:
         """Called by `lower_module` before the first region: fallback densities, declared formats."""
         self.density, self.declared = density, dict(declared)
 
-    def _graph(self, text: str):
+    def _graph(self, text: str, typed: Callable[[], Any] | None = None):
+        """The simulator's spec of a region's graph: from the lowering's typed graph when it is
+        at hand (`SamLowering.typed`), else parsed from the text."""
+        from fuseflow.sim.graph import graph_spec, parse_graphs
+
+        if typed is not None:
+            return graph_spec(typed())
         from fuseflow.dialects.sam_ir import module_text, parse_module
-        from fuseflow.sim.graph import parse_graphs
 
         graphs, _ = parse_graphs(parse_module(module_text([text])))
         return graphs[0]
 
-    def _estimate(self, text: str) -> tuple[Any, Any]:
+    def _estimate(self, text: str, typed: Callable[[], Any] | None = None) -> tuple[Any, Any]:
         """The graph of one lowered region and its estimate (memoised by text within a region)."""
         if text not in self._estimates:
-            spec = self._graph(text)
+            spec = self._graph(text, typed)
             self._resolve(t.copy_of or n for n, t in spec.tensors.items() if t.role == "input")
             stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
             self._estimates[text] = (spec, estimate_graph(spec, stats, self.timing))
@@ -130,7 +135,7 @@ class OrderRanker:
             if region is None:
                 stack.pop()
                 continue
-            text, assigns = region
+            text, assigns, typed = region
             unresolved = [b for n in tensors_read(assigns) for b in views.bases_of(n) if b in self._pending]
             if unresolved:
                 stack.extend(unresolved)
@@ -139,13 +144,13 @@ class OrderRanker:
             for a in assigns:
                 self._pending.pop(a.out, None)
             if not evaluate_into(self.data, assigns):
-                spec = self._graph(text)
+                spec = self._graph(text, typed)
                 stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
                 self.known.update(estimate_graph(spec, stats, self.timing).outputs)
 
-    def cost(self, text: str) -> tuple[float, Any]:
+    def cost(self, text: str, typed: Callable[[], Any] | None = None) -> tuple[float, Any]:
         """Predicted cycles of one lowered region, re-layouts of model inputs included."""
-        spec, est = self._estimate(text)
+        spec, est = self._estimate(text, typed)
         extra = 0.0
         for name, t in spec.tensors.items():
             source = t.copy_of or name
@@ -180,7 +185,8 @@ class OrderRanker:
         key = None
         for c in shortlist:
             try:
-                text = build(list(c.order)).text()
+                lowering = build(list(c.order))
+                text = lowering.text()
             except FuseflowError:
                 continue
             if key is None and self.memo is not None:
@@ -196,7 +202,7 @@ class OrderRanker:
                 required = present  # the variables a later sam-parallelize names in the default graph
             elif not required <= present:
                 continue  # this order renames one of them (Gustavson): the pass could not find it
-            scored[c.index], est = self.cost(text)
+            scored[c.index], est = self.cost(text, lowering.typed)
             texts[c.index] = text
             extras[c.index] = scored[c.index] - est.cycles
         if not scored:  # no shortlisted order lowers: the first of the others that does
@@ -247,7 +253,7 @@ class OrderRanker:
             out[i] = run.cycles + (scored[i] - est.cycles)
         return out
 
-    def commit(self, text: str, assigns: list | None = None) -> None:
+    def commit(self, text: str, assigns: list | None = None, typed: Callable[[], Any] | None = None) -> None:
         """The chosen graph of a region: its written tensors feed later regions, as values
         where they are cheap to compute from `assigns`, else as predicted statistics. Both are
         made when a later region's ranking first reads them (`_resolve`): a compile whose
@@ -255,9 +261,9 @@ class OrderRanker:
         evaluates them."""
         if assigns:
             for a in assigns:
-                self._pending[a.out] = (text, assigns)
+                self._pending[a.out] = (text, assigns, typed)
         else:
-            _, est = self._estimate(text)
+            _, est = self._estimate(text, typed)
             self.known.update(est.outputs)
         self._estimates.clear()  # the next region sees new known statistics
 

@@ -88,6 +88,11 @@ def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
     return [_graph_spec(g) for g in read.graphs], read.outputs or []
 
 
+def graph_spec(g: SamGraph) -> GraphSpec:
+    """The node specs of one typed sam graph (read from MLIR, or built by `GraphBuilder.typed`)."""
+    return _graph_spec(g)
+
+
 def _graph_spec(g: SamGraph) -> GraphSpec:
     tensors = {
         t.name: TensorSpec(t.name, t.role, t.shape, Format(t.levels, t.mode_order), t.copy_of, t.block)
