@@ -58,7 +58,7 @@ def attr_text(v: Any) -> str:
 def _as_read(v: Any) -> Any:
     """A Python attribute value as `_decode` reads it back from `attr_text`'s text: floats are
     f32 (NaN canonical), tuples lists."""
-    if isinstance(v, bool) or isinstance(v, (int, str)):
+    if isinstance(v, (bool, int, str)):
         return v
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
