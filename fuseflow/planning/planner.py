@@ -314,6 +314,7 @@ class Space:
         self.picks: dict[tuple, Any] = {}  # region structure -> chosen order, across compiles (lower_module)
         self.quick_picks: dict[tuple, Any] = {}
         self.lowerings: dict[tuple, Any] = {}  # region lowerings shared by every compile (lower_module)
+        self.values: dict[tuple, Any] = {}  # regions' values on the example inputs (OrderRanker._evaluate)
 
     def compile(self, segments: Sequence[tuple[int, int]] | str, order: Any = None, quick: bool = False):
         """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
@@ -330,6 +331,7 @@ class Space:
             else {"memo": self.memo, "picks": self.picks}
         )
         opts["lowerings"] = self.lowerings
+        opts["values"] = self.values
         opts.update(ranker_options(self.arch))
         if quick:
             opts["verify"] = 0  # the cover compares estimates; the planner simulates its finalists

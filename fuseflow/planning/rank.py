@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
+from fuseflow.analysis.index_notation import Access, Const, Reduce
 from fuseflow.analysis.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
@@ -76,6 +79,7 @@ class OrderRanker:
         verify: int = DEFAULT_VERIFY,
         picks: dict[tuple, Candidate] | None = None,
         lowerings: dict[tuple, Any] | None = None,
+        values: dict[tuple, Any] | None = None,
     ):
         self.data = dict(data or {})
         self.timing = timing or Timing()
@@ -86,6 +90,9 @@ class OrderRanker:
         # (region, tensors, index notation, order) -> its lowering: a region that several of
         # the planner's candidate schedules cut alike is lowered once (lower_module)
         self.lowerings: dict[tuple, Any] = lowerings if lowerings is not None else {}
+        # (a region's index notation, the arrays it reads) -> its outputs' values: the planner's
+        # compiles evaluate a region their schedules share once (`_evaluate`)
+        self.values = values
         self.model_inputs = model_inputs
         self.top = top
         self.memo = memo  # canonical default-order graph -> chosen order name (shared across compiles)
@@ -126,7 +133,7 @@ class OrderRanker:
         """Make the committed regions that write `names` (and, first, what they read) known:
         as values where cheap (`sim.values.evaluate_into`), else as predicted statistics."""
         from fuseflow import views
-        from fuseflow.sim.values import evaluate_into, tensors_read
+        from fuseflow.sim.values import tensors_read
 
         stack = [b for n in names for b in views.bases_of(n)]
         while stack:
@@ -143,10 +150,39 @@ class OrderRanker:
             stack.pop()
             for a in assigns:
                 self._pending.pop(a.out, None)
-            if not evaluate_into(self.data, assigns):
+            if not self._evaluate(assigns):
                 spec = self._graph(text, typed)
                 stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
                 self.known.update(estimate_graph(spec, stats, self.timing).outputs)
+
+    def _evaluate(self, assigns: list) -> bool:
+        """`sim.values.evaluate_into`, served from `values` when an earlier compile evaluated the
+        same index notation on the same arrays (model inputs by their memory, intermediates by
+        the arrays this cache gave out; the cache holds every array it keys, so none is reused)."""
+        from fuseflow import views
+        from fuseflow.sim.values import evaluate_into, tensors_read
+
+        if self.values is None:
+            return evaluate_into(self.data, assigns)
+        bases = sorted({b for n in tensors_read(assigns) for b in views.bases_of(n)})
+        if not all(b in self.data for b in bases):
+            return evaluate_into(self.data, assigns)
+        arrays = [self.data[b] for b in bases]
+        reads = tuple(
+            (b, a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
+            if isinstance(a, np.ndarray)
+            else (b, id(a))
+            for b, a in zip(bases, arrays)
+        )
+        body = tuple((a.out, a.vars, tuple(sorted(a.dims.items())), _exact(a.expr, {})) for a in assigns)
+        hit = self.values.get((body, reads))
+        if hit is not None:
+            self.data.update(hit[0])
+            return True
+        if not evaluate_into(self.data, assigns):
+            return False
+        self.values[(body, reads)] = ({a.out: self.data[a.out] for a in assigns}, arrays)
+        return True
 
     def cost(self, text: str, typed: Callable[[], Any] | None = None) -> tuple[float, Any]:
         """Predicted cycles of one lowered region, re-layouts of model inputs included."""
@@ -266,6 +302,23 @@ class OrderRanker:
             _, est = self._estimate(text, typed)
             self.known.update(est.outputs)
         self._estimates.clear()  # the next region sees new known statistics
+
+
+def _exact(e: Any, memo: dict[int, tuple]) -> tuple:
+    """An expression's whole structure, constants exactly (a key: `render` rounds them)."""
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit
+    if isinstance(e, Access):
+        out: tuple = ("a", e.tensor, e.vars, e.use)
+    elif isinstance(e, Const):
+        out = ("c", repr(e.value))
+    elif isinstance(e, Reduce):
+        out = ("r", e.kind, e.vars, _exact(e.body, memo))
+    else:
+        out = ("f", e.op, tuple(_exact(x, memo) for x in e.args))
+    memo[id(e)] = out
+    return out
 
 
 def ranker_options(arch: Any) -> dict[str, Any]:
