@@ -265,11 +265,23 @@ class _Density:
 
     def __init__(self, rv: RegionVars, dims: Mapping[str, int]):
         self.rv, self.dims = rv, dims
+        self.memo: dict[tuple[int, frozenset], tuple[Expr, float]] = {}  # the expressions are DAGs
 
     def dim(self, v: str) -> int:
         return self.dims.get(v, 1)
 
     def of(self, e: Expr, bound: frozenset) -> float:
+        """The density of `e` (memoised per node and bound variables)."""
+        if isinstance(e, (Call, Reduce)):
+            hit = self.memo.get((id(e), bound))
+            if hit is not None and hit[0] is e:
+                return hit[1]
+            out = self._of(e, bound)
+            self.memo[(id(e), bound)] = (e, out)
+            return out
+        return self._of(e, bound)
+
+    def _of(self, e: Expr, bound: frozenset) -> float:
         if isinstance(e, Access):
             d = self.rv.density.get(e.tensor, 1.0)
             free = math.prod(self.dim(v) for v in e.vars if v != UNIT and v not in bound)
