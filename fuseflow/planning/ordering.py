@@ -228,7 +228,7 @@ def _plans(rv: RegionVars, order: Sequence[str], cache: dict | None = None) -> l
             views = cache.get(("views", i))
             if views is None:
                 views = cache[("views", i)] = _order_views(a)
-            key = (i, tuple(tuple(v for v in sub if v in s) for s in views))
+            key = (i, tuple([tuple([v for v in sub if v in s]) for s in views]))
             hit = cache.get(key)
         if hit is None:
             try:
@@ -313,10 +313,11 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
         _collect(p.expr, p, nests)
         seen: dict[tuple[str, ...], float] = {}
         for nest, body in nests.items():
+            plain = _unrename(body, p)
             for k in range(1, len(nest) + 1):
                 pre = nest[:k]
                 bound = frozenset(p.renamed.get(v, v) for v in pre) | frozenset(pre)
-                pts = math.prod(dens.dim(v) for v in pre) * dens.of(_unrename(body, p), bound)
+                pts = math.prod(dens.dim(v) for v in pre) * dens.of(plain, bound)
                 seen[pre] = max(seen.get(pre, 0.0), pts)
             full = seen.get(nest, 1.0)  # an empty nest (a scalar) is one point
             flops += full * max(1, _ops(body))
