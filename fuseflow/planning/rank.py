@@ -89,7 +89,7 @@ class OrderRanker:
         self.picks: dict[tuple, Candidate] = picks if picks is not None else {}
         # (region, tensors, index notation, order) -> its lowering: a region that several of
         # the planner's candidate schedules cut alike is lowered once (lower_module)
-        self.lowerings: dict[tuple, Any] = lowerings if lowerings is not None else {}
+        self.lowerings = lowerings  # None: a lone compile, whose regions are all distinct
         # (a region's index notation, the arrays it reads) -> its outputs' values: the planner's
         # compiles evaluate a region their schedules share once (`_evaluate`)
         self.values = values
