@@ -22,47 +22,50 @@ from fuseflow.analysis.storage_order import default_order
 from fuseflow.errors import DiscordantError, UnsupportedError
 
 _FREE: dict[int, tuple[Expr, frozenset]] = {}
+_ALL: dict[int, tuple[Expr, frozenset]] = {}
+
+
+def _memoised(table: dict[int, tuple[Expr, frozenset]], e: Expr, compute) -> frozenset:
+    """`compute(e)`, remembered by the identity of `e`: the entry keeps `e` alive, so its id
+    cannot be reused while cached (a table past a million entries starts again)."""
+    hit = table.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    r = compute(e)
+    if len(table) > 1_000_000:
+        table.clear()
+    table[id(e)] = (e, r)
+    return r
 
 
 def free_vars(e: Expr) -> frozenset:
     """The index variables `e` reads that no reduction inside it binds (memoised by identity)."""
-    hit = _FREE.get(id(e))
-    if hit is not None and hit[0] is e:
-        return hit[1]
+    return _memoised(_FREE, e, _free_vars)
+
+
+def _free_vars(e: Expr) -> frozenset:
     if isinstance(e, Access):
-        r = frozenset(e.vars) - {UNIT}
-    elif isinstance(e, Call):
-        r = frozenset().union(*(free_vars(a) for a in e.args)) if e.args else frozenset()
-    elif isinstance(e, Reduce):
-        r = free_vars(e.body) - set(e.vars)
-    else:
-        r = frozenset()
-    if len(_FREE) > 1_000_000:
-        _FREE.clear()
-    _FREE[id(e)] = (e, r)  # keeps e alive, so the id cannot be reused while cached
-    return r
-
-
-_ALL: dict[int, tuple[Expr, frozenset]] = {}
+        return frozenset(e.vars) - {UNIT}
+    if isinstance(e, Call):
+        return frozenset().union(*(free_vars(a) for a in e.args)) if e.args else frozenset()
+    if isinstance(e, Reduce):
+        return free_vars(e.body) - set(e.vars)
+    return frozenset()
 
 
 def all_vars(e: Expr) -> frozenset:
     """Every index variable `e` reads or binds (memoised by identity, as `free_vars`)."""
-    hit = _ALL.get(id(e))
-    if hit is not None and hit[0] is e:
-        return hit[1]
+    return _memoised(_ALL, e, _all_vars)
+
+
+def _all_vars(e: Expr) -> frozenset:
     if isinstance(e, Access):
-        r = frozenset(e.vars)
-    elif isinstance(e, Call):
-        r = frozenset().union(*(all_vars(a) for a in e.args)) if e.args else frozenset()
-    elif isinstance(e, Reduce):
-        r = all_vars(e.body) | set(e.vars)
-    else:
-        r = frozenset()
-    if len(_ALL) > 1_000_000:
-        _ALL.clear()
-    _ALL[id(e)] = (e, r)
-    return r
+        return frozenset(e.vars)
+    if isinstance(e, Call):
+        return frozenset().union(*(all_vars(a) for a in e.args)) if e.args else frozenset()
+    if isinstance(e, Reduce):
+        return all_vars(e.body) | set(e.vars)
+    return frozenset()
 
 
 def binds(e: Expr, v: str) -> bool:
