@@ -259,14 +259,18 @@ def _lower_region(
 
     built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
     declared = fresh().tensors
-    # the same region lowered in another compile (the planner's candidates share regions)
+    # the same region lowered in another compile (the planner's candidates share regions): its
+    # structure key (the picks' one when the order is searched) with the tensors' names
     shared = ranker.lowerings if ranker is not None else None
     names: list[str] = []
-    same = (
-        _structure_key(asgs, declared, t.sparse_results, region_block, None, None, names)
-        if shared is not None
+    key = (
+        _structure_key(asgs, declared, t.sparse_results, region_block, (spec, cap), ranker, names)
+        if spec is not None
         else None
     )
+    same = key
+    if shared is not None and same is None and spec is None:
+        same = _structure_key(asgs, declared, t.sparse_results, region_block, None, None, names)
     if same is not None:
         same = (region, node_budget, tuple(names), tuple(a.loc for a in asgs), same)
 
@@ -289,11 +293,6 @@ def _lower_region(
         lambda n: declared[n].fmt.mode_order,
         lambda n: declared[n].fmt.levels,
         t.density,
-    )
-    key = (
-        _structure_key(asgs, declared, t.sparse_results, region_block, (spec, cap), ranker)
-        if spec is not None
-        else None
     )
     pick = picked.get(key) if key is not None else None
     if pick is None and spec is not None:
