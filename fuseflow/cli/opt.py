@@ -85,7 +85,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The ``fuseflow-opt`` command (mlir-opt conventions)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # mlir-opt spells pass options as --name=opts or --name='{a=1}'
+    # mlir-opt spells pass options as --name=opts or --name='{a=1}'; a bare --name takes none
+    # (argparse would otherwise read the input file that follows as its options)
+    argv = [f"{tok}=" if tok[2:] in PASSES and tok.startswith("--") else tok for tok in argv]
     args = parser().parse_args(argv)
     if args.emit_irdl:
         from fuseflow.dialects.sam import irdl_text

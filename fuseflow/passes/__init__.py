@@ -17,7 +17,15 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import MLIRError, PassManager
-from fuseflow.passes import block, fuseflow_order, fuseflow_partition, lower_to_sam, sam_parallelize
+from fuseflow.passes import (
+    block,
+    fuseflow_order,
+    fuseflow_partition,
+    lower_to_sam,
+    module_to_sam,
+    sam_parallelize,
+    sam_to_module,
+)
 from fuseflow.passes.context import PassContext
 
 
@@ -66,6 +74,8 @@ PASSES: dict[str, Pass] = {
         Pass("block", block.run, block.Options),
         Pass("lower-to-sam", lower_to_sam.run, lower_to_sam.Options),
         Pass("sam-parallelize", sam_parallelize.run, sam_parallelize.Options, stage="sam"),
+        Pass("sam-to-module", sam_to_module.run, sam_to_module.Options, stage="sam"),
+        Pass("module-to-sam", module_to_sam.run, module_to_sam.Options, stage="sam"),
     )
 }
 

@@ -1,0 +1,5 @@
+module {
+  module attributes {sam.tensors = []} {
+    %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
+  }
+}
