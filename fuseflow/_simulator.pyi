@@ -63,3 +63,8 @@ def primitive_resources() -> list[tuple[str, str]]:
 
 def alu_ops() -> list[tuple[str, bool]]:
     """Every ALU op name the simulator evaluates, with whether it is unary."""
+
+def alu_apply(op: str, a: float, b: float = 0.0) -> float:
+    """
+    The ALU's result of `op` on f32 operands (b is ignored by unary ops): the semantics Python's op table is checked against.
+    """

@@ -8,9 +8,9 @@ search) read them, and `fuseflow.conversion.index_to_sam` lowers them.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from fuseflow.primitives import ALU
 
 UNIT = "_"  # the variable of a size-1 dimension: never iterated (a dense level of one element)
 
@@ -63,43 +63,17 @@ class Assign:
 
 
 def fold(op: str, args: tuple[float, ...]) -> float:
-    """The value of `op` on constant arguments (the simulator's ALU semantics, for constant folding)."""
-    a = args[0]
-    b = args[1] if len(args) > 1 else 0.0
-    table: dict[str, Callable[[], float]] = {
-        "add": lambda: a + b,
-        "sub": lambda: a - b,
-        "mul": lambda: a * b,
-        "div": lambda: a / b if b else (math.nan if a == 0 else math.copysign(math.inf, a)),
-        "max": lambda: max(a, b),
-        "min": lambda: min(a, b),
-        "neg": lambda: -a,
-        "relu": lambda: max(a, 0.0),
-        "exp": lambda: math.exp(a),
-        "sqrt": lambda: math.sqrt(a) if a >= 0 else math.nan,
-        "rsqrt": lambda: 1 / math.sqrt(a) if a > 0 else math.inf,
-        "tanh": lambda: math.tanh(a),
-        "abs": lambda: abs(a),
-        "erf": lambda: math.erf(a),
-        "eqz": lambda: 1.0 if a == 0 else 0.0,
-        "nez": lambda: 0.0 if a == 0 else 1.0,
-        "log": lambda: math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan),
-        "mask": lambda: a if b != 0 else -math.inf,
-    }
-    return table[op]()
+    """The value of `op` on constant arguments (the simulator's ALU semantics, `primitives.ALU`)."""
+    return ALU[op].fold(args)
 
 
-COMMUTATIVE = frozenset({"add", "mul", "max", "min"})
+COMMUTATIVE = frozenset(name for name, op in ALU.items() if op.commutative)
 """Binary ops whose operands may be swapped."""
 
 
 def preserves_zero(op: str) -> bool:
-    """Whether a unary op maps 0 to 0 (its result is as sparse as its operand), read off its
-    semantics (`fold`), so no list of such ops can drift from them (``erf`` did)."""
-    try:
-        return fold(op, (0.0,)) == 0.0
-    except (KeyError, ValueError, OverflowError, ZeroDivisionError):
-        return False
+    """Whether a unary op maps 0 to 0 (its result is as sparse as its operand)."""
+    return op in ALU and ALU[op].preserves_zero
 
 
 def call(op: str, *args: Expr) -> Expr:

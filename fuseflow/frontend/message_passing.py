@@ -35,6 +35,7 @@ import torch.fx as fx
 
 from fuseflow.errors import FuseflowError, UnsupportedError
 from fuseflow.frontend.ops import graph_name, node_location
+from fuseflow.primitives import ALU
 
 aten = torch.ops.aten
 _META = ("stack_trace", "nn_module_stack", "from_node", "source_fn_stack")
@@ -348,7 +349,11 @@ class _Rewriter:
         raise self.fail("a scatter into a non-zero tensor other than a sum")
 
 
-ZERO_PRESERVING = {"aten.mul.Tensor", "aten.neg", "aten.relu", "aten.tanh", "aten.abs", "aten.sqrt"}
+_UNARY_ALU = {f"aten.{op}": op for op in ("neg", "exp", "relu", "tanh", "abs", "sqrt", "rsqrt")}
+"""Unary aten ops on edge values and the ALU op each lowers to."""
+ZERO_PRESERVING = {"aten.mul.Tensor"} | {name for name, op in _UNARY_ALU.items() if ALU[op].preserves_zero}
+"""Ops on edge values whose result is zero off the edge pattern when their operand is (from the
+ALU's semantics, `primitives.ALU`)."""
 
 
 def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str]) -> Translation:

@@ -4,16 +4,10 @@ A ``sam.graph`` body has no terminator. The Python-defined dialect marks the op
 ``NoTerminator``, but an IRDL file cannot carry that trait, so ``torch-mlir-opt
 --irdl-file=`` rejects every graph body ("block with no terminator"). ``builtin.module`` is
 terminator-free, isolated from above and a graph region in C++ itself, so the portable form
-puts each graph's ops in a nested module::
-
-    module @full attributes {sam.tensors = [...]} {
-      %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
-      ...
-    }
-
-The graph's ``sym_name`` becomes the module's; every other graph attribute ``k`` becomes the
+puts each graph's ops, unchanged, in a nested module ``module @full attributes {sam.tensors =
+[...]} { ... }``. The graph's ``sym_name`` becomes the module's; every other graph attribute ``k`` becomes the
 dialect attribute ``sam.k`` (a module takes only dialect-prefixed attributes). ``module-to-sam``
-is the inverse; the pair round-trips byte for byte (``tests/e2e/test_cpp_roundtrip.py``).
+is the inverse; the pair round-trips byte for byte (``tests/e2e/test_sam_digests.py``).
 """
 
 from __future__ import annotations

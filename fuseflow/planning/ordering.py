@@ -24,11 +24,11 @@ from fuseflow.analysis.index_notation import (
     Expr,
     Reduce,
     accesses,
-    preserves_zero,
 )
 from fuseflow.analysis.nests import NestPlan, free_vars, plan
 from fuseflow.analysis.storage_order import storage_vars
 from fuseflow.errors import FuseflowError, UnsupportedError
+from fuseflow.primitives import ALU
 
 DEFAULT_CAP = 64
 """Orders listed per region unless the caller asks for more."""
@@ -38,10 +38,6 @@ MAX_SEARCH_VARS = 48
 """A region with more index variables is not searched: its only candidate is the default order."""
 DEFAULT_DENSITY = 0.1
 """Density assumed for a compressed tensor whose data is not known (fuseflow-opt on a file)."""
-
-# ops whose result is zero where their first operand is (intersections) / any operand is (products)
-_PRODUCTS = {"mul", "mask"}
-_UNIONS = {"add", "sub", "max", "min"}
 
 
 @dataclass(frozen=True)
@@ -290,11 +286,12 @@ class _Density:
             return 0.0 if e.value == 0 else 1.0
         if isinstance(e, Call):
             fs = [self.of(a, bound) for a in e.args]
-            if e.op in _PRODUCTS:
+            zeros = ALU[e.op].zeros if e.op in ALU else "dense"
+            if zeros == "product":
                 return math.prod(fs)
-            if e.op == "div" or (len(fs) == 1 and preserves_zero(e.op)):
+            if zeros == "first":
                 return fs[0]
-            if e.op in _UNIONS:
+            if zeros == "union":
                 return 1.0 - math.prod(1.0 - f for f in fs)
             return 1.0
         if isinstance(e, Reduce):

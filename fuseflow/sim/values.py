@@ -5,21 +5,22 @@ The simulator computes values and cycles together, token by token. A region stru
 identical to one already simulated has the same cycles and counters, but different values (other
 weights); recomputing them here takes a BLAS call where the simulator takes millions of events.
 Semantics are the dense ones PyTorch has (absent entries of sparse inputs are zeros) and the ALU's
-(`alu_ops.h`): NaN propagates through max/min, ``mask(x, m)`` is ``-inf`` where ``m == 0``.
+(`primitives.ALU`, checked against `alu_ops.h`): NaN propagates through max/min, ``mask(x, m)``
+is ``-inf`` where ``m == 0``.
 Every subexpression is evaluated once, over its own free variables only; a sum of products is one
 ``einsum``, so a fused matmul chain never materialises its full iteration space.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import scipy.sparse
-import scipy.special
 
 from fuseflow import views
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
+from fuseflow.primitives import ALU
 
 MAX_DENSE_ELEMENTS = 1 << 28
 """Largest array (elements) the evaluator builds: 1 GiB of float32. Beyond it, simulate instead."""
@@ -30,32 +31,6 @@ class Unevaluable(Exception):
 
 
 Term = tuple[np.ndarray, tuple[str, ...]]  # an array with one axis per variable, in that order
-
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-    "rsub": lambda a, b: b - a,
-    "rdiv": lambda a, b: b / a,
-    "mask": lambda a, m: np.where(m != 0, a, np.float32(-np.inf)),
-}
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "neg": np.negative,
-    "relu": lambda a: np.where(a > 0, a, np.float32(0)),
-    "exp": np.exp,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda a: np.float32(1) / np.sqrt(a),
-    "tanh": np.tanh,
-    "abs": np.abs,
-    "erf": scipy.special.erf,
-    "eqz": lambda a: (a == 0).astype(np.float32),
-    "nez": lambda a: (a != 0).astype(np.float32),
-    "log": np.log,
-}
-
 
 ESTIMATE_ELEMENTS = 1 << 24
 """Largest array the cycle model's evaluation of intermediates builds (64 MiB of float32): an
@@ -141,7 +116,7 @@ class _Evaluator:
             _budget(vs, self.dims, self.limit)
             args = [_align(a, v, vs) for a, v in terms]
             with np.errstate(all="ignore"):
-                out = _UNARY[e.op](args[0]) if len(args) == 1 else _BINARY[e.op](args[0], args[1])
+                out = ALU[e.op].array(*args)
             return np.asarray(out, dtype=np.float32), vs
         if isinstance(e, Reduce):
             return self._reduce(e)

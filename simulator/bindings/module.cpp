@@ -241,4 +241,8 @@ NB_MODULE(_simulator, m) {
     for (auto& [name, op] : kAluOps) out.emplace_back(name, is_unary(op));
     return out;
   }, "Every ALU op name the simulator evaluates, with whether it is unary.");
+  m.def("alu_apply", [](const std::string& op, float a, float b) { return apply(parse_op(op), a, b); },
+        nb::arg("op"), nb::arg("a"), nb::arg("b") = 0.0f,
+        "The ALU's result of `op` on f32 operands (b is ignored by unary ops): the semantics Python's "
+        "op table is checked against.");
 }

@@ -1,5 +1,0 @@
-module {
-  module attributes {sam.tensors = []} {
-    %0 = "sam.root"() {tensor = "A"} : () -> !sam.ref
-  }
-}
