@@ -64,7 +64,7 @@ def test_facts_are_read_off_the_semantics():
         if op.commutative:
             x, y = np.float32([2.5, -1.0, 0.0]), np.float32([-3.0, 4.0, 7.0])
             assert list(_cpp(name, x, y)) == list(_cpp(name, y, x)), name
-    assert COMMUTATIVE == {"add", "mul", "max", "min"}
+    assert {"add", "mul", "max", "min"} == COMMUTATIVE
     # zeros propagate as declared (the density model's upper bound on the nonzeros): a product is
     # absent where either operand is, a union where both are, `first` where the first is
     # (absent: 0, or mask's -inf where the mask is 0)
