@@ -150,20 +150,26 @@ def run_point(
     if work > budget:
         print("ROW " + json.dumps({"status": f"estimate only: {work:.2g} ALU ops over the budget ({budget:.2g})"}))
         return
-    t1 = time.perf_counter()
-    res = prog.simulate(arch=arch, memo=memo_dir or True, jobs=jobs)
-    t_sim = time.perf_counter() - t1
-    err = res.check()
-    t_check = time.perf_counter() - t1 - t_sim
+    from fuseflow.experiments.point import measure
+
+    got = measure((model, args, formats), program=prog, arch=arch, memo=memo_dir or True, jobs=jobs)
+    if got["status"] != "ok":
+        print("ROW " + json.dumps({"status": got["status"]}), flush=True)
+        return
     row = {
-        "cycles": res.cycles,
+        "cycles": got["cycles"],
         "estimated_cycles": int(est.cycles),
-        "regions": len(prog.graphs),
-        "memoised_regions": sum(r.memoised for r in res.regions),
-        "alu_ops": sum(r.totals()["alu_ops"] for r in res.regions),
-        "max_abs_error": err,
+        "regions": got["regions"],
+        "memoised_regions": got["memoised_regions"],
+        "alu_ops": got["alu_ops"],
+        "max_abs_error": got["max_abs_error"],
         "check": "every output against eager PyTorch",
-        "seconds": {"build": t_build, "compile": t_compile, "simulate": t_sim, "check": t_check},
+        "seconds": {
+            "build": t_build,
+            "compile": t_compile,
+            "simulate": got["seconds"]["simulate"],
+            "check": got["seconds"]["check"],
+        },
         "peak_rss_gb_self": _rss_gb(),
     }
     print("ROW " + json.dumps(row), flush=True)

@@ -112,16 +112,18 @@ def _build(app: str, dataset: str, **options):
 
 
 def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
-    prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, arch=arch, order=order)
-    res = prog.simulate()
-    err = res.check()
-    totals = [r.totals() for r in res.regions]
+    """One simulated point, measured as every sweep measures it (`fuseflow.experiments.point`)."""
+    from fuseflow.experiments.point import measure
+
+    got = measure((model, args, formats), schedule=schedule, arch=arch, order=order)
+    if got["status"] != "ok":
+        raise fuseflow.FuseflowError(got["status"].removeprefix("failed: "))
     return {
-        "cycles": res.cycles,
-        "alu_ops": sum(t["alu_ops"] for t in totals),
-        "mem_bytes": sum(t["mem_read_bytes"] + t["mem_write_bytes"] for t in totals),
-        "regions": len(prog.graphs),
-        "max_abs_error": err,
+        "cycles": got["cycles"],
+        "alu_ops": got["alu_ops"],
+        "mem_bytes": got["mem_read_bytes"] + got["mem_write_bytes"],
+        "regions": got["regions"],
+        "max_abs_error": got["max_abs_error"],
     }
 
 
@@ -575,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown figure {unknown[0]}: one of {', '.join(FIGURES)} or all")
     t0 = time.perf_counter()
-    from fuseflow.dse.executor import make_executor
+    from fuseflow.experiments.executor import make_executor
 
     todo = tasks(figures, a.tier)
     done: dict[int, list[dict]] = {}

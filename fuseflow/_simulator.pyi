@@ -56,9 +56,9 @@ def arch_keys() -> dict:
 def primitive_kinds() -> list[str]:
     """Every primitive kind (sam op mnemonic) the simulator builds."""
 
-def primitive_resources() -> list[tuple[str, str]]:
+def primitive_table() -> list:
     """
-    Each primitive kind and the fabric resource class its unit belongs to (memory or compute).
+    Every primitive: kind, fabric resource class, port counts (-1: variadic), and the parameters it reads ({name: type}) from its op's attributes (params), from tensor data (data) and for tiles (tile).
     """
 
 def alu_ops() -> list[tuple[str, bool]]:

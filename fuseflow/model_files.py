@@ -1,6 +1,6 @@
 """Model files: a Python file whose ``build(**options)`` returns (model, example_args, formats).
 
-Loaded by the CLI and by sweep workers (`fuseflow.dse`); an exception in the file's own code is
+Loaded by the CLI and by sweep workers (`fuseflow.experiments`); an exception in the file's own code is
 one located line (`FuseflowError`), not a traceback.
 """
 

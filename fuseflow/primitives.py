@@ -23,7 +23,84 @@ import scipy.special
 
 import fuseflow._simulator as _simulator
 
-KINDS: tuple[str, ...] = tuple(_simulator.primitive_kinds())
+
+@dataclass(frozen=True)
+class Primitive:
+    """One primitive kind: the simulator's row of the table (`node.cpp: kPrimitives`) and the
+    facts about it that Python code dispatches on (the simulator front end, `sam-parallelize`).
+    Ports, attributes and types of the op itself are the dialect's (`dialects/sam.py`); a test
+    checks that both agree (`tests/unit/test_primitive_table.py`)."""
+
+    kind: str
+    resource: str
+    """The fabric unit that holds one: ``memory`` or ``compute``."""
+    inputs: int
+    """Input ports (-1: variadic, the op's operand segments decide)."""
+    outputs: int
+    params: dict[str, str]
+    """Parameters the simulator reads from the op's attributes: name -> ``int``/``float``/``string``."""
+    data: dict[str, str]
+    """Parameters the front end binds from tensor data (a compressed level's ``seg``/``crd``, ``vals``)."""
+    tile: dict[str, str]
+    """Parameters of a blocked value stream (tile layouts)."""
+    emits: str
+    """What its first output carries: ``values``, ``streams`` (refs, coordinates, signals, or
+    nothing), or ``as_input`` (a lane op: whatever its first input carries)."""
+    lanes: str
+    """How deep below a parallel level its outputs lie, from its inputs' depths (`sam-parallelize`):
+    ``deeper`` (a scan: one level below its ref), ``shallower`` (a reduction), ``signal`` (a
+    repeat: its signal's), ``spacc`` (an accumulator's own rule), ``each`` (a dropper: each
+    output its input's), ``aligned`` (its first input's)."""
+    value_inputs: str = "none"
+    """Which inputs are value streams (tile layouts): ``all``, ``first``, ``last`` or ``none``."""
+
+
+_PYTHON_FACTS: dict[str, tuple[str, str, str]] = {  # kind: (emits, lanes, value_inputs)
+    "root": ("streams", "aligned", "none"),
+    "scan": ("streams", "deeper", "none"),
+    "locate": ("streams", "aligned", "none"),
+    "intersect": ("streams", "aligned", "none"),
+    "union": ("streams", "aligned", "none"),
+    "repsiggen": ("streams", "aligned", "none"),
+    "repeat": ("streams", "signal", "none"),
+    "load": ("values", "aligned", "none"),
+    "alu": ("values", "aligned", "all"),
+    "reduce": ("values", "shallower", "first"),
+    "spacc": ("values", "spacc", "last"),
+    "crd_drop": ("streams", "each", "none"),
+    "val_drop": ("streams", "each", "none"),
+    "write_crd": ("streams", "aligned", "none"),
+    "write_val": ("streams", "aligned", "first"),
+    "fork": ("as_input", "aligned", "none"),
+    "join": ("as_input", "aligned", "none"),
+}
+
+
+def _table() -> dict[str, Primitive]:
+    out = {}
+    for row in _simulator.primitive_table():
+        kind = row["kind"]
+        if kind not in _PYTHON_FACTS:
+            raise RuntimeError(f"the simulator's primitive {kind!r} has no entry in fuseflow.primitives._PYTHON_FACTS")
+        emits, lanes, value_inputs = _PYTHON_FACTS[kind]
+        out[kind] = Primitive(
+            kind,
+            row["resource"],
+            row["inputs"],
+            row["outputs"],
+            dict(row["params"]),
+            dict(row["data"]),
+            dict(row["tile"]),
+            emits,
+            lanes,
+            value_inputs,
+        )
+    return out
+
+
+PRIMITIVES: dict[str, Primitive] = _table()
+"""Every primitive the simulator builds, by kind (sam op mnemonic), in the simulator's order."""
+KINDS: tuple[str, ...] = tuple(PRIMITIVES)
 """Every primitive kind the simulator builds."""
 ALU_OPS: dict[str, bool] = dict(_simulator.alu_ops())
 """ALU op name -> whether it is unary."""
@@ -31,7 +108,7 @@ ALU_UNARY: tuple[str, ...] = tuple(n for n, unary in ALU_OPS.items() if unary)
 ALU_BINARY: tuple[str, ...] = tuple(n for n, unary in ALU_OPS.items() if not unary)
 ARCH_KEYS: dict[str, dict[str, str]] = {k: dict(v) for k, v in _simulator.arch_keys().items()}
 """``{"arch": {key: type}, "kinds": {...}, "memory": {...}}``; types: int (positive), uint, bool, table."""
-RESOURCE: dict[str, str] = dict(_simulator.primitive_resources())
+RESOURCE: dict[str, str] = {k: p.resource for k, p in PRIMITIVES.items()}
 """Primitive kind -> the fabric resource class of the unit that holds one (``memory`` or ``compute``)."""
 
 

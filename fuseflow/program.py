@@ -194,7 +194,7 @@ class Program:
         engine at the window where a FIFO could fill (the region's engine then reads ``window+event``).
         `memo`: True, a directory or a `RegionMemo`: a region structurally identical to one already
         simulated takes its cycles and counters from the memo and its values from its index
-        notation (`sim/memo.py`). `jobs` > 1 (or an `executor` from `fuseflow.dse`) simulates
+        notation (`sim/memo.py`). `jobs` > 1 (or an `executor` from `fuseflow.experiments`) simulates
         regions at once, each on inputs computed from the index notation; every simulated
         intermediate is checked against that computation. Cycles and counters are those of the
         plain run either way (tests/e2e/test_memo.py).

@@ -81,7 +81,7 @@ def _simulate_shared(
     prog: Program, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str, release: bool = True
 ) -> list:
     """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
-    from fuseflow.dse.executor import LocalExecutor
+    from fuseflow.experiments.executor import LocalExecutor
     from fuseflow.sim.graph import pack_inputs, run_packed
     from fuseflow.sim.memo import RegionMemo, structure_key
     from fuseflow.sim.values import Unevaluable, region_values

@@ -125,7 +125,7 @@ def cmd_dse(a) -> int:
     """Sweep schedules x orders x lanes x blocks x arch parameters; rows, a table and a plot."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from fuseflow.dse import flat_rows, load_space, make_executor, pareto_plot, sweep, write_parquet
+    from fuseflow.experiments.dse import flat_rows, load_space, make_executor, pareto_plot, sweep, write_parquet
 
     overrides: dict = {
         "schedule": csv_list(a.schedule),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from fuseflow.cli.common import (
@@ -145,6 +144,7 @@ def cmd_study(a) -> int:
     from rich.progress import Progress
 
     import fuseflow
+    from fuseflow.experiments.study import study
 
     mod, (model, args, formats) = build_model(a.model, a)
     base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order, arch=a.arch)
@@ -153,15 +153,25 @@ def cmd_study(a) -> int:
         schedules += list(mod.schedules(base.op_infos).items())
     if a.schedules:
         schedules = _requested(schedules, a.schedules)
-    rows = []
     with Progress(transient=True) as progress:
         task = progress.add_task("schedules", total=len(schedules))
-        for name, sched in schedules:
-            rows.append(_study_row(a, name, sched, base, (model, args, formats), progress, task))
-            progress.advance(task)
-    base_cycles = next((r.get("cycles") for r in rows if r["schedule"] == "unfused"), None)
-    for r in rows:
-        r["speedup_vs_unfused"] = round(base_cycles / r["cycles"], 3) if base_cycles and "cycles" in r else None
+        rows = study(
+            (model, args, formats),
+            schedules,
+            base=base,
+            order=a.order,
+            node_budget=a.node_budget,
+            arch=a.arch,
+            strategy=a.strategy,
+            engine=a.engine,
+            memo=a.memo,
+            jobs=a.jobs,
+            stage=lambda name, what: progress.update(task, description=f"{name}: {what}"),
+            progress=lambda name, region, cycle: progress.update(
+                task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
+            ),
+            done=lambda _name: progress.advance(task),
+        )
     result = {
         "model": a.model,
         "options": option_dict(a.option) | ({"graph": a.graph} if a.graph else {}),
@@ -172,57 +182,6 @@ def cmd_study(a) -> int:
     if not write_json(result, a):
         _print_study(a, rows)
     return 0
-
-
-def _study_row(a, name: str, sched, base, built: tuple, progress, task) -> dict:
-    """One schedule of the study: compile, simulate, check against PyTorch, estimate. A schedule
-    that fails gives a row with its error, and the study goes on."""
-    import fuseflow
-
-    model, args, formats = built
-    progress.update(task, description=f"{name}: compile")
-    t0 = time.perf_counter()
-    try:
-        prog = (
-            base
-            if name == "unfused"
-            else fuseflow.compile(
-                model, args, formats=formats, schedule=sched, node_budget=a.node_budget, order=a.order, arch=a.arch
-            )
-        )
-        t1 = time.perf_counter()
-        progress.update(task, description=f"{name}: simulate")
-        res = prog.simulate(
-            arch=a.arch,
-            engine=a.engine,
-            memo=a.memo,
-            jobs=a.jobs,
-            strategy=a.strategy,
-            progress=lambda region, cycle: progress.update(
-                task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
-            ),
-        )
-        t2 = time.perf_counter()
-        err = res.check()
-        est = prog.estimate(arch=a.arch, strategy=a.strategy)
-    except fuseflow.FuseflowError as e:  # one schedule failing does not lose the others
-        first = str(e).splitlines()[0]
-        return {"schedule": name, "error": first[:300], "compile_s": None, "simulate_s": None}
-    tot = [r.totals() for r in res.regions]
-    return {
-        "schedule": name,
-        "regions": len(prog.graphs),
-        "cycles": res.cycles,
-        "region_cycles": res.serial_cycles,
-        "estimated_cycles": est.cycles,
-        "alu_ops": sum(t["alu_ops"] for t in tot),
-        "reductions": sum(t["reductions"] for t in tot),
-        "mem_read_bytes": sum(t["mem_read_bytes"] for t in tot),
-        "mem_write_bytes": sum(t["mem_write_bytes"] for t in tot),
-        "max_abs_error": err,
-        "compile_s": round(t1 - t0, 2),
-        "simulate_s": round(t2 - t1, 2),
-    }
 
 
 def _print_study(a, rows: list[dict]) -> None:
@@ -267,53 +226,23 @@ def cmd_order_sweep(a) -> int:
     model input the order re-lays out), the cycle model's prediction, and auto's pick."""
     from rich.progress import Progress
 
-    import fuseflow
+    from fuseflow.experiments.order_sweep import order_sweep
 
-    model, args, formats = load_example(a.model, a)
-    first = fuseflow.compile(model, args, formats=formats, schedule=a.schedule, order="auto")
-    regions = list(first.order_candidates)
-    region = a.region or (regions[0] if len(regions) == 1 else None)
-    if region is None or region not in first.order_candidates:
-        raise FuseflowError(
-            f"choose a region with --region: {', '.join(regions)}"
-            if region is None
-            else f"no region {region!r}; regions: {', '.join(regions)}"
-        )
-    cands = [c for c in first.order_candidates[region]][: a.cap]
-    auto = first.orders[region]
-    rows = []
+    built = load_example(a.model, a)
     with Progress(transient=True) as progress:
-        task = progress.add_task(f"orders of {region}", total=len(cands))
-        for c in cands:
-            row = {
-                "index": c.index,
-                "order": c.name,
-                "relayouts": list(c.relayouts),
-                "estimate": round(c.estimate.cost),
-                "auto": c.name == auto,
-            }
-            try:
-                prog = first.reorder({region: c.name})
-                res = prog.simulate(arch=a.arch, engine=a.engine)
-                row["max_abs_error"] = res.check()
-                row["cycles"] = res.cycles
-                conversions = sum(r.cycles for r in res.regions if r.engine == "model")
-                row["relayout_cycles"] = conversions
-                row["region_cycles"] = next(r.cycles for r in res.regions if r.name == region) + conversions
-                est = prog.estimate(arch=a.arch)
-                row["predicted"] = round(
-                    next(r.cycles for r in est.regions if r.name == region)
-                    + sum(r.cycles for r in est.regions if r.bottleneck == "relayout")
-                )
-            except fuseflow.FuseflowError as e:  # one order failing does not lose the others
-                row["error"] = str(e).splitlines()[0][:300]
-            rows.append(row)
-            progress.advance(task)
-    done = [r for r in rows if "cycles" in r]
-    best = min((r["region_cycles"] for r in done), default=None)
-    for r in done:
-        r["vs_best"] = round(r["region_cycles"] / best, 3) if best else None
-    result = {"model": a.model, "schedule": a.schedule, "region": region, "arch": a.arch, "auto": auto, "orders": rows}
+        task = progress.add_task("orders", total=None)
+        result = order_sweep(
+            built,
+            schedule=a.schedule,
+            region=a.region,
+            cap=a.cap,
+            arch=a.arch,
+            engine=a.engine,
+            started=lambda region, n: progress.update(task, description=f"orders of {region}", total=n),
+            done=lambda: progress.advance(task),
+        )
+    result = {"model": a.model, **result}
+    rows, region = result["orders"], result["region"]
     if write_json(result, a):
         return 0
     print_table(

@@ -19,6 +19,7 @@ from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, module_text, parse_
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
+from fuseflow.primitives import PRIMITIVES
 
 WRITERS = {"write_crd", "write_val"}
 
@@ -44,22 +45,23 @@ def _depths(g: SamGraph, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
             continue
         ins = [depth.get(o, -1) for o in op.operands]  # -1: a stream above the level (broadcast)
         n = len(op.result_types)
-        if op.kind == "scan":
+        rule = PRIMITIVES[op.kind].lanes if op.kind in PRIMITIVES else "aligned"
+        if rule == "deeper":
             out = [ins[0] + 1] * n
-        elif op.kind == "repeat":
+        elif rule == "signal":
             out = [ins[1]] * n
-        elif op.kind == "reduce":
+        elif rule == "shallower":
             out = [ins[0] - 1]
-        elif op.kind == "spacc":
+        elif rule == "spacc":
             order = int(op.get("order"))
             outer = ins[order]  # operands: inner crds (order of them), the outer crd, the values
             if outer < 0:  # accumulating over a variable above the level: inner levels keep their depth
                 out = ins[:order] + [ins[order - 1]]
             else:
                 out = [outer + k for k in range(order)] + [outer + order - 1]
-        elif op.kind in ("crd_drop", "val_drop"):
+        elif rule == "each":
             out = ins[:n]
-        else:  # locate, joiners, repsiggen, load, alu: aligned with their first operand
+        else:  # aligned with the first operand: locate, joiners, repsiggen, load, alu, concat
             out = [ins[0]] * n
         for r, d in enumerate(out):
             depth[(i, r)] = d

@@ -18,7 +18,7 @@ model is on. `docs/cycle-model.md` states the rules and where they are approxima
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -51,30 +51,6 @@ COVERED_SETTINGS = frozenset(
 )
 """Architecture settings (sim/arch.py) the model reads or that do not change cycles."""
 COVERED_MEMORY = frozenset({"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"})
-
-
-RULES = frozenset(
-    {
-        "root",
-        "scan",
-        "locate",
-        "intersect",
-        "union",
-        "repsiggen",
-        "repeat",
-        "load",
-        "alu",
-        "reduce",
-        "spacc",
-        "crd_drop",
-        "val_drop",
-        "write_crd",
-        "write_val",
-        "fork",
-        "join",
-    }
-)
-"""Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
 
 
 class EstimateError(FuseflowError):
@@ -313,90 +289,89 @@ class _Model(CoordinateOrigins):
 
     # -- per-primitive rules --------------------------------------------------------------------
     def step(self, node: NodeSpec) -> tuple[list[Stream], float, float, float]:
-        """Output streams, busy cycles, ALU element ops, memory bytes of one node."""
-        k = node.kind
-        ii = self.t.kind_ii(k)
-        if k == "root":
-            return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
-        if k == "scan":
-            return self.scan(node, ii)
-        if k == "locate":
-            crd, ref = self.inp(node, 0), self.inp(node, 1)
-            fiber = crd.data / max(crd.fibers, 1e-9)
-            dim = max(crd.dims[-1], 1)
-            walk = ref.walk.walked(ref.data, fiber, float(dim), _LINE_ELEMS % dim == 0)
-            out = Stream(
-                crd.counts,
-                crd.dims,
-                ref.present,
-                crd.vars,
-                crd.pattern,
-                self.deeper(ref.ref, node),
-                crd.pattern,
-                walk,
-            )
-            return [out], crd.tokens * ii, 0.0, 0.0
-        if k in ("intersect", "union"):
-            return self.joiner(node, ii, k == "union")
-        if k == "repsiggen":
-            s = self.inp(node, 0)
-            return [s], s.tokens * ii, 0.0, 0.0
-        if k == "repeat":
-            ref, sig = self.inp(node, 0), self.inp(node, 1)
-            copies = max(sig.data / max(ref.data, 1e-9), 1.0)  # each reference, once per signal element
-            out = Stream(
-                sig.counts,
-                sig.dims,
-                ref.present,
-                sig.vars,
-                sig.pattern,
-                ref.ref,
-                ref.ref_pattern,
-                ref.walk.repeated(copies),
-            )
-            return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
-        if k == "load":
-            s = self.inp(node, 0)
-            real = s.data * s.present
-            if node.tensor:
-                self.loaded[node.tensor] = self.loaded.get(node.tensor, 0.0) + real
-            elems = self.tile_elems(node)
-            walk = s.walk
-            self.misses[len(self.outs)] = real * walk.line_changes(_LINE_ELEMS / elems) * max(elems / _LINE_ELEMS, 1.0)
-            return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
-        if k == "alu":
-            s = self.inp(node, 0)
-            out = Stream(s.counts, s.dims, 1.0, s.vars, s.pattern)
-            return [out], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
-        if k == "reduce":
-            return self.reduce(node, ii)
-        if k == "spacc":
-            return self.spacc(node, ii)
-        if k == "crd_drop":
-            outer, inner = self.inp(node, 0), self.inp(node, 1)
-            L = inner.data / max(outer.data, 1e-9)
-            N = max(inner.dims[-1], 1)
-            keep = _union_fraction(L / N, N) if L > 0 else 0.0
-            o = outer.with_last(outer.data * keep)
-            i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims, 1.0, inner.vars)
-            return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
-        if k == "val_drop":
-            crd, val = self.inp(node, 0), self.inp(node, 1)
-            return [crd, val], crd.tokens * ii, 0.0, 0.0
-        if k == "write_crd":
-            s = self.inp(node, 0)
-            self.written.setdefault(node.tensor or "", {})[node.level] = s.data
-            self.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
-            return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
-        if k == "write_val":
-            s = self.inp(node, 0)
-            self.written.setdefault(node.tensor or "", {}).setdefault(-1, s.data)
-            return [], self.tile_steps(node, s, ii), 0.0, 4.0 * s.data * self.tile_elems(node)
-        if k == "fork":
-            return self.fork(node, ii)
-        if k == "join":
-            return self.join(node, ii)
-        raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{k}")
+        """Output streams, busy cycles, ALU element ops, memory bytes of one node (its kind's rule)."""
+        rule = _RULE_OF.get(node.kind)
+        if rule is None:
+            raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{node.kind}")
+        return rule(self, node, self.t.kind_ii(node.kind))
+
+    def root(self, node: NodeSpec, ii: int):
+        return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
+
+    def locate(self, node: NodeSpec, ii: int):
+        crd, ref = self.inp(node, 0), self.inp(node, 1)
+        fiber = crd.data / max(crd.fibers, 1e-9)
+        dim = max(crd.dims[-1], 1)
+        walk = ref.walk.walked(ref.data, fiber, float(dim), _LINE_ELEMS % dim == 0)
+        out = Stream(
+            crd.counts,
+            crd.dims,
+            ref.present,
+            crd.vars,
+            crd.pattern,
+            self.deeper(ref.ref, node),
+            crd.pattern,
+            walk,
+        )
+        return [out], crd.tokens * ii, 0.0, 0.0
+
+    def repsiggen(self, node: NodeSpec, ii: int):
+        s = self.inp(node, 0)
+        return [s], s.tokens * ii, 0.0, 0.0
+
+    def repeat(self, node: NodeSpec, ii: int):
+        ref, sig = self.inp(node, 0), self.inp(node, 1)
+        copies = max(sig.data / max(ref.data, 1e-9), 1.0)  # each reference, once per signal element
+        out = Stream(
+            sig.counts,
+            sig.dims,
+            ref.present,
+            sig.vars,
+            sig.pattern,
+            ref.ref,
+            ref.ref_pattern,
+            ref.walk.repeated(copies),
+        )
+        return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
+
+    def load(self, node: NodeSpec, ii: int):
+        s = self.inp(node, 0)
+        real = s.data * s.present
+        if node.tensor:
+            self.loaded[node.tensor] = self.loaded.get(node.tensor, 0.0) + real
+        elems = self.tile_elems(node)
+        walk = s.walk
+        self.misses[len(self.outs)] = real * walk.line_changes(_LINE_ELEMS / elems) * max(elems / _LINE_ELEMS, 1.0)
+        return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
+
+    def alu(self, node: NodeSpec, ii: int):
+        s = self.inp(node, 0)
+        out = Stream(s.counts, s.dims, 1.0, s.vars, s.pattern)
+        return [out], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
+
+    def crd_drop(self, node: NodeSpec, ii: int):
+        outer, inner = self.inp(node, 0), self.inp(node, 1)
+        L = inner.data / max(outer.data, 1e-9)
+        N = max(inner.dims[-1], 1)
+        keep = _union_fraction(L / N, N) if L > 0 else 0.0
+        o = outer.with_last(outer.data * keep)
+        i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims, 1.0, inner.vars)
+        return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
+
+    def val_drop(self, node: NodeSpec, ii: int):
+        crd, val = self.inp(node, 0), self.inp(node, 1)
+        return [crd, val], crd.tokens * ii, 0.0, 0.0
+
+    def write_crd(self, node: NodeSpec, ii: int):
+        s = self.inp(node, 0)
+        self.written.setdefault(node.tensor or "", {})[node.level] = s.data
+        self.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
+        return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
+
+    def write_val(self, node: NodeSpec, ii: int):
+        s = self.inp(node, 0)
+        self.written.setdefault(node.tensor or "", {}).setdefault(-1, s.data)
+        return [], self.tile_steps(node, s, ii), 0.0, 4.0 * s.data * self.tile_elems(node)
 
     def scan(self, node: NodeSpec, ii: int):
         r = self.inp(node, 0)
@@ -665,6 +640,30 @@ class _Model(CoordinateOrigins):
                 dims, tuple(counts), False, patterns, tuple(t.fmt.mode_order), level_frequencies=freqs
             )
         return out
+
+
+_RULE_OF: dict[str, Callable[[_Model, NodeSpec, int], tuple[list[Stream], float, float, float]]] = {
+    "root": _Model.root,
+    "scan": _Model.scan,
+    "locate": _Model.locate,
+    "intersect": lambda m, node, ii: m.joiner(node, ii, False),
+    "union": lambda m, node, ii: m.joiner(node, ii, True),
+    "repsiggen": _Model.repsiggen,
+    "repeat": _Model.repeat,
+    "load": _Model.load,
+    "alu": _Model.alu,
+    "reduce": _Model.reduce,
+    "spacc": _Model.spacc,
+    "crd_drop": _Model.crd_drop,
+    "val_drop": _Model.val_drop,
+    "write_crd": _Model.write_crd,
+    "write_val": _Model.write_val,
+    "fork": _Model.fork,
+    "join": _Model.join,
+}
+"""Each primitive kind's rule: its output streams, busy cycles, ALU element ops and bytes."""
+RULES = frozenset(_RULE_OF)
+"""Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
 
 
 def model_approximates(timing: Timing) -> bool:

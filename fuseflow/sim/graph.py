@@ -20,7 +20,7 @@ from fuseflow.dialects.sam_ir import SamGraph, SamOp, read_module
 from fuseflow.errors import SimulationError, VerificationError
 from fuseflow.formats import Format, pack, pack_blocked, pack_bsr, pack_sparse, packs_as_bsr, unpack, unpack_blocked
 from fuseflow.mlir import ir
-from fuseflow.primitives import ALU_UNARY
+from fuseflow.primitives import PRIMITIVES
 from fuseflow.sim import pack_cache
 from fuseflow.sim.arch import Arch
 
@@ -62,16 +62,19 @@ class GraphSpec:
     block: int = 0
 
 
-def _tile_params(op: SamOp, kind: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
-    """Tile layouts of a blocked value op: its axes and each value input's axes, as variable ids."""
+_AS: dict[str, Any] = {"int": int, "float": float, "string": str}
+"""A parameter's type in the simulator's table -> its Python conversion."""
+
+
+def _tile_params(op: SamOp, which: str, inputs: list, axes_of, ids: dict[str, int], b: int) -> dict[str, Any]:
+    """Tile layouts of a blocked value op: its axes and each value input's axes (`which` inputs
+    are values: `Primitive.value_inputs`), as variable ids."""
 
     def id_of(v: str) -> int:
         return ids.setdefault(v, len(ids))
 
     axes = op.axes or []
-    value_inputs = {"alu": inputs, "reduce": inputs[:1], "spacc": inputs[-1:], "write_val": inputs[:1], "load": []}[
-        kind
-    ]
+    value_inputs = {"all": inputs, "first": inputs[:1], "last": inputs[-1:], "none": []}[which]
     ins = [axes_of(*src) for src in value_inputs]
     ints = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
     return {
@@ -120,29 +123,15 @@ def _graph_spec(g: SamGraph) -> GraphSpec:
         params: dict[str, Any] = {}
         label = f"{kind}{idx}" + (f"_{op.tensor}" if op.tensor else "") + (f"_{op.index_var}" if op.index_var else "")
         node = NodeSpec(kind, label, inputs, params, op.tensor, int(op.get("level", 0)), op.n_results, op.index_var)
-        if kind == "scan":
-            params["format"] = op.get("format")
-            params["dim"] = int(op.get("dim"))
-        elif kind == "locate":
-            params["dim"] = int(op.get("dim"))
-        elif kind == "alu":
-            params["op"] = op.get("op")
-            if len(inputs) == 1 and params["op"] not in ALU_UNARY:
-                params["scalar"] = float(op.get("scalar", 0.0))
-        elif kind in ("reduce", "spacc"):
-            params["kind"] = op.get("kind")
-            if kind == "spacc":
-                params["order"] = int(op.get("order"))
-        elif kind in ("fork", "join"):
-            params["factor"] = int(op.get("factor"))
-            params["depth"] = int(op.get("depth"))
-        elif kind == "concat":
+        prim = PRIMITIVES.get(kind)
+        if prim is None:
             raise SimulationError(f"sam.{kind} is not supported by the simulator yet")
-        if spec.block and kind in ("load", "alu", "reduce", "spacc", "write_val"):
-            params.update(_tile_params(op, kind, inputs, axes_of, ids, spec.block))
-        if kind in ("load", "alu", "reduce", "spacc") or (
-            kind in ("fork", "join") and inputs and inputs[0][0] in spec.value_nodes
-        ):
+        for name, type_ in prim.params.items():  # what the simulator reads, from the op's attributes
+            if (value := op.get(name)) is not None:
+                params[name] = _AS[type_](value)
+        if spec.block and prim.tile:
+            params.update(_tile_params(op, prim.value_inputs, inputs, axes_of, ids, spec.block))
+        if prim.emits == "values" or (prim.emits == "as_input" and inputs and inputs[0][0] in spec.value_nodes):
             spec.value_nodes.append(idx)
         spec.nodes.append(node)
     return spec

@@ -234,8 +234,22 @@ NB_MODULE(_simulator, m) {
     return d;
   }, "The architecture settings ([arch], [arch.kinds.*], [arch.memory]) and their value types.");
   m.def("primitive_kinds", &primitive_kinds, "Every primitive kind (sam op mnemonic) the simulator builds.");
-  m.def("primitive_resources", &primitive_resources,
-        "Each primitive kind and the fabric resource class its unit belongs to (memory or compute).");
+  m.def("primitive_table", [] {
+    nb::list out;
+    auto as_dict = [](const std::vector<std::pair<std::string, std::string>>& items) {
+      nb::dict d;
+      for (const auto& [k, v] : items) d[k.c_str()] = v;
+      return d;
+    };
+    for (const PrimitiveInfo& p : primitive_table()) {
+      nb::dict d;
+      d["kind"] = p.kind; d["resource"] = p.resource; d["inputs"] = p.inputs; d["outputs"] = p.outputs;
+      d["params"] = as_dict(p.params); d["data"] = as_dict(p.data); d["tile"] = as_dict(p.tile);
+      out.append(d);
+    }
+    return out;
+  }, "Every primitive: kind, fabric resource class, port counts (-1: variadic), and the parameters it reads "
+     "({name: type}) from its op's attributes (params), from tensor data (data) and for tiles (tile).");
   m.def("alu_ops", [] {
     std::vector<std::pair<std::string, bool>> out;
     for (auto& [name, op] : kAluOps) out.emplace_back(name, is_unary(op));

@@ -69,7 +69,8 @@ class Alu : public Node {
   Alu(const std::string& n, int n_in, const Params& p)
       : Node(n, "alu", n_in, 1), op_(parse_op(p.get_string("op", ""))),
         scalar_(static_cast<float>(p.get_float("scalar", 0.0))) {
-    int want = is_unary(op_) ? 1 : (p.floats.count("scalar") ? 1 : 2);
+    // a binary op takes two inputs, or one and the `scalar` parameter as its other operand
+    int want = is_unary(op_) ? 1 : (n_in == 1 && p.floats.count("scalar") ? 1 : 2);
     if (n_in != want)
       throw std::invalid_argument("alu '" + n + "' op '" + p.get_string("op", "") + "' takes " +
                                   std::to_string(want) + " input(s), got " + std::to_string(n_in));

@@ -109,26 +109,87 @@ using Factory = NodePtr (*)(const std::string&, int, const Params&);
 // `resource` is the fabric unit that holds one: "memory" tiles hold what stores or streams a
 // tensor's levels (scanners, loads, accumulators, writers), "compute" tiles the rest (Onyx maps
 // sparse primitives this way: level scanners and writers in MEM tiles, joiners and ALUs in PEs).
-struct Primitive { const char* kind; const char* resource; Factory make; };
-const Primitive kPrimitives[] = {
-    {"root", "memory", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
-    {"scan", "memory", [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
-    {"locate", "memory", [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},
-    {"intersect", "compute", [](const std::string& n, int k, const Params& p) { return make_intersect(n, k, p); }},
-    {"union", "compute", [](const std::string& n, int k, const Params& p) { return make_union(n, k, p); }},
-    {"repsiggen", "compute", [](const std::string& n, int, const Params& p) { return make_repsiggen(n, p); }},
-    {"repeat", "compute", [](const std::string& n, int, const Params& p) { return make_repeat(n, p); }},
-    {"load", "memory", [](const std::string& n, int, const Params& p) { return make_load(n, p); }},
-    {"alu", "compute", [](const std::string& n, int k, const Params& p) { return make_alu(n, k, p); }},
-    {"reduce", "compute", [](const std::string& n, int k, const Params& p) { return make_reduce(n, k, p); }},
-    {"spacc", "memory", [](const std::string& n, int, const Params& p) { return make_spacc(n, p); }},
-    {"crd_drop", "compute", [](const std::string& n, int, const Params& p) { return make_crd_drop(n, p); }},
-    {"val_drop", "compute", [](const std::string& n, int, const Params& p) { return make_val_drop(n, p); }},
-    {"write_crd", "memory", [](const std::string& n, int k, const Params& p) { return make_write_crd(n, k, p); }},
-    {"write_val", "memory", [](const std::string& n, int, const Params& p) { return make_write_val(n, p); }},
-    {"fork", "compute", [](const std::string& n, int, const Params& p) { return make_fork(n, p); }},
-    {"join", "compute", [](const std::string& n, int k, const Params& p) { return make_join(n, k, p); }},
+// `inputs`/`outputs` are port counts (kVariadic: the op's operand segments decide). `params` are
+// the parameters the node reads from its sam op's attributes ("name:type"), `data` those the
+// front end binds from tensor data, `tile` those of a blocked value stream; make_node refuses
+// any other key, so the front end can send nothing the table does not declare.
+constexpr int kVariadic = -1;
+constexpr const char* kTileParams = "tile_b:int axes:ints in_axes:ints in_ranks:ints";
+struct Primitive {
+  const char* kind;
+  const char* resource;
+  int inputs, outputs;
+  const char* params;
+  const char* data;
+  const char* tile;
+  Factory make;
 };
+const Primitive kPrimitives[] = {
+    {"root", "memory", 0, 1, "", "", "", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
+    {"scan", "memory", 1, 2, "format:string dim:int", "seg:ints crd:ints", "",
+     [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
+    {"locate", "memory", 2, 1, "dim:int", "", "",
+     [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},
+    {"intersect", "compute", kVariadic, kVariadic, "", "", "",
+     [](const std::string& n, int k, const Params& p) { return make_intersect(n, k, p); }},
+    {"union", "compute", kVariadic, kVariadic, "", "", "",
+     [](const std::string& n, int k, const Params& p) { return make_union(n, k, p); }},
+    {"repsiggen", "compute", 1, 1, "", "", "",
+     [](const std::string& n, int, const Params& p) { return make_repsiggen(n, p); }},
+    {"repeat", "compute", 2, 1, "", "", "", [](const std::string& n, int, const Params& p) { return make_repeat(n, p); }},
+    {"load", "memory", 1, 1, "", "vals:floats", kTileParams,
+     [](const std::string& n, int, const Params& p) { return make_load(n, p); }},
+    {"alu", "compute", kVariadic, 1, "op:string scalar:float", "", kTileParams,
+     [](const std::string& n, int k, const Params& p) { return make_alu(n, k, p); }},
+    {"reduce", "compute", kVariadic, 1, "kind:string", "", kTileParams,
+     [](const std::string& n, int k, const Params& p) { return make_reduce(n, k, p); }},
+    {"spacc", "memory", kVariadic, kVariadic, "kind:string order:int", "", kTileParams,
+     [](const std::string& n, int, const Params& p) { return make_spacc(n, p); }},
+    {"crd_drop", "compute", 2, 2, "", "", "",
+     [](const std::string& n, int, const Params& p) { return make_crd_drop(n, p); }},
+    {"val_drop", "compute", 2, 2, "", "", "",
+     [](const std::string& n, int, const Params& p) { return make_val_drop(n, p); }},
+    {"write_crd", "memory", kVariadic, 0, "", "", "",
+     [](const std::string& n, int k, const Params& p) { return make_write_crd(n, k, p); }},
+    {"write_val", "memory", 1, 0, "", "", kTileParams,
+     [](const std::string& n, int, const Params& p) { return make_write_val(n, p); }},
+    {"fork", "compute", 1, kVariadic, "factor:int depth:int", "", "",
+     [](const std::string& n, int, const Params& p) { return make_fork(n, p); }},
+    {"join", "compute", kVariadic, 1, "factor:int depth:int", "", "",
+     [](const std::string& n, int k, const Params& p) { return make_join(n, k, p); }},
+};
+
+// "a:int b:ints" -> {{"a", "int"}, {"b", "ints"}}
+std::vector<std::pair<std::string, std::string>> split_params(const char* spec) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string s(spec);
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t end = s.find(' ', i);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(i, end - i);
+    size_t colon = item.find(':');
+    if (!item.empty()) out.emplace_back(item.substr(0, colon), item.substr(colon + 1));
+    i = end + 1;
+  }
+  return out;
+}
+
+// Every key of `p` must be declared by the kind's table entry.
+void check_declared(const Primitive& prim, const std::string& name, const Params& p) {
+  auto declared = [&](const std::string& key) {
+    for (const char* spec : {prim.params, prim.data, prim.tile})
+      for (const auto& [k, type] : split_params(spec))
+        if (k == key) return true;
+    return false;
+  };
+  auto check = [&](const auto& map) {
+    for (const auto& kv : map)
+      if (!declared(kv.first))
+        throw std::invalid_argument(std::string(prim.kind) + " '" + name + "': unknown parameter '" + kv.first + "'");
+  };
+  check(p.ints); check(p.floats); check(p.strings); check(p.int_arrays); check(p.float_arrays);
+}
 }  // namespace
 
 std::vector<std::string> primitive_kinds() {
@@ -137,20 +198,28 @@ std::vector<std::string> primitive_kinds() {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> primitive_resources() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& p : kPrimitives) out.emplace_back(p.kind, p.resource);
+std::vector<PrimitiveInfo> primitive_table() {
+  std::vector<PrimitiveInfo> out;
+  for (const auto& p : kPrimitives)
+    out.push_back(PrimitiveInfo{p.kind, p.resource, p.inputs, p.outputs, split_params(p.params),
+                                split_params(p.data), split_params(p.tile)});
   return out;
 }
 
 NodePtr make_node(const std::string& kind, const std::string& name, int n, const Params& p) {
-  if (p.ints.count("tile_b")) {  // blocked value streams
-    if (kind == "load") return make_tile_load(name, p);
-    if (kind == "alu") return make_tile_alu(name, n, p);
-    if (kind == "write_val") return make_tile_write_val(name, p);
+  for (const auto& prim : kPrimitives) {
+    if (kind != prim.kind) continue;
+    check_declared(prim, name, p);
+    NodePtr node;
+    if (p.ints.count("tile_b") && kind == "load") node = make_tile_load(name, p);  // blocked value streams
+    else if (p.ints.count("tile_b") && kind == "alu") node = make_tile_alu(name, n, p);
+    else if (p.ints.count("tile_b") && kind == "write_val") node = make_tile_write_val(name, p);
+    else node = prim.make(name, n, p);
+    if ((prim.inputs != kVariadic && node->inputs().size() != static_cast<size_t>(prim.inputs)) ||
+        (prim.outputs != kVariadic && node->outputs().size() != static_cast<size_t>(prim.outputs)))
+      throw std::logic_error(kind + " '" + name + "': ports differ from the primitive table");
+    return node;
   }
-  for (const auto& prim : kPrimitives)
-    if (kind == prim.kind) return prim.make(name, n, p);
   throw std::invalid_argument("unknown primitive kind '" + kind + "'");
 }
 

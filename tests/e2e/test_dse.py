@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fuseflow.dse import load_space, pareto_plot, sweep, write_parquet
-from fuseflow.dse.executor import LocalExecutor, RayExecutor
 from fuseflow.errors import FuseflowError
+from fuseflow.experiments.dse import load_space, pareto_plot, sweep, write_parquet
+from fuseflow.experiments.executor import LocalExecutor, RayExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = str(ROOT / "examples" / "gcn_layer.py")

@@ -17,8 +17,8 @@ import torch
 
 import fuseflow
 from fuseflow import fuzz, simulation
-from fuseflow.dse.executor import LocalExecutor
 from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.experiments.executor import LocalExecutor
 from fuseflow.sim import memo as memo_mod
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.values import region_values
@@ -195,7 +195,7 @@ def test_random_programs_agree_region_by_region(tmp_path):
 def test_regions_on_ray_give_the_plain_run():
     """The dse executors are the one executor interface: regions mapped on a local Ray."""
     ray = pytest.importorskip("ray")
-    from fuseflow.dse.executor import RayExecutor
+    from fuseflow.experiments.executor import RayExecutor
 
     model, args, formats = gpt_bigbird.build(**SMALL_GPT)
     prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")

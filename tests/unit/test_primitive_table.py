@@ -7,7 +7,7 @@ from fuseflow import _simulator
 from fuseflow.dialects import sam
 from fuseflow.errors import FuseflowError
 from fuseflow.planning.cycle_model import RULES
-from fuseflow.primitives import ALU_BINARY, ALU_UNARY, KINDS
+from fuseflow.primitives import ALU_BINARY, ALU_UNARY, KINDS, PRIMITIVES
 from fuseflow.sim.arch import Arch
 
 # Dialect ops that are not simulator primitives: the container, and concat (not simulated yet).
@@ -66,3 +66,53 @@ def test_every_arch_key_of_the_table_is_accepted_by_python_and_converted_by_cpp(
         Arch.resolve({"fifo_dept": 4})
     with pytest.raises(FuseflowError, match="memory.startup must be a non-negative integer"):
         Arch.resolve({"memory": {"startup": -1}})
+
+
+def _dialect_class(kind: str):
+    stack = list(sam.Sam.Operation.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if (getattr(cls, "OPERATION_NAME", None) or getattr(cls, "name", None)) == f"sam.{kind}":
+            return cls
+    raise AssertionError(f"no dialect op sam.{kind}")
+
+
+def _fields(cls) -> dict[str, str]:
+    """The op's declared operands, results and attributes (annotations along its bases)."""
+    out: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        out.update({k: str(v) for k, v in getattr(base, "__annotations__", {}).items()})
+    return out
+
+
+def _ports(fields: dict[str, str], what: str) -> int:
+    """Port count the dialect declares (-1 if any group is variadic)."""
+    mine = [v for v in fields.values() if f"ir.{what}[" in v]
+    return -1 if any(v.startswith("collections.abc.Sequence[") for v in mine) else len(mine)
+
+
+ATTR_TYPES = {"int": "IntegerAttr", "float": "FloatAttr", "string": "StringAttr"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_simulators_ports_and_params_are_the_dialects(kind):
+    """One description per primitive: the simulator's table (ports, the parameters it reads from
+    the op) and the dialect's op definition agree field by field."""
+    prim = PRIMITIVES[kind]
+    fields = _fields(_dialect_class(kind))
+    assert _ports(fields, "Value") == prim.inputs, (kind, fields)
+    assert _ports(fields, "OpResult") == prim.outputs, (kind, fields)
+    for name, type_ in prim.params.items():
+        assert name in fields, f"sam.{kind} has no attribute {name!r} that the simulator reads"
+        assert fields[name].endswith(f".{ATTR_TYPES[type_]}'>"), (kind, name, fields[name])
+    assert prim.resource in ("memory", "compute")
+    assert not set(prim.params) & set(prim.data), kind
+
+
+def test_the_simulator_refuses_parameters_its_table_does_not_declare():
+    g = _simulator.Graph(Arch.resolve("comal").settings)
+    root = g.add_node("root", "r", [], {})
+    with pytest.raises(ValueError, match="scan 's': unknown parameter 'dims'"):
+        g.add_node("scan", "s", [(root, 0)], {"format": "dense", "dims": 4})
+    g.add_node("scan", "s", [(root, 0)], {"format": "dense", "dim": 4})  # the declared spelling

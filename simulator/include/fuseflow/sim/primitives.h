@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "fuseflow/sim/node.h"
 
@@ -49,7 +50,15 @@ NodePtr make_tile_write_val(const std::string& name, const Params& p);
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
 // Every primitive kind make_node builds (sam op mnemonics), in table order.
 std::vector<std::string> primitive_kinds();
-// Each kind and its fabric resource class ("memory" or "compute"), in table order.
-std::vector<std::pair<std::string, std::string>> primitive_resources();
+// One primitive's row of the table: its fabric resource class ("memory" or "compute"), port
+// counts (-1: variadic), and the parameters it reads ({name, type}; type: int, ints, float,
+// floats, string): from its op's attributes, from tensor data, and for blocked value streams.
+struct PrimitiveInfo {
+  std::string kind, resource;
+  int inputs, outputs;
+  std::vector<std::pair<std::string, std::string>> params, data, tile;
+};
+// The whole table, in table order.
+std::vector<PrimitiveInfo> primitive_table();
 
 }  // namespace fuseflow::sim

@@ -31,7 +31,7 @@ class Executor:
 
     def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
         """Evaluate design points (`dse/evaluate.py`)."""
-        from fuseflow.dse.evaluate import evaluate
+        from fuseflow.experiments.evaluate import evaluate
 
         return self.run(evaluate, tasks)
 

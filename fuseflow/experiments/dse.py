@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuseflow.dse.executor import Executor, make_executor
-from fuseflow.dse.space import Point, Space, load_space
+from fuseflow.experiments.executor import Executor, make_executor
+from fuseflow.experiments.space import Point, Space, load_space
 
 __all__ = ["Point", "Space", "Sweep", "load_space", "make_executor", "sweep"]
 
@@ -30,7 +30,7 @@ def inputs_digest(path: str, options: dict[str, Any]) -> str:
     import numpy as np
     import torch
 
-    from fuseflow.dse.evaluate import _model
+    from fuseflow.experiments.evaluate import _model
 
     h = hashlib.sha256(Path(path).read_bytes())
     h.update(json.dumps(options, sort_keys=True).encode())
