@@ -11,9 +11,10 @@ graphs have 10^4-10^5 ops. The text never leaves this module.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -425,6 +426,29 @@ class SamGraph:
     tensors: list[TensorEntry]
     ops: list[SamOp]
     extra_attrs: list[tuple[str, str]] = field(default_factory=list)
+
+    def digest(self, renamed: Callable[[str], bool] = lambda _name: True) -> str:
+        """A hash of the graph's structure: its tensors schema and its ops (kinds, operands,
+        attributes, result types), up to the graph's name and the tensor names `renamed` selects,
+        which are numbered in order of first appearance. Two regions that a schedule cuts alike
+        out of a model hash alike when only their intermediates' names differ."""
+        numbers: dict[str, str] = {}
+
+        def name(n: Any) -> Any:
+            if isinstance(n, str) and renamed(n):
+                return numbers.setdefault(n, f"#{len(numbers)}")
+            return n
+
+        h = hashlib.sha1()
+        for te in self.tensors:
+            h.update(
+                repr((name(te.name), te.role, te.shape, te.levels, te.mode_order, name(te.copy_of), te.block)).encode()
+            )
+        for op in self.ops:
+            attrs = sorted((k, name(v) if k == "tensor" else v) for k, v in op.attrs.items())
+            h.update(repr((op.kind, op.operands, attrs, op.result_types)).encode())
+        h.update(repr(self.extra_attrs).encode())
+        return h.hexdigest()
 
 
 @dataclass

@@ -17,7 +17,6 @@ fastest simulated one (docs/cycle-model.md).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -50,13 +49,19 @@ MAX_RANKED_NODES = 4000
 only (lowering each of a huge region's orders costs seconds)."""
 
 
-def _canonical(text: str) -> str:
-    """A region's graph up to its name and the names of intermediates (``t3``), which differ
-    between schedules that cut the same region out of a model: equal keys, equal regions."""
-    names: dict[str, str] = {}
-    text = re.sub(r'sym_name = "[^"]*"', "", text)
-    text = re.sub(r'"(t\d+|out\d+)"', lambda m: names.setdefault(m.group(1), f'"#{len(names)}"'), text)
-    return hashlib.sha1(text.encode()).hexdigest()
+_INTERMEDIATE = re.compile(r"t\d+|out\d+")
+"""Names of a region's intermediates and outputs, which differ between schedules that cut the
+same region out of a model (model inputs and parameters keep their names: their data differs)."""
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    """A function returning `value` (what `cost` takes for a typed graph already built)."""
+    return lambda: value
+
+
+def _region_key(graph: Any) -> str:
+    """A region's graph up to its name and the names of intermediates: equal keys, equal regions."""
+    return graph.digest(lambda name: _INTERMEDIATE.fullmatch(name) is not None)
 
 
 class OrderRanker:
@@ -223,22 +228,23 @@ class OrderRanker:
             try:
                 lowering = build(list(c.order))
                 text = lowering.text()
+                graph = lowering.typed()
             except FuseflowError:
                 continue
             if key is None and self.memo is not None:
-                key = _canonical(text)
+                key = _region_key(graph)
                 hit = self.memo.get(key)
                 chosen = next((x for x in cands if x.name == hit), None)
                 if chosen is not None:  # this region was ranked in another compile of the same model
                     return replace(chosen, alternatives=tuple(cands))
-            if text.count("\n") > MAX_RANKED_NODES and scored:
+            if len(graph.ops) > MAX_RANKED_NODES and scored:
                 break
-            present = {v for v in self.keep_vars if f'index_var = "{v}"' in text}
+            present = self.keep_vars & {op.index_var for op in graph.ops}
             if required is None:
                 required = present  # the variables a later sam-parallelize names in the default graph
             elif not required <= present:
                 continue  # this order renames one of them (Gustavson): the pass could not find it
-            scored[c.index], est = self.cost(text, lowering.typed)
+            scored[c.index], est = self.cost(text, _const(graph))
             texts[c.index] = text
             extras[c.index] = scored[c.index] - est.cycles
         if not scored:  # no shortlisted order lowers: the first of the others that does

@@ -118,3 +118,34 @@ def test_the_analysis_package_imports_no_mlir():
                 assert not n.startswith(("torch_mlir", "fuseflow.mlir", "fuseflow.dialects", "fuseflow._simulator")), (
                     f"{path.name} imports {n}"
                 )
+
+
+def _spmv_graph(x: str = "x", y: str = "y", name: str = "spmv", op: str = "mul"):
+    """_spmv's graph, typed, with its vector, result, name and ALU op chosen."""
+    g = GraphBuilder()
+    ra, rx = g.root("A"), g.root(x)
+    ra_i, ci = g.scan(ra, tensor="A", mode=0, level=0, format="dense", dim=3, index_var="i")
+    rx_i = g.repeat(rx, g.repsiggen(ci), tensor=x, index_var="i")
+    ra_j, cj = g.scan(ra_i, tensor="A", mode=1, level=1, format="compressed", dim=4, index_var="j")
+    rx_j = g.locate(cj, rx_i, tensor=x, mode=0, level=0, dim=4, index_var="j")
+    prod = g.alu(g.load(ra_j, tensor="A"), g.load(rx_j, tensor=x), op=op)
+    g.write_crd(ci, tensor=y, mode=0, level=0, format="dense")
+    g.write_val(g.reduce(prod, ci, kind="sum", index_var="j"), tensor=y)
+    tensors = [
+        TensorEntry("A", "input", (3, 4), ("dense", "compressed"), (0, 1)),
+        TensorEntry(x, "input", (4,), ("dense",), (0,)),
+        TensorEntry(y, "output", (3,), ("dense",), (0,)),
+    ]
+    return g.typed(name, tensors)
+
+
+def test_the_structure_digest_is_the_graph_up_to_the_names_it_is_told_to_ignore():
+    import re
+
+    intermediate = lambda n: re.fullmatch(r"t\d+|out\d+", n) is not None  # noqa: E731
+    base = _spmv_graph("t3", "out0").digest(intermediate)
+    assert _spmv_graph("t7", "out2", name="other").digest(intermediate) == base  # renamed intermediates
+    assert _spmv_graph("w", "out0").digest(intermediate) != base  # another model input: other data
+    assert _spmv_graph("t3", "out0", op="add").digest(intermediate) != base  # another op
+    assert _spmv_graph("w", "z").digest() == _spmv_graph("x", "y").digest()  # every name ignored
+    assert _spmv_graph("w", "z").digest(lambda _n: False) != _spmv_graph("x", "y").digest(lambda _n: False)
