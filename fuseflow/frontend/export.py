@@ -24,6 +24,7 @@ from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
+from fuseflow.frontend.lifted import Lifted
 from fuseflow.frontend.message_passing import edge_positions, translate
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
@@ -57,20 +58,6 @@ class ImportedModel:
     notes: list[str] = field(default_factory=list)
     adapt: Callable[[Sequence[Any]], tuple] | None = None  # user's arguments -> the imported function's
     n_call_args: int | None = None  # how many arguments the user's model takes (when `adapt` changes it)
-
-
-class _Lifted(torch.nn.Module):
-    """Calls `model` with its parameters and buffers passed as extra positional inputs."""
-
-    def __init__(self, model: torch.nn.Module, n_args: int, state_names: Sequence[str]):
-        super().__init__()
-        self.model = model
-        self.n_args = n_args
-        self.state_names = list(state_names)
-
-    def forward(self, *flat):
-        args, state = flat[: self.n_args], flat[self.n_args :]
-        return torch.func.functional_call(self.model, dict(zip(self.state_names, state)), args)
 
 
 def arg_names(model: torch.nn.Module, n: int) -> list[str]:
@@ -219,7 +206,7 @@ def import_model(
     for name, t in zip(all_names, inputs):
         if t.dtype != torch.float32:
             notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
-    lifted = _Lifted(model, len(args), state_names).eval()
+    lifted = Lifted(model, len(args), state_names).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         try:

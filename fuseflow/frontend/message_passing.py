@@ -34,6 +34,7 @@ import torch
 import torch.fx as fx
 
 from fuseflow.errors import FuseflowError, UnsupportedError
+from fuseflow.frontend.lifted import Lifted
 from fuseflow.frontend.ops import graph_name, node_location
 from fuseflow.primitives import ALU
 
@@ -360,8 +361,6 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     """Rewrite `model` (whose arguments at `edge_positions` are edge lists) into one over pattern matrices."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from fuseflow.frontend.export import _Lifted
-
     positions = edge_positions(model, args)
     state = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
@@ -369,7 +368,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     example_ei = {p: edge_index_of(args[p], names[p], n_nodes) for p in positions}
     weights = weight_positions(args, positions, n_nodes)
     call_args = [example_ei[i] if i in example_ei else _plain(a) for i, a in enumerate(args)]
-    lifted = _Lifted(model, len(args), list(state)).eval()
+    lifted = Lifted(model, len(args), list(state)).eval()
     try:
         ep = torch.export.export(lifted, tuple(call_args) + tuple(v.detach() for v in state.values()))
         ep = ep.run_decompositions(get_decomposition_table())

@@ -267,7 +267,8 @@ class Space:
         lower: Lower | None = None,
     ):
         from fuseflow.frontend.export import import_model
-        from fuseflow.schedule.regions import _layer_of, check_supported, main_func, op_listing
+        from fuseflow.schedule.regions import check_supported, main_func, op_listing
+        from fuseflow.schedule.regions import layer_of as layer_in
 
         self.args = tuple(example_args)
         self.imported = import_model(model, self.args, formats)
@@ -282,7 +283,7 @@ class Space:
         self.infos = infos
 
         def layer_of(path: str) -> str:
-            return _layer_of(path, self.imported.containers)
+            return layer_in(path, self.imported.containers)
 
         units, self.notes = units_of(infos, op_deps, layer_of, coarsen=False)
         self.period = period_of(units, infos, layer_of) if len(units) > MAX_UNITS else None

@@ -173,12 +173,12 @@ def period_of(units: list[Unit], op_infos, layer_of) -> tuple[int, int, int] | N
 
 def _op_dependences(func, ops, index_of) -> dict[int, set[int]]:
     """PyTorch-level op -> the PyTorch-level ops it reads (through views)."""
-    from fuseflow.schedule.regions import _producers
+    from fuseflow.schedule.regions import producers
 
     compute = set(ops)
     deps: dict[int, set[int]] = {k: set() for k in set(index_of)}
     for i, op in enumerate(ops):
-        for p in _producers(op, compute):
+        for p in producers(op, compute):
             a, b = index_of[ops.index(p)], index_of[i]
             if a != b:
                 deps[b].add(a)

@@ -131,7 +131,7 @@ def _consumers_of(value: ir.Value, compute: set) -> list[ir.Operation]:
     return out
 
 
-def _producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
+def producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
     """Compute ops whose results `op` reads (looking through views)."""
     out, stack = [], list(op.operands)
     while stack:
@@ -147,7 +147,9 @@ def _producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
     return out
 
 
-def _layer_of(path: str, containers: set[str]) -> str:
+def layer_of(path: str, containers: set[str]) -> str:
+    """The top-level layer a module path belongs to, descending through `containers`
+    (``layers.2.attn`` -> ``layers.2`` when ``layers`` is a container)."""
     parts = path.split(".")
     prefix = parts[0]
     for p in parts[1:]:
@@ -176,8 +178,8 @@ def assign_regions(
         index_of,
         views,
         [f"r{i}_{fx_node_name(op) or op.name.split('.')[-1]}" for i, op in enumerate(ops)],
-        [[pos[p] for p in _producers(op, compute)] for op in ops],
-        lambda path: _layer_of(path, containers or set()),
+        [[pos[p] for p in producers(op, compute)] for op in ops],
+        lambda path: layer_of(path, containers or set()),
         strict_groups=sched.groups is not None,
         materialized=frozenset(
             index_of[i] for i, op in enumerate(ops) if FORMAT_ATTR in op.attributes or op in reshaped
@@ -224,7 +226,7 @@ def region_order(func) -> list[str]:
             continue
         first.setdefault(r, i)
         g.add_node(r)
-        for p in _producers(op, set(ops)):
+        for p in producers(op, set(ops)):
             if region.get(p) not in (None, r):
                 g.add_edge(region[p], r)
     try:
