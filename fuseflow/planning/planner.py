@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -506,38 +505,22 @@ def plan(
     programs: dict[int, Any] = {}
     simulated = [0]
 
-    def prepare(c: Candidate) -> Any:
+    def confirm(c: Candidate, why: str) -> None:
         say(f"confirming: {c.describe(units)}")
         prog = programs[id(c)] = space.compile(c.builtin or c.segments, order)
         est = prog.estimate(arch=arch, strategy=strategy)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
-        return prog
-
-    def simulated_as(c: Candidate, res: Any, why: str) -> None:
+        res = prog.simulate(arch=arch, strategy=strategy)
         c.simulated_cycles = res.cycles
         simulated[0] += res.cycles
         c.status = why
 
-    def confirm(c: Candidate, why: str) -> None:
-        simulated_as(c, prepare(c).simulate(arch=arch, strategy=strategy), why)
-
     finalists = alive[:top_k] + [c for c in cands if c.builtin is not None]
-    # Each finalist's simulation (C++, the GIL released) runs while the next one compiles.
-    with ThreadPoolExecutor(max_workers=1) as simulator:
-        running = []
-        for c in finalists:
-            why = "simulated" if c.builtin is None else "simulated (best built-in by estimate)"
-            try:
-                prog = prepare(c)
-            except FuseflowError as e:
-                c.status = f"failed: {str(e).splitlines()[0][:80]}"
-                continue
-            running.append((c, why, simulator.submit(prog.simulate, arch=arch, strategy=strategy)))
-        for c, why, result in running:
-            try:
-                simulated_as(c, result.result(), why)
-            except FuseflowError as e:
-                c.status = f"failed: {str(e).splitlines()[0][:80]}"
+    for c in finalists:
+        try:
+            confirm(c, "simulated" if c.builtin is None else "simulated (best built-in by estimate)")
+        except FuseflowError as e:
+            c.status = f"failed: {str(e).splitlines()[0][:80]}"
     _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
     done = [c for c in cands if c.simulated_cycles is not None]
     if not done and too_big:

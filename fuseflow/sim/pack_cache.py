@@ -11,7 +11,6 @@ scipy's conversions and costs more than its run on small regions (docs/simulator
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +27,6 @@ MIN_ELEMENTS = 64
 
 _cache: OrderedDict[tuple, Packed] = OrderedDict()
 _held = [0]
-_lock = threading.Lock()  # the planner simulates one finalist while it compiles the next
 
 
 def _digest(arr: Any) -> tuple | None:
@@ -64,21 +62,18 @@ def packed(arr: Any, key: tuple, make: Callable[[], Packed]) -> Packed:
     if digest is None:
         return make()
     k = digest + key
-    with _lock:
-        hit = _cache.get(k)
-        if hit is not None:
-            _cache.move_to_end(k)
-            return hit
+    hit = _cache.get(k)
+    if hit is not None:
+        _cache.move_to_end(k)
+        return hit
     out = make()
     size = _size(out)
     if size <= LIMIT_BYTES // 4:
-        with _lock:
-            if k not in _cache:
-                _cache[k] = out
-                _held[0] += size
-            while _held[0] > LIMIT_BYTES and _cache:
-                _, old = _cache.popitem(last=False)
-                _held[0] -= _size(old)
+        _cache[k] = out
+        _held[0] += size
+        while _held[0] > LIMIT_BYTES and _cache:
+            _, old = _cache.popitem(last=False)
+            _held[0] -= _size(old)
     return out
 
 
