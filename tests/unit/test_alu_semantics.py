@@ -40,7 +40,8 @@ def test_numpy_semantics_and_folding_are_the_simulators(op):
         got = ALU[op].array(a) if ALU[op].unary else ALU[op].array(a, b)
     assert got.dtype == np.float32
     _same(got, want)
-    folded = np.array([fold(op, (float(x), float(y))) for x, y in zip(a, b)]).astype(np.float32)
+    with np.errstate(over="ignore"):  # an f64 beyond f32's range is +-inf in f32, as the ALU gives
+        folded = np.array([fold(op, (float(x), float(y))) for x, y in zip(a, b)]).astype(np.float32)
     _same(folded, want)
 
 
