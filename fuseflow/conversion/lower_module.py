@@ -79,6 +79,15 @@ class _Tensors:
     order: list[str]  # regions in program order, copy regions last
     outputs_of: dict[str, list[ir.Value]]
     sparse_results: dict[str, Format]  # results declared sparse (fuseflow.format): written so
+    _ops_of: dict[str, set] | None = None
+
+    def ops_of(self, region: str) -> set:
+        """The compute ops of `region` (grouped once: a model has thousands of regions)."""
+        if self._ops_of is None:
+            self._ops_of = {}
+            for op in self.ops:
+                self._ops_of.setdefault(self.region_of[op], set()).add(op)
+        return self._ops_of.get(region, set())
 
 
 def lower_module(
@@ -215,7 +224,7 @@ def _crossing_values(ops, region_of, ret, names: dict, order: list[str]) -> dict
 
 def _parse_region(region: str, t: _Tensors, node_budget: int) -> list[Assign]:
     """Phase 2: a region's outputs in index notation."""
-    in_region = {op for op in t.ops if t.region_of[op] == region}
+    in_region = t.ops_of(region)
     own = set(t.outputs_of[region])  # a returned view is computed here, not read by name
 
     def external(v):

@@ -220,13 +220,14 @@ def region_order(func) -> list[str]:
     region = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops if REGION_ATTR in op.attributes}
     g = nx.DiGraph()
     first: dict[str, int] = {}
+    compute = set(ops)
     for i, op in enumerate(ops):
         r = region.get(op)
         if r is None:
             continue
         first.setdefault(r, i)
         g.add_node(r)
-        for p in producers(op, set(ops)):
+        for p in producers(op, compute):
             if region.get(p) not in (None, r):
                 g.add_edge(region[p], r)
     try:
