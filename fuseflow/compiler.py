@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from fuseflow.dialects.sam_ir import module_outputs
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits
 from fuseflow.frontend.export import ImportedModel, import_model
@@ -26,7 +27,7 @@ from fuseflow.program import Program, Relayout, bind_args
 from fuseflow.schedule.regions import assign_regions, main_func, op_listing
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphSpec, parse_graphs
+from fuseflow.sim.graph import GraphSpec, graph_spec, parse_graphs
 
 
 def compile(
@@ -137,7 +138,11 @@ def lower_program(
         sam_module = run_pipeline(module, full, ctx)
         summary, chosen, assigns = ctx.summary, ctx.chosen, ctx.assigns
         sam_text = str(sam_module)
-        graphs, outs = parse_graphs(sam_module)
+        if full and full[-1].name == "lower-to-sam" and ctx.typed is not None:
+            # the module is the lowering's own text: its typed graphs are what reading it back gives
+            graphs, outs = [graph_spec(g) for g in ctx.typed], module_outputs(sam_module) or []
+        else:
+            graphs, outs = parse_graphs(sam_module)
     sched_name = builtin_name(schedule) or "custom"
     relayouts = _relayouts(graphs, imported)
 

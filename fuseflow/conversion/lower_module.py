@@ -96,9 +96,11 @@ def lower_module(
     order_spec: str | Mapping[str, str] | None = None,
     cap: int = DEFAULT_CAP,
     ranker: OrderRanker | None = None,
+    typed: list | None = None,
 ) -> tuple[str, dict, dict[str, Candidate], dict[str, list[Assign]]]:
     """Return the sam module text, a summary {region: [expressions]}, the chosen orders and each
-    region's outputs in index notation (what `sim/values.py` evaluates).
+    region's outputs in index notation (what `sim/values.py` evaluates). `typed`, when given,
+    receives each region's typed graph (`SamGraph`, as reading the text back would give it).
 
     Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
     ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
@@ -136,6 +138,8 @@ def lower_module(
             exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
         t.tensors.update(lowering.outputs)
         graphs.append(lowering.text())
+        if typed is not None:
+            typed.append(lowering.typed())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
     return module_text(graphs, t.out_names), summary, chosen, assigns
 

@@ -459,10 +459,12 @@ class SamModule:
     outputs: list[str] | None  # sam.outputs, when the module names them
 
 
-def read_graph(g: ir.Operation) -> SamGraph:
-    """The typed view of one ``sam.graph`` op (the dialect has verified it)."""
+def read_graph(g: ir.Operation, texts: bool = True) -> SamGraph:
+    """The typed view of one ``sam.graph`` op (the dialect has verified it); `texts`: keep each
+    attribute's text (printing them is a third of reading a large graph)."""
     where: dict = {}
     ops: list[SamOp] = []
+    type_text: dict = {}  # a graph has few distinct stream types: print each once
     for i, op in enumerate(g.regions[0].blocks[0].operations):
         op = op.operation
         kind = op.name.split(".", 1)[1]
@@ -471,30 +473,41 @@ def read_graph(g: ir.Operation) -> SamGraph:
             if v not in where:
                 raise VerificationError(f"sam.{kind}: operand defined outside the graph")
             operands.append(where[v])
-        attrs, texts = {}, []
+        attrs, attr_texts = {}, []
         named = op.attributes
         for j in range(len(named)):
             na = named[j]
-            texts.append((na.name, str(na.attr)))
+            if texts:
+                attr_texts.append((na.name, str(na.attr)))
             if na.name not in _SEGMENT_ATTRS:
                 attrs[na.name] = _decode(na.attr)
+        result_types = []
         for r in op.results:
             where[r] = (i, r.result_number)
-        ops.append(SamOp(kind, operands, attrs, [str(r.type) for r in op.results], texts))
+            t = r.type
+            if t not in type_text:
+                type_text[t] = str(t)
+            result_types.append(type_text[t])
+        ops.append(SamOp(kind, operands, attrs, result_types, attr_texts))
     ga = g.attributes
     extra = [(ga[j].name, str(ga[j].attr)) for j in range(len(ga)) if ga[j].name not in ("sym_name", "tensors")]
     tensors = [TensorEntry.from_dict(t) for t in _decode(ga["tensors"])]
     return SamGraph(ir.StringAttr(ga["sym_name"]).value, tensors, ops, extra)
 
 
-def read_module(module: ir.Module) -> SamModule:
-    """Typed views of every ``sam.graph`` in `module` and its ``sam.outputs``."""
+def read_module(module: ir.Module, texts: bool = True) -> SamModule:
+    """Typed views of every ``sam.graph`` in `module` and its ``sam.outputs`` (`texts`: keep each
+    attribute's text, which `GraphBuilder.copy` needs)."""
     graphs = []
     for g in module.body.operations:
         g = g.operation
         if g.name != "sam.graph":
             raise VerificationError(f"expected only sam.graph ops at the top level, found '{g.name}'")
-        graphs.append(read_graph(g))
+        graphs.append(read_graph(g, texts))
+    return SamModule(graphs, module_outputs(module))
+
+
+def module_outputs(module: ir.Module) -> list[str] | None:
+    """The program outputs a sam module names (``sam.outputs``), if it names them."""
     attrs = module.operation.attributes
-    outs = _decode(attrs["sam.outputs"]) if "sam.outputs" in attrs else None
-    return SamModule(graphs, outs)
+    return _decode(attrs["sam.outputs"]) if "sam.outputs" in attrs else None

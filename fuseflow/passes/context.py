@@ -26,4 +26,5 @@ class PassContext:
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Any] = field(default_factory=dict)  # region -> the chosen order Candidate
     assigns: dict[str, list] = field(default_factory=dict)  # region -> its outputs in index notation
-    lowered: tuple[str, str, dict, dict] | None = None  # (linalg fingerprint, sam text, summary, assigns)
+    lowered: tuple[str, str, dict, dict, list] | None = None  # (linalg fingerprint, sam text, summary, assigns, typed)
+    typed: list | None = None  # the typed graphs (SamGraph) of the module lower-to-sam returned

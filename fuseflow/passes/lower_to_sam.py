@@ -33,11 +33,14 @@ def run(module, options: Options, ctx: PassContext | None = None):
         ensure_regions(func)
         stash, ctx.lowered = ctx.lowered, None
         if stash is not None and stash[0] == str(module) and options.node_budget == ctx.node_budget:
-            text, summary, assigns = stash[1], stash[2], stash[3]  # fuseflow-order just lowered this module
+            text, summary, assigns, typed = stash[1], stash[2], stash[3], stash[4]  # fuseflow-order just lowered it
         else:
-            text, summary, chosen, assigns = lower_module(module, options.node_budget, options.order or None)
+            typed = []
+            text, summary, chosen, assigns = lower_module(
+                module, options.node_budget, options.order or None, typed=typed
+            )
             ctx.chosen.update(chosen)
-        ctx.summary, ctx.assigns = summary, assigns
+        ctx.summary, ctx.assigns, ctx.typed = summary, assigns, typed
         return parse_module(text)
 
 

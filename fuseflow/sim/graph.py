@@ -87,7 +87,7 @@ def _tile_params(op: SamOp, which: str, inputs: list, axes_of, ids: dict[str, in
 
 def parse_graphs(module: ir.Module) -> tuple[list[GraphSpec], list[str]]:
     """Node specs of every sam.graph in `module`, and the program outputs (sam.outputs)."""
-    read = read_module(module)
+    read = read_module(module, texts=False)
     return [_graph_spec(g) for g in read.graphs], read.outputs or []
 
 

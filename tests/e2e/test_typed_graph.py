@@ -46,3 +46,33 @@ def test_typed_graph_is_the_text_read_back(example, monkeypatch):
         with contextlib.suppress(fuseflow.FuseflowError):  # a refused schedule lowers nothing to compare
             fuseflow.compile(model, args, formats=formats, schedule=schedule, order="auto")
     assert seen
+
+
+def _spec(g):
+    """A GraphSpec as plain data (tile parameters are numpy arrays)."""
+    plain = lambda v: v.tolist() if hasattr(v, "tolist") else v  # noqa: E731
+    nodes = [
+        (n.kind, n.name, n.inputs, {k: plain(v) for k, v in n.params.items()}, n.tensor, n.level, n.n_out, n.var)
+        for n in g.nodes
+    ]
+    return g.name, nodes, g.tensors, g.value_nodes, g.block
+
+
+@pytest.mark.parametrize(
+    "example, passes",
+    [("gcn", None), ("gpt_bigbird", None), ("gpt_bigbird", "block{size=8}"), ("kernels", "sam-parallelize{level=i factor=2}")],
+)
+def test_a_programs_graphs_are_its_sam_text_read_back(example, passes):
+    """`compile()` builds the simulator's graphs from the lowering's typed graphs when lower-to-sam
+    is the last pass (no read-back of the module); they equal what reading its text gives, blocked
+    tiles included, and after a later sam pass the module is read back."""
+    from fuseflow.dialects.sam import new_context
+    from fuseflow.sim.graph import parse_graphs
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    model, args, formats = importlib.import_module(example).build(**OPTIONS.get(example, {}))
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full", order="auto", passes=passes)
+    with new_context():
+        read, outs = parse_graphs(parse_module(prog.mlir("sam")))
+    assert [_spec(g) for g in prog.graphs] == [_spec(g) for g in read]
+    assert prog.output_names == outs
