@@ -60,7 +60,12 @@ def _spec(g):
 
 @pytest.mark.parametrize(
     "example, passes",
-    [("gcn", None), ("gpt_bigbird", None), ("gpt_bigbird", "block{size=8}"), ("kernels", "sam-parallelize{level=i factor=2}")],
+    [
+        ("gcn", None),
+        ("gpt_bigbird", None),
+        ("gpt_bigbird", "block{size=8}"),
+        ("kernels", "sam-parallelize{level=i factor=2}"),
+    ],
 )
 def test_a_programs_graphs_are_its_sam_text_read_back(example, passes):
     """`compile()` builds the simulator's graphs from the lowering's typed graphs when lower-to-sam
