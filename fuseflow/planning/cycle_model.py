@@ -171,7 +171,8 @@ class Timing:
 @dataclass
 class NodeEstimate:
     """Predicted work of one node: tokens it emits (the simulator's `tokens_out`; a sink's
-    `tokens_in`), the cycles it is busy, ALU element ops, and memory bytes."""
+    `tokens_in`), the cycles it is busy, ALU element ops, memory bytes, and the memory lines it
+    waits for (the simulator's `mem_lines`, with the memory model on)."""
 
     name: str
     kind: str
@@ -179,6 +180,7 @@ class NodeEstimate:
     busy: float
     alu_ops: float = 0.0
     mem_bytes: float = 0.0
+    lines: float = 0.0
 
 
 @dataclass
@@ -268,6 +270,8 @@ class _Model(CoordinateOrigins):
                 sum(s.tokens for s in outs) if outs else sum(self.inp(node, i).tokens for i in range(len(node.inputs)))
             )
             self.nodes.append(NodeEstimate(node.name, node.kind, tokens, busy, alu, mem))
+        for i, misses in self.misses.items():
+            self.nodes[i].lines = misses
         end, fill = self.timeline()
         end += self.memory_stalls()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)

@@ -99,7 +99,7 @@ nb::ndarray<nb::numpy, T> to_numpy(const std::vector<T>& v) {
 nb::dict counters_dict(const Counters& c) {
   nb::dict d;
   d["tokens_in"] = c.tokens_in; d["tokens_out"] = c.tokens_out;
-  d["mem_read_bytes"] = c.mem_reads; d["mem_write_bytes"] = c.mem_writes;
+  d["mem_read_bytes"] = c.mem_reads; d["mem_write_bytes"] = c.mem_writes; d["mem_lines"] = c.mem_lines;
   d["alu_ops"] = c.alu_ops; d["reductions"] = c.reductions;
   d["stall_input"] = c.stall_input; d["stall_output"] = c.stall_output;
   bool active = c.first_active != UINT64_MAX;

@@ -83,6 +83,7 @@ void Node::request_lines(int slot, int64_t addr, int bytes, bool write) {
     auto it = lines_.find(slot);
     if (it != lines_.end() && it->second.first == l) { ready = std::max(ready, it->second.second); continue; }
     uint64_t done = mem_->request(now_);
+    if (!write) ++c_.mem_lines;
     lines_[slot] = {l, done};
     ready = std::max(ready, done);
   }

@@ -20,6 +20,7 @@ namespace fuseflow::sim {
 struct Counters {
   uint64_t tokens_in = 0, tokens_out = 0;
   uint64_t mem_reads = 0, mem_writes = 0;  // bytes
+  uint64_t mem_lines = 0;                  // lines requested from the memory model for reads
   uint64_t alu_ops = 0, reductions = 0;
   uint64_t stall_input = 0, stall_output = 0;
   uint64_t first_active = std::numeric_limits<uint64_t>::max(), last_active = 0;
