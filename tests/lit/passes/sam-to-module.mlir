@@ -1,4 +1,6 @@
 // RUN: fuseflow-opt %s --sam-to-module | filecheck %s
+// A bare pass flag takes no options: the file after it is the input, not its options.
+// RUN: fuseflow-opt --sam-to-module %s | filecheck %s
 // The portable form is what C++ MLIR tools read: every sam op of dialect/roundtrip.mlir, fork and
 // join segments and tile values included, parses and verifies in torch-mlir-opt against the
 // dumped IRDL, and module-to-sam restores the text fuseflow-opt printed, byte for byte.
