@@ -12,6 +12,7 @@ wrapped in a NameLoc carrying its FX node name, which the ``unfused`` schedule g
 from __future__ import annotations
 
 import inspect
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,9 @@ from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
 from fuseflow.frontend.lifted import Lifted
 from fuseflow.frontend.message_passing import edge_positions, translate
+from fuseflow.frontend.node_meta import module_path, origin
 from fuseflow.frontend.ops import check_graph
+from fuseflow.frontend.replicate import export_replicated
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
 from fuseflow.frontend.torch_lowering import lower_to_linalg
 from fuseflow.frontend.torch_sparse import (
@@ -39,6 +42,8 @@ from fuseflow.frontend.torch_sparse import (
     validate,
 )
 from fuseflow.mlir import ir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,27 +102,6 @@ def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
     ep.graph_module.recompile()
 
 
-def module_path(node) -> str:
-    """The innermost nn.Module path of an FX node, relative to the user's model."""
-    stack = node.meta.get("nn_module_stack") or {}
-    paths = [p for p, _ in stack.values()]
-    path = paths[-1] if paths else ""
-    if path == "model":
-        return ""
-    return path[len("model.") :] if path.startswith("model.") else path
-
-
-def origin(node) -> str:
-    """The PyTorch op the user wrote that this (possibly decomposed) node came from."""
-    chain = node.meta.get("from_node") or []
-    while chain:
-        src = chain[0]
-        if not getattr(src, "from_node", None):
-            return src.name
-        chain = src.from_node
-    return node.name
-
-
 def _named_location_cache(importer):
     """The importer's ContextCache, with each location wrapped in NameLoc("node|module path|origin")."""
     from torch_mlir.extras.fx_importer import ContextCache
@@ -132,20 +116,37 @@ def _named_location_cache(importer):
     return NamedLocationCache(importer._c, py_attr_tracker=importer._py_attr_tracker)
 
 
-def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str], list[int]]:
-    """Decompose, check every op against the table, import to the torch dialect in process, and
-    lower to linalg in a child process (`torch_lowering`): a crash there cannot kill the caller.
-    Also returns the results that ``to_sparse*()`` declared sparse ({FX node: format})."""
-    from torch_mlir.dialects import torch as torch_d
+def _decomposed(module: torch.nn.Module, n_args: int, state_names: list[str], inputs: list[torch.Tensor]):
+    """`module` exported with its state lifted to inputs (`Lifted`) and decomposed for torch-mlir."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    lifted = Lifted(module, n_args, state_names).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        try:
+            ep = torch.export.export(lifted, tuple(inputs))
+        except Exception as e:  # torch.export reports many kinds of errors
+            raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
+        _normalise_sparse_mm(ep)
+        # The program is never run, so it needs no input guards; generating them is quadratic
+        # in the number of inputs (every parameter is one), 2-5 s of GPT-3 Small's export.
+        ep.example_inputs = None
+        try:
+            return ep.run_decompositions(without_diag(get_decomposition_table()))
+        except Exception as e:
+            raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
+
+
+def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str], list[int]]:
+    """Check every op of a decomposed program against the table, import it to the torch dialect
+    in process, and lower to linalg in a child process (`torch_lowering`): a crash there cannot
+    kill the caller. Also returns the results that ``to_sparse*()`` declared sparse ({FX node:
+    format})."""
+    from torch_mlir.dialects import torch as torch_d
     from torch_mlir.extras.fx_importer import FxImporter
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        try:
-            ep = ep.run_decompositions(without_diag(get_decomposition_table()))
-        except Exception as e:
-            raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
         sparse_results = strip_to_sparse(ep)
         eyes = rewrite_diag(ep)  # diag(v) = v(j) * I(i, j): identities become trailing inputs
         check_graph(ep.graph.nodes, origin)
@@ -165,9 +166,14 @@ def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple
 
 
 def import_model(
-    model: torch.nn.Module, args: Sequence[Any], formats: Mapping[str, Any] | None = None, verbose: bool = False
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    formats: Mapping[str, Any] | None = None,
+    verbose: bool = False,
+    replicate: bool = True,
 ) -> ImportedModel:
-    """Export `model` on `args`, import it to linalg and attach the declared formats."""
+    """Export `model` on `args`, import it to linalg and attach the declared formats. With
+    `replicate`, identical blocks are traced once and copied (the same program, faster)."""
     formats = dict(formats or {})
     names = arg_names(model, len(args))
     source, n_call, adapt, user_args = model, len(args), None, tuple(args)
@@ -207,13 +213,15 @@ def import_model(
         if t.dtype != torch.float32:
             notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
     lifted = Lifted(model, len(args), state_names).eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
+    ep = None
+    if adapt is None and replicate:  # identical blocks traced once (`replicate.py`)
         try:
-            ep = torch.export.export(lifted, tuple(inputs))
-        except Exception as e:  # torch.export reports many kinds of errors
-            raise UnsupportedError(f"torch.export failed: {str(e).splitlines()[0]}") from None
-    _normalise_sparse_mm(ep)
+            ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
+        except Exception as e:  # anything replication cannot copy is exported whole
+            log.debug("identical blocks not replicated: %s", e)
+            ep = None
+    if ep is None:
+        ep = _decomposed(model, len(args), state_names, inputs)
     module, sparse_results, eyes = _to_linalg(ep, verbose)
     eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
     graph_names = all_names + list(eye_values)
