@@ -10,6 +10,7 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -730,6 +731,31 @@ class SamLowering:
                     t.name, t.role, tuple(t.shape), t.fmt.levels, t.fmt.mode_order, self.aliases.get(t.name), self.block
                 )
             )
+        return out
+
+    def renamed(self, name: str, names: dict[str, str]) -> SamLowering | None:
+        """This finished lowering as region `name` whose tensors are renamed (`names`: every
+        tensor it reads or writes, old -> new), re-laid copies and notes included; None when a
+        tensor is missing from `names`."""
+        names = dict(names)
+        for alias, base in self.aliases.items():  # a re-laid copy is named after its tensor
+            if base not in names:
+                return None
+            names[alias] = names[base] + alias[len(base) :]
+        if not (self.tensors.keys() | self.outputs.keys()) <= names.keys():
+            return None
+        out = SamLowering(name, {}, self.node_budget, self.block)
+        out.tensors = {names[n]: replace(t, name=names[n]) for n, t in self.tensors.items()}
+        out.outputs = {names[n]: replace(t, name=names[n]) for n, t in self.outputs.items()}
+        out.aliases = {names[a]: names[b] for a, b in self.aliases.items()}
+        out.g = self.g.renamed(names)
+        out.declared = self.declared
+        if self.notes:
+            words = {**names, self.name: name}
+            pattern = re.compile(
+                r"(?<![\w.@])(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")(?![\w.@])"
+            )
+            out.notes = [pattern.sub(lambda m: words[m.group(1)], n) for n in self.notes]
         return out
 
     def text(self) -> str:

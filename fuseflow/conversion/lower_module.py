@@ -117,6 +117,7 @@ def lower_module(
     graphs, summary, chosen, assigns = [], {}, {}, {}
     # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
     picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}
+    lowered: dict[tuple, tuple[SamLowering, list[str]]] = {}  # structure -> its first lowering, names
     if ranker is not None:
         ranker.begin(t.density, {n: info.fmt for n, info in t.tensors.items()})
     for region in t.order:
@@ -124,7 +125,7 @@ def lower_module(
         assigns[region] = asgs
         spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
         lowering, pick, rv = _lower_region(
-            region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget
+            region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget, lowered
         )
         if ranker is not None:
             ranker.commit(lowering.text(), asgs, lowering.typed)
@@ -250,9 +251,12 @@ def _lower_region(
     ranker: OrderRanker | None,
     picked: dict[tuple, Candidate],
     node_budget: int,
+    lowered: dict[tuple, tuple[SamLowering, list[str]]],
 ) -> tuple[SamLowering, Candidate | None, RegionVars]:
     """Phase 3: choose a region's order (searched, ranked, or taken from an identical region)
-    and lower it; returns the lowering, the chosen candidate and the region's variables."""
+    and lower it; returns the lowering, the chosen candidate and the region's variables. A
+    region identical to one lowered before up to its tensors' names (`lowered`, by structure
+    key) is that lowering renamed: a decoder's heads, the decoders of a model."""
     tensors = t.tensors
 
     def fresh() -> SamLowering:
@@ -314,7 +318,15 @@ def _lower_region(
             pick = ranker.rank(region, pick, build)
         if key is not None:
             picked[key] = pick
-    return build(list(pick.order) if pick is not None else None), pick, rv
+    first = lowered.get(key) if key is not None else None
+    if first is not None:
+        copy = first[0].renamed(region, dict(zip(first[1], names)))
+        if copy is not None:
+            return copy, pick, rv
+    lowering = build(list(pick.order) if pick is not None else None)
+    if key is not None:
+        lowered.setdefault(key, (lowering, names))
+    return lowering, pick, rv
 
 
 def _structure_key(

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuseflow.errors import VerificationError
@@ -54,6 +55,9 @@ def attr_text(v: Any) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k} = {attr_text(x)}" for k, x in v.items()) + "}"
     raise TypeError(type(v))
+
+
+_TENSOR_ATTR = re.compile(r'tensor = "([^"\\]*)"')
 
 
 def _as_read(v: Any) -> Any:
@@ -353,6 +357,27 @@ class GraphBuilder:
     def copy(self, op: SamOp, operands: Sequence[str]) -> list[str]:
         """Build another instance of a read op on new operands (attributes and types kept)."""
         return self._emit(op.kind, operands, {}, op.result_types, pure=False, raw=op.attr_texts, raw_attrs=op.attrs)
+
+    def renamed(self, names: Mapping[str, str]) -> GraphBuilder:
+        """A finished graph's copy whose ops read and write other tensors (`names`: old -> new);
+        what building the same ops with the new names gives (a structurally identical region
+        lowered once, `lower_module`)."""
+        out = GraphBuilder(self.cse)
+        out._types, out._n, out.nodes, out._where = self._types, self._n, self.nodes, self._where
+
+        def line(m: re.Match) -> str:
+            return f"tensor = {attr_text(names.get(m.group(1), m.group(1)))}"
+
+        out._lines = [_TENSOR_ATTR.sub(line, t) if 'tensor = "' in t else t for t in self._lines]
+        out._ops = [
+            replace(op, attrs={**op.attrs, "tensor": names.get(op.attrs["tensor"], op.attrs["tensor"])})
+            if "tensor" in op.attrs and not op.attr_texts
+            else op
+            for op in self._ops
+        ]
+        if any(op.attr_texts and "tensor" in op.attrs for op in self._ops):
+            raise ValueError("a copied op's attribute texts cannot be renamed")
+        return out
 
     def typed(self, name: str, tensors: Iterable[TensorEntry]) -> SamGraph:
         """The finished graph as `read_graph` would read its text back, without printing and
