@@ -6,6 +6,10 @@ upstream ``mlir`` wheels touches this file only.
 
 from __future__ import annotations
 
+import functools
+import re
+from pathlib import Path
+
 from torch_mlir import ir  # noqa: F401
 from torch_mlir.dialects import (
     ext,  # noqa: F401
@@ -19,9 +23,12 @@ MLIRError = ir.MLIRError
 def location_str(loc: ir.Location) -> str | None:
     """``file:line:col`` of the innermost frame inside `loc` that is the user's code (not a
     library's: torch's LayerNorm is not where the user can act), else the innermost frame."""
-    text = str(loc)
-    import re
+    return _frame_of(str(loc))
 
+
+@functools.lru_cache(maxsize=65536)
+def _frame_of(text: str) -> str | None:
+    """`location_str` of a location's text (a model's copies of one block share their texts)."""
     found = re.findall(r'"([^"]+)":(\d+):(\d+)', text)
     if not found:
         return None
@@ -31,7 +38,9 @@ def location_str(loc: ir.Location) -> str | None:
     return f"{f}:{line}:{col}"
 
 
-def _library(path: str) -> bool:
-    from pathlib import Path
+_HERE = str(Path(__file__).parent)
 
-    return "site-packages" in path or "dist-packages" in path or path.startswith(str(Path(__file__).parent))
+
+@functools.lru_cache(maxsize=4096)
+def _library(path: str) -> bool:
+    return "site-packages" in path or "dist-packages" in path or path.startswith(_HERE)

@@ -93,12 +93,13 @@ class OpInfo:
     location: str | None = None
 
 
-def op_listing(func) -> tuple[list[OpInfo], list[int]]:
-    """PyTorch-level ops in program order, and the listing index of every compute op."""
+def op_listing(func, ops: list[ir.Operation] | None = None) -> tuple[list[OpInfo], list[int]]:
+    """PyTorch-level ops in program order, and the listing index of every compute op (`ops`:
+    `check_supported(func)` when the caller has it)."""
     infos: list[OpInfo] = []
     by_node: dict[str, int] = {}
     index_of = []
-    ops = check_supported(func)
+    ops = check_supported(func) if ops is None else ops
     keys = [(_name_loc(op)[2] or f"op{i}") for i, op in enumerate(ops)]
     # A masked softmax is one PyTorch-level op: the mask comparison and the masked_fill join
     # the op that consumes them.
@@ -167,7 +168,7 @@ def assign_regions(
     options, rules that matched nothing)."""
     sched = as_schedule(schedule)
     ops = check_supported(func)
-    infos, index_of = op_listing(func)
+    infos, index_of = op_listing(func, ops)
     compute = set(ops)
     pos = {op: i for i, op in enumerate(ops)}
     reshaped = reshaped_sources(func)
