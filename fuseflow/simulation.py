@@ -82,6 +82,7 @@ def _simulate_shared(
 ) -> list:
     """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
     from fuseflow.experiments.executor import LocalExecutor
+    from fuseflow.sim.components import independent, parts, run_parts
     from fuseflow.sim.graph import pack_inputs, run_packed
     from fuseflow.sim.memo import RegionMemo, structure_key
     from fuseflow.sim.values import Unevaluable, region_values
@@ -112,6 +113,18 @@ def _simulate_shared(
                     waiting[key] = [i]
                 tasks.append((i, (g, packed, arch, False, False, None, engine)))
                 evaluated[i] = values
+            elif memoise and independent(arch) and len(split := parts(g)) > 1:  # heads: each memoised
+                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+
+                def evaluate(g=g):
+                    try:
+                        return region_values(prog.assigns[g.name], env)
+                    except Unevaluable:
+                        return None
+
+                pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=engine)
+                values = pr.outputs
+                results[i] = RegionResult(g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised)
             else:  # in order, here: later regions read its outputs
                 cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
                 once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them

@@ -58,6 +58,42 @@ def test_identical_decoders_are_simulated_once():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("arch", ["comal", "sam"])
+def test_heads_of_one_region_are_memoised_apart(arch, monkeypatch):
+    """The attention region holds three heads sharing only the mask's root: each head is a part
+    (`sim/components.py`), the first simulated, the others memo hits, and the region's cycles and
+    counters are the whole region's."""
+    from fuseflow.sim import components
+
+    model, args, formats = gpt_bigbird.build(**SMALL_GPT, heads=3, layers=2)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=gpt_bigbird.transformer_schedule())
+    mha = [g for g in prog.graphs if g.name.endswith("mha")]
+    assert [len(components.parts(g)) for g in mha] == [3, 3]
+    runs: list[str] = []
+    real = components.run_packed
+
+    def counted(spec, *a, **k):
+        runs.append(spec.name)
+        return real(spec, *a, **k)
+
+    monkeypatch.setattr(components, "run_packed", counted)
+    plain = prog.simulate(arch=arch)
+    memo = prog.simulate(arch=arch, memo=True)
+    assert _counters(memo) == _counters(plain)
+    assert runs.count("blocks.0.mha") == 1 and "blocks.1.mha" not in runs  # one head simulated
+    memo.check()
+    for got, want in zip(memo.outputs, plain.outputs):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_parts_are_not_run_apart_with_a_memory_model():
+    """Memory channels are shared by a region's nodes: the region is simulated whole."""
+    from fuseflow.sim import components
+
+    assert components.independent(Arch.resolve("comal"))
+    assert not components.independent(Arch.resolve("rda"))
+
+
 @pytest.mark.parametrize(
     "build, options, schedule",
     [
