@@ -50,7 +50,7 @@ class Program:
     imported: ImportedModel
     schedule: str
     linalg_text: str  # the imported module with its locations (region names come from them)
-    sam_text: str
+    sam_source: str  # the sam module as lowered (generic form, every distinct graph verified)
     summary: dict[str, list[str]]
     graphs: list[GraphSpec] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
@@ -64,6 +64,17 @@ class Program:
     assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
     arch: Any = None  # the machine orders were ranked for; simulate() and estimate() default to it
     relower: Any = None  # order -> Program: the compile driver's lowering of this model (reorder)
+    _sam_printed: str | None = field(default=None, repr=False)
+
+    @property
+    def sam_text(self) -> str:
+        """The sam module as MLIR prints it, parsed and printed on first use (the lowering's own
+        text is not MLIR's printed form; printing GPT-3 Small's takes a second)."""
+        if self._sam_printed is None:
+            from fuseflow.dialects.sam_ir import parse_module
+
+            self._sam_printed = str(parse_module(self.sam_source, context=self.imported.module.context))
+        return self._sam_printed
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list[RegionResult]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""

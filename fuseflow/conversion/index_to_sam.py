@@ -256,6 +256,7 @@ class SamLowering:
         self.aliases: dict[str, str] = {}  # re-laid copy -> the tensor whose data it holds
         self.scanned: set[str] = set()  # tensors an earlier assignment of this region already reads
         self.declared: dict[str, Format] = {}  # outputs declared sparse: written in that format, zeros dropped
+        self.copy_of: str | None = None  # the region this lowering is a renamed copy of (`renamed`)
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -750,6 +751,7 @@ class SamLowering:
         out.aliases = {names[a]: names[b] for a, b in self.aliases.items()}
         out.g = self.g.renamed(names)
         out.declared = self.declared
+        out.copy_of = self.copy_of or self.name
         if self.notes:
             words = {**names, self.name: name}
             pattern = re.compile(

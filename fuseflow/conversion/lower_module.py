@@ -97,10 +97,12 @@ def lower_module(
     cap: int = DEFAULT_CAP,
     ranker: OrderRanker | None = None,
     typed: list | None = None,
+    distinct: list | None = None,
 ) -> tuple[str, dict, dict[str, Candidate], dict[str, list[Assign]]]:
     """Return the sam module text, a summary {region: [expressions]}, the chosen orders and each
     region's outputs in index notation (what `sim/values.py` evaluates). `typed`, when given,
-    receives each region's typed graph (`SamGraph`, as reading the text back would give it).
+    receives each region's typed graph (`SamGraph`, as reading the text back would give it);
+    `distinct` the text of each graph that is not a renamed copy of an earlier one.
 
     Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
     ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
@@ -139,6 +141,8 @@ def lower_module(
             exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
         t.tensors.update(lowering.outputs)
         graphs.append(lowering.text())
+        if distinct is not None and lowering.copy_of is None:
+            distinct.append(graphs[-1])
         if typed is not None:
             typed.append(lowering.typed())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]

@@ -96,10 +96,13 @@ def densify(arg: Any, name: str) -> tuple[torch.Tensor, Format | str | None]:
 
 def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
     """torch.sparse.mm exports as aten._sparse_mm, which torch-mlir cannot lower: use aten.mm."""
+    changed = False
     for node in ep.graph.nodes:
         if node.op == "call_function" and node.target is torch.ops.aten._sparse_mm.default:
             node.target = torch.ops.aten.mm.default
-    ep.graph_module.recompile()
+            changed = True
+    if changed:
+        ep.graph_module.recompile()
 
 
 def _named_location_cache(importer):
@@ -222,6 +225,7 @@ def import_model(
             ep = None
     if ep is None:
         ep = _decomposed(model, len(args), state_names, inputs)
+    traced = None if (adapt is not None or implied) else traced_outputs(ep)
     module, sparse_results, eyes = _to_linalg(ep, verbose)
     eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
     graph_names = all_names + list(eye_values)
@@ -243,17 +247,13 @@ def import_model(
     }
     density.update({name: 1.0 / max(1, v.shape[0]) for name, v in eye_values.items()})
     out_names = _attach(module, graph_names, fmts, density)
-    with torch.no_grad():  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
+    if traced is None:  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
         # inputs are traced as zero views: run the user's model on the user's arguments then
-        try:
-            example = lifted(*inputs) if adapt is None and not implied else source(*user_args)
-        except Exception as e:  # the user's model, as PyTorch runs it: no reference to compare with
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise EagerError(
-                f"the model fails in eager PyTorch on these inputs: {type(e).__name__}: {first}",
-                user_location(e.__traceback__),
-            ) from None
-    single = not isinstance(example, (tuple, list))
+        single, shapes = _eager_outputs(
+            (lambda: lifted(*inputs)) if adapt is None and not implied else (lambda: source(*user_args))
+        )
+    else:
+        single, shapes = traced
     containers = {
         name
         for name, m in source.named_modules()
@@ -269,11 +269,48 @@ def import_model(
         single,
         containers=containers,
         module_classes={name: type(m).__name__ for name, m in source.named_modules()},
-        output_shapes=[tuple(t.shape) for t in (example if not single else [example]) if isinstance(t, torch.Tensor)],
+        output_shapes=shapes,
         notes=notes,
         adapt=adapt,
         n_call_args=n_call,
     )
+
+
+VALUE_CHECKED = frozenset({torch.ops.aten.embedding.default, torch.ops.aten.index_select.default})
+"""Supported ops that eager PyTorch refuses on values a trace never sees (ids out of range)."""
+
+
+def traced_outputs(ep: torch.export.ExportedProgram) -> tuple[bool, list[tuple[int, ...]]] | None:
+    """Whether the model returns one tensor, and its outputs' shapes, read off the trace: the
+    eager run that would tell the same is skipped (2 s of BLAS on GPT-3 Small). None where an
+    eager run could fail on these inputs although the trace did not: ops checking values
+    (`VALUE_CHECKED`), or outputs that are not all tensors."""
+    from torch.export.graph_signature import OutputKind
+
+    if any(n.op == "call_function" and n.target in VALUE_CHECKED for n in ep.graph.nodes):
+        return None
+    nodes = {n.name: n for n in ep.graph.nodes}
+    user = [s.arg for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    vals = [nodes[a.name].meta.get("val") if hasattr(a, "name") and a.name in nodes else None for a in user]
+    if not vals or not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    return ep.call_spec.out_spec.is_leaf(), [tuple(int(d) for d in v.shape) for v in vals]
+
+
+def _eager_outputs(run: Callable[[], Any]) -> tuple[bool, list[tuple[int, ...]]]:
+    """Whether the model returns one tensor, and its outputs' shapes, from running it in eager
+    PyTorch; a model that fails there has no reference to compare with (`EagerError`)."""
+    with torch.no_grad():
+        try:
+            example = run()
+        except Exception as e:  # the user's model, as PyTorch runs it: no reference to compare with
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise EagerError(
+                f"the model fails in eager PyTorch on these inputs: {type(e).__name__}: {first}",
+                user_location(e.__traceback__),
+            ) from None
+    single = not isinstance(example, (tuple, list))
+    return single, [tuple(t.shape) for t in ([example] if single else example) if isinstance(t, torch.Tensor)]
 
 
 def _param_value(name: str, t: torch.Tensor) -> Any:

@@ -225,8 +225,7 @@ def _export_level(model, n_args: int, state_names: list[str], inputs: list[torch
         _splice(ep, node, templates[key], k, state, by_name, type(g.members[index]))
     ep.graph.eliminate_dead_code()
     _order_inputs(ep, user[:n_args] + [by_name[n] for n in state_names])
-    ep.graph.lint()
-    ep.graph_module.recompile()
+    ep.graph.lint()  # the program is imported, never run: its Python code is not regenerated
     return ep
 
 
@@ -378,4 +377,3 @@ def _rename(ep) -> None:
         arg = spec.arg
         if hasattr(arg, "name") and arg.name in old_out:
             arg.name = old_out[arg.name]
-    ep.graph_module.recompile()

@@ -26,5 +26,6 @@ class PassContext:
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Any] = field(default_factory=dict)  # region -> the chosen order Candidate
     assigns: dict[str, list] = field(default_factory=dict)  # region -> its outputs in index notation
-    lowered: tuple[str, str, dict, dict, list] | None = None  # (linalg fingerprint, sam text, summary, assigns, typed)
+    # (linalg fingerprint, sam text, summary, assigns, typed graphs, distinct graphs' texts)
+    lowered: tuple[str, str, dict, dict, list, list] | None = None
     typed: list | None = None  # the typed graphs (SamGraph) of the module lower-to-sam returned

@@ -47,10 +47,17 @@ def run(module, options: Options, ctx: PassContext | None = None):
             del func.attributes[ORDERS_ATTR]
         spec = ctx.order if ctx.order is not None else parse_order(options.order)
         typed: list = []
+        distinct: list = []
         text, summary, chosen, assigns = lower_module(
-            module, ctx.node_budget, order_spec=spec, cap=options.cap, ranker=ctx.ranker or OrderRanker(), typed=typed
+            module,
+            ctx.node_budget,
+            order_spec=spec,
+            cap=options.cap,
+            ranker=ctx.ranker or OrderRanker(),
+            typed=typed,
+            distinct=distinct,
         )
         func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
         ctx.chosen.update(chosen)
-        ctx.lowered = (str(module), text, summary, assigns, typed)
+        ctx.lowered = (str(module), text, summary, assigns, typed, distinct)
     return module

@@ -27,21 +27,31 @@ def run(module, options: Options, ctx: PassContext | None = None):
     the default order.
     The result replaces the module: one ``sam.graph`` per region, tensors bound by name.
     """
+    text, _ = lower(module, options, ctx)
+    return parse_module(text)
+
+
+def lower(module, options: Options, ctx: PassContext | None = None) -> tuple[str, str]:
+    """`run` without parsing its result: the sam module's text, and the text of a module of its
+    graphs that are not renamed copies of earlier ones (parsing that verifies every distinct
+    graph; `compile` does so when nothing follows this pass). Sets the context's summary,
+    chosen orders, index notation and typed graphs."""
     ctx = ctx or PassContext()
     with module.context:
         func = main_func(module)
         ensure_regions(func)
         stash, ctx.lowered = ctx.lowered, None
         if stash is not None and stash[0] == str(module) and options.node_budget == ctx.node_budget:
-            text, summary, assigns, typed = stash[1], stash[2], stash[3], stash[4]  # fuseflow-order just lowered it
+            text, summary, assigns, typed, distinct = stash[1:]  # fuseflow-order just lowered it
         else:
-            typed = []
+            typed, distinct = [], []
             text, summary, chosen, assigns = lower_module(
-                module, options.node_budget, options.order or None, typed=typed
+                module, options.node_budget, options.order or None, typed=typed, distinct=distinct
             )
             ctx.chosen.update(chosen)
         ctx.summary, ctx.assigns, ctx.typed = summary, assigns, typed
-        return parse_module(text)
+        head = text.split("\n", 1)[0]  # the module and its sam.outputs (`module_text`)
+        return text, head + "\n" + "\n".join(distinct) + "\n}\n"
 
 
 def ensure_regions(func) -> None:

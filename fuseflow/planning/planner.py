@@ -267,8 +267,8 @@ class Space:
         lower: Lower | None = None,
     ):
         from fuseflow.frontend.export import import_model
-        from fuseflow.schedule.regions import check_supported, main_func, op_listing
         from fuseflow.schedule.regions import layer_of as layer_in
+        from fuseflow.schedule.regions import listing, main_func
 
         self.args = tuple(example_args)
         self.imported = import_model(model, self.args, formats)
@@ -278,8 +278,9 @@ class Space:
         self.lower = lower or _registered()
         with self.imported.module.context:
             func = main_func(self.imported.module)
-            infos, index_of = op_listing(func)
-            op_deps = _op_dependences(func, check_supported(func), index_of)
+            listed = listing(func)
+            infos, index_of = listed.infos, listed.index_of
+            op_deps = _op_dependences(func, listed.ops, index_of)
         self.infos = infos
 
         def layer_of(path: str) -> str:
@@ -387,16 +388,17 @@ class Space:
     def _unit_segments(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
         """The segments of every unit a built-in schedule's regions are, in order, or None."""
         from fuseflow.mlir import ir
-        from fuseflow.schedule.regions import assign_regions, main_func, op_listing
+        from fuseflow.schedule.regions import assign_regions, listing, main_func
 
         module = ir.Module.parse(self.asm, context=self.imported.module.context)
         with module.context:
             func = main_func(module)
             try:
-                res = assign_regions(func, schedule, self.imported.containers, self.imported.module_classes)
+                listed = listing(func)
+                res = assign_regions(func, schedule, self.imported.containers, self.imported.module_classes, listed)
             except FuseflowError:
                 return None
-            _, index_of = op_listing(func)
+            index_of = listed.index_of
             ops_of: dict[str, set[int]] = {}
             for name, op in zip(res.names, index_of, strict=True):
                 ops_of.setdefault(name, set()).add(op)

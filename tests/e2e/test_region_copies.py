@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -108,3 +109,36 @@ def test_graph_builder_rename_is_building_with_the_new_names():
     direct = build("blocks.1.x", "w@1", "t7")
     assert renamed.graph("r", []) == direct.graph("r", [])
     assert renamed.typed("r", []) == direct.typed("r", [])
+
+
+def test_compile_verifies_each_distinct_graph_and_prints_on_demand(monkeypatch):
+    """`compile` parses the graphs that are not copies (the verifiers run on each distinct
+    one); the printed module is MLIR's own printing of the whole text, as a parse gives it."""
+    import fuseflow.compiler as compiler
+    from fuseflow.dialects.sam_ir import parse_module
+
+    parsed: list[str] = []
+    real = compiler.parse_module
+    monkeypatch.setattr(compiler, "parse_module", lambda text, *a: parsed.append(text) or real(text, *a))
+    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=3, d_ff=32, block=8, layers=3)
+    copied, made = _compiled(model, args, formats, "unfused", monkeypatch, True)
+    assert len(parsed) == 1 and parsed[0].count('"sam.graph"') == len(copied.graphs) - len(made)
+    with copied.imported.module.context:
+        assert copied.mlir("sam") == str(parse_module(copied.sam_source))
+
+
+def test_a_distinct_graph_that_does_not_verify_is_refused(monkeypatch):
+    real = SamLowering.text
+    done: list[str] = []
+
+    def broken(self):  # the first graph lowered loses a field of its tensors schema
+        text = real(self)
+        if not done:
+            done.append(self.name)
+        return text.replace("levels = ", "lvls = ", 1) if self.name == done[0] else text
+
+    monkeypatch.setattr(SamLowering, "text", broken)
+    x = torch.rand(6, 6)
+    with pytest.raises(Exception, match="missing field 'levels'"):
+        fuseflow.compile(Stack(2, 6, True), (x, (x > 0.5).float().to_sparse_csr()), schedule="unfused")
+    assert done
