@@ -109,7 +109,7 @@ def gather_of(op) -> tuple[ir.Value, ir.Value, int] | None:
     """(table, index, dim) when a linalg.generic is a gather (``index_select``, ``embedding``):
     it reads one integer tensor and yields ``tensor.extract %table[..., index_cast(%in), ...]``
     with ``linalg.index`` loops elsewhere, its result being ``take(table, index, axis=dim)``."""
-    if op.name != "linalg.generic" or len(op.results) != 1:
+    if op.name != "linalg.generic" or len(op.results) != 1 or len(op.operands) != 2:  # one input, one init
         return None
     ins, _ = _segments(op)
     if len(ins) != 1 or not isinstance(ins[0].type, ir.RankedTensorType):

@@ -129,8 +129,9 @@ def lower_module(
         lowering, pick, rv = _lower_region(
             region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget, lowered
         )
+        text = lowering.text()
         if ranker is not None:
-            ranker.commit(lowering.text(), asgs, lowering.typed)
+            ranker.commit(text, asgs, lowering.typed)
         exprs = []
         for asg in asgs:
             exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
@@ -140,7 +141,7 @@ def lower_module(
             verified = sum(1 for c in pick.alternatives if c.simulated is not None)
             exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
         t.tensors.update(lowering.outputs)
-        graphs.append(lowering.text())
+        graphs.append(text)
         if distinct is not None and lowering.copy_of is None:
             distinct.append(graphs[-1])
         if typed is not None:
