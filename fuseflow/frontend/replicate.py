@@ -302,6 +302,9 @@ def _splice(ep, call, template, k: int, state: list[str], by_name: dict, kind: t
         dst.meta["nn_module_stack"] = _nest_stack(stack, src.meta.get("nn_module_stack") or {})
         dst.meta["stack_trace"] = _nest_trace(call.meta.get("stack_trace"), src.meta.get("stack_trace"))
     call.replace_all_uses_with(outs[0])
+    for spec in ep.graph_signature.output_specs:  # the signature names outputs by node name
+        if getattr(spec.arg, "name", None) == call.name:
+            spec.arg.name = outs[0].name
     g.erase_node(call)
 
 

@@ -55,7 +55,21 @@ def _eager(model, x):
     return single, [tuple(t.shape) for t in ([out] if single else out)]
 
 
-@pytest.mark.parametrize("model", [One(), Two(), AsList(), Scalar(), Stack()], ids=lambda m: type(m).__name__)
+class Last(torch.nn.Module):
+    """A replicated block computes the model's output: the signature names its copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[torch.nn.Linear(5, 5) for _ in range(3)])
+
+    def forward(self, x):
+        return self.blocks(torch.relu(x))
+
+
+MODELS = [One(), Two(), AsList(), Scalar(), Stack(), Last()]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: type(m).__name__)
 def test_dense_models_take_their_outputs_from_the_trace(model, monkeypatch):
     def no_eager(run):
         raise AssertionError("the compile-time eager run ran")
