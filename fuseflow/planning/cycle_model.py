@@ -722,6 +722,10 @@ def stats_for_inputs(
                 if cache is not None:
                     cache[key] = st
             out[name] = st
+        elif all(k == "dense" for k in t.fmt.levels):  # its extents say it all (`level_counts`)
+            out[name] = TensorStats.dense(
+                tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
+            )
         elif density and source in density:
             dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
             out[name] = _relaid(

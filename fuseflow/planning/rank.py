@@ -129,7 +129,13 @@ class OrderRanker:
         """The graph of one lowered region and its estimate (memoised by text within a region)."""
         if text not in self._estimates:
             spec = self._graph(text, typed)
-            self._resolve(t.copy_of or n for n, t in spec.tensors.items() if t.role == "input")
+            # an all-dense read's statistics are its extents: what writes it need not be evaluated
+            # (on GPT-3 Small that would run every decoder in numpy to rank the final layer norm)
+            self._resolve(
+                t.copy_of or n
+                for n, t in spec.tensors.items()
+                if t.role == "input" and any(k != "dense" for k in t.fmt.levels)
+            )
             stats = stats_for_inputs(spec, self.data, self.known, self.density, cache=self._measured)
             self._estimates[text] = (spec, estimate_graph(spec, stats, self.timing))
         return self._estimates[text]

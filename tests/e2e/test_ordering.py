@@ -183,3 +183,36 @@ def test_orders_that_agree_on_every_view_share_one_plan(data):
     except UnsupportedError:
         shared = None
     assert shared == alone, order
+
+
+class _Chain(torch.nn.Module):
+    """Dense layers, then a CSR graph multiply: only the multiply reads an intermediate sparse."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Linear(6, 6) for _ in range(3))
+
+    def forward(self, x, g):
+        h = torch.relu(self.c(torch.relu(self.b(torch.relu(self.a(x))))))
+        return g @ h
+
+
+def test_ranking_evaluates_only_what_a_sparse_read_needs(monkeypatch):
+    """An all-dense read's statistics are its extents: ranking the layers after the first
+    evaluates none of the regions before them; the orders are those ranking with every
+    intermediate evaluated gives (statistics of all-dense reads do not depend on values)."""
+    import fuseflow.planning.rank as rank
+    import fuseflow.sim.values as values
+
+    x, g = torch.rand(8, 6) - 0.5, (torch.rand(8, 8) < 0.3).float().to_sparse_csr()
+    calls: list[int] = []
+    real = values.evaluate_into
+    monkeypatch.setattr(values, "evaluate_into", lambda data, assigns: calls.append(1) or real(data, assigns))
+    prog = fuseflow.compile(_Chain(), (x, g), schedule="unfused")
+    assert calls == []
+    prog.simulate().check()
+    with monkeypatch.context() as m:  # resolve every input, dense or not: the same orders
+        real_resolve = rank.OrderRanker._resolve
+        m.setattr(rank.OrderRanker, "_resolve", lambda self, names: real_resolve(self, list(self._pending)))
+        eager = fuseflow.compile(_Chain(), (x, g), schedule="unfused")
+    assert calls and eager.orders == prog.orders and eager.sam_source == prog.sam_source
