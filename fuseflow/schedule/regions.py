@@ -53,11 +53,12 @@ def check_supported(func) -> list[ir.Operation]:
 
 
 def _name_loc(op: ir.Operation) -> tuple[str | None, str, str | None]:
-    """(fx node, module path, originating PyTorch op) from the frontend's NameLoc."""
-    m = re.match(r'loc\("([^"]+)"\(', str(op.location))
-    if not m:
+    """(fx node, module path, originating PyTorch op) from the frontend's NameLoc (one around
+    the op's source location; read through the bindings, not printed: 15k ops on GPT-3 Small)."""
+    loc = op.location
+    if not isinstance(loc, ir.NameLoc) or isinstance(loc.child_loc, ir.UnknownLoc):
         return None, "", None
-    parts = m.group(1).split("|") + ["", ""]
+    parts = loc.name_str.split("|") + ["", ""]
     return parts[0], parts[1], parts[2] or parts[0]
 
 
