@@ -27,7 +27,7 @@ from fuseflow.program import Program, Relayout, bind_args
 from fuseflow.schedule.regions import assign_regions, listing, main_func
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphSpec, graph_spec, parse_graphs
+from fuseflow.sim.graph import GraphSpec, graph_specs, parse_graphs
 
 
 def compile(
@@ -143,7 +143,7 @@ def lower_program(
             before = run_pipeline(module, full[:-1], ctx)
             sam_source, distinct = lower_to_sam.lower(before, full[-1].options, ctx)
             verified = parse_module(distinct)
-            graphs, outs = [graph_spec(g) for g in ctx.typed or []], module_outputs(verified) or []
+            graphs, outs = graph_specs(ctx.typed or []), module_outputs(verified) or []
             sam_printed = None
         else:
             sam_module = run_pipeline(module, full, ctx)

@@ -257,6 +257,7 @@ class SamLowering:
         self.scanned: set[str] = set()  # tensors an earlier assignment of this region already reads
         self.declared: dict[str, Format] = {}  # outputs declared sparse: written in that format, zeros dropped
         self.copy_of: str | None = None  # the region this lowering is a renamed copy of (`renamed`)
+        self.renames: dict[str, str] = {}  # ... and its tensors' new names (old -> new)
 
     # -- per-variable iteration ------------------------------------------------------------------
     def _fmt(self, a: Access) -> Format:
@@ -751,7 +752,7 @@ class SamLowering:
         out.aliases = {names[a]: names[b] for a, b in self.aliases.items()}
         out.g = self.g.renamed(names)
         out.declared = self.declared
-        out.copy_of = self.copy_of or self.name
+        out.copy_of, out.renames = self.name, names
         if self.notes:
             words = {**names, self.name: name}
             pattern = re.compile(
@@ -766,4 +767,7 @@ class SamLowering:
 
     def typed(self) -> SamGraph:
         """The region's sam graph as `read_graph` reads `text()` back (no printing, no parsing)."""
-        return self.g.typed(self.name, self.entries())
+        g = self.g.typed(self.name, self.entries())
+        if self.copy_of is not None:
+            g.renamed_from = (self.copy_of, self.renames)
+        return g

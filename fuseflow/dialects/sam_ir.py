@@ -451,6 +451,8 @@ class SamGraph:
     tensors: list[TensorEntry]
     ops: list[SamOp]
     extra_attrs: list[tuple[str, str]] = field(default_factory=list)
+    # built as a copy of the graph named [0] with its tensors renamed by [1] (old -> new)
+    renamed_from: tuple[str, Mapping[str, str]] | None = field(default=None, compare=False, repr=False)
 
     def digest(self, renamed: Callable[[str], bool] = lambda _name: True) -> str:
         """A hash of the graph's structure: its tensors schema and its ops (kinds, operands,

@@ -6,8 +6,8 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -96,6 +96,50 @@ def graph_spec(g: SamGraph) -> GraphSpec:
     return _graph_spec(g)
 
 
+def graph_specs(graphs: Sequence[SamGraph]) -> list[GraphSpec]:
+    """`graph_spec` of every graph; a graph built as a renamed copy of an earlier one
+    (`SamGraph.renamed_from`) takes that one's spec renamed (1,364 of GPT-3 Small's 1,380)."""
+    out: list[GraphSpec] = []
+    done: dict[str, GraphSpec] = {}
+    for g in graphs:
+        copied = g.renamed_from
+        src = done.get(copied[0]) if copied is not None else None
+        spec = _renamed(src, g.name, copied[1]) if src is not None and copied is not None else _graph_spec(g)
+        done[g.name] = spec
+        out.append(spec)
+    return out
+
+
+def _renamed(spec: GraphSpec, name: str, names: Mapping[str, str]) -> GraphSpec:
+    """`spec` as graph `name` whose tensors are renamed (`names`: old -> new)."""
+
+    def new(n: str | None) -> str | None:
+        return None if n is None else names.get(n, n)
+
+    tensors = {
+        names.get(n, n): replace(t, name=names.get(n, n), copy_of=new(t.copy_of)) for n, t in spec.tensors.items()
+    }
+    nodes = [
+        NodeSpec(
+            n.kind,
+            _label(n.kind, i, new(n.tensor), n.var),
+            list(n.inputs),
+            dict(n.params),
+            new(n.tensor),
+            n.level,
+            n.n_out,
+            n.var,
+        )
+        for i, n in enumerate(spec.nodes)
+    ]
+    return GraphSpec(name, nodes, tensors, list(spec.value_nodes), spec.block)
+
+
+def _label(kind: str, idx: int, tensor: str | None, var: str | None) -> str:
+    """A node's name in traces and counters: kind, position, tensor and index variable."""
+    return f"{kind}{idx}" + (f"_{tensor}" if tensor else "") + (f"_{var}" if var else "")
+
+
 def _graph_spec(g: SamGraph) -> GraphSpec:
     tensors = {
         t.name: TensorSpec(t.name, t.role, t.shape, Format(t.levels, t.mode_order), t.copy_of, t.block)
@@ -121,7 +165,7 @@ def _graph_spec(g: SamGraph) -> GraphSpec:
     for idx, op in enumerate(g.ops):
         kind, inputs = op.kind, list(op.operands)
         params: dict[str, Any] = {}
-        label = f"{kind}{idx}" + (f"_{op.tensor}" if op.tensor else "") + (f"_{op.index_var}" if op.index_var else "")
+        label = _label(kind, idx, op.tensor, op.index_var)
         node = NodeSpec(kind, label, inputs, params, op.tensor, int(op.get("level", 0)), op.n_results, op.index_var)
         prim = PRIMITIVES.get(kind)
         if prim is None:
