@@ -3,6 +3,8 @@
 Defaults: Zachary's karate club (shipped by networkx) with normalised adjacency, sparse node
 features (10% density), hidden 16, 50% weight sparsity (pruned by magnitude, declared CSR).
 `graph=` takes a path to .npz (scipy sparse or the planetoid CSR layout), .mtx or an edge list.
+`features_first=True` computes each layer as A @ (H W^T) + b instead (the same function; the
+feature transform first, as Kipf and Welling's GCN and PyTorch Geometric's GCNConv do).
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ class GCNConv(torch.nn.Module):
         return self.lin(A @ H)
 
 
+class GCNConvFeaturesFirst(GCNConv):
+    """The same layer with the feature transform first: A @ (H W^T) + b."""
+
+    def forward(self, A, H):
+        return A @ (H @ self.lin.weight.T) + self.lin.bias
+
+
 def build(
     graph: str | None = None,
     features: int = 32,
@@ -30,13 +39,15 @@ def build(
     seed: int = 0,
     max_features: int | None = 256,
     softmax: bool = False,
+    features_first: bool = False,
 ):
     torch.manual_seed(seed)
     A, X = load_graph(graph, max_features)
     A = normalise(A)
     if X is None:
         X = sparse_features(A.shape[0], features, feature_density, seed)
-    model = TwoLayerGNN(GCNConv, X.shape[1], hidden, classes, softmax).eval()
+    conv = GCNConvFeaturesFirst if features_first else GCNConv
+    model = TwoLayerGNN(conv, X.shape[1], hidden, classes, softmax).eval()
     prune(model, weight_sparsity)
     formats = {"A": "csr", "X": feature_format(X), "conv1.lin.weight": "csr", "conv2.lin.weight": "csr"}
     return model, (A, X), formats

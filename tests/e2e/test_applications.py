@@ -44,6 +44,17 @@ def test_layer_fusion_beats_unfused_and_full_fusion_recomputes_for_gcn():
     assert 3 * alu["unfused"] < alu["full"] < 10 * alu["unfused"]
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_gcn_with_the_features_multiplied_first(schedule):
+    """A @ (H W^T) + b: the same function as lin(A @ H), the same outputs under every schedule;
+    its layer is one fused region reading the features once per row of the graph."""
+    prog, res = run(gcn, schedule, features_first=True)
+    model, args, _ = gcn.build()
+    assert (res.outputs[0] - model(*args)).abs().max() < 1e-4
+    if schedule == "layer":
+        assert [r.name for r in res.regions if r.engine != "model"] == ["conv1", "conv2"]
+
+
 @pytest.mark.skipif(not CORA.exists(), reason="../shared/data not present")
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("mod", [gcn, graphsage], ids=["gcn", "graphsage"])
