@@ -108,7 +108,9 @@ def _build(app: str, dataset: str, **options):
 
     sizes = {"tiny": (256, 64), "224x224": (50_176, 256), "512x512": (262_144, 512), "1024x1024": (1_048_576, 512)}
     n_in, hidden = sizes[dataset]
-    return sae.build(batch=32, n_in=n_in, n_hidden=hidden, weight_sparsity=0.9)
+    # 1024x1024: dense 1M x 512 weights pass 8 GB before pruning; torch sparse parameters do not
+    sparse = n_in >= 1_048_576
+    return sae.build(batch=32, n_in=n_in, n_hidden=hidden, weight_sparsity=0.9, sparse_weights=sparse)
 
 
 def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
