@@ -41,15 +41,24 @@ def opt_binary() -> Path:
 
 def run_step(text: str, step: str, pipeline: str, verbose: bool = False) -> str:
     """Run one pipeline on module text in a child process; returns the lowered text."""
-    proc = subprocess.run(
+    proc = _run(text, pipeline)
+    err = proc.stderr.decode(errors="replace")
+    if (verbose or os.environ.get("FUSEFLOW_VERBOSE")) and err:
+        sys.stderr.write(err)
+    return _checked(proc, step, err)
+
+
+def _run(text: str, pipeline: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [str(opt_binary()), f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo", "-"],
         input=text.encode(),
         capture_output=True,
         env={**os.environ, "LLVM_DISABLE_CRASH_REPORT": "1", "LLVM_DISABLE_SYMBOLIZATION": "1"},
     )
-    err = proc.stderr.decode(errors="replace")
-    if (verbose or os.environ.get("FUSEFLOW_VERBOSE")) and err:
-        sys.stderr.write(err)
+
+
+def _checked(proc: subprocess.CompletedProcess, step: str, err: str) -> str:
+    """The child's output, or the error naming `step`."""
     if proc.returncode < 0:
         sig = signal.Signals(-proc.returncode).name
         raise FuseflowError(f"{step} crashed ({sig}); the model was not lowered. Rerun with --verbose for its output")
@@ -79,7 +88,20 @@ def first_location(stderr: str) -> str | None:
 
 
 def lower_to_linalg(text: str, verbose: bool = False) -> str:
-    """Both steps, one child process each (a crash names the step it happened in)."""
+    """Both steps in one child process (no intermediate module printed and parsed again); when
+    that fails, one child process per step, so that the error names the step it happened in."""
+    both = "builtin.module(" + ",".join(_inner(pipeline) for _, pipeline in STEPS) + ")"
+    proc = _run(text, both)
+    if proc.returncode == 0:
+        err = proc.stderr.decode(errors="replace")
+        if (verbose or os.environ.get("FUSEFLOW_VERBOSE")) and err:
+            sys.stderr.write(err)
+        return proc.stdout.decode()
     for step, pipeline in STEPS:
         text = run_step(text, step, pipeline, verbose)
     return text
+
+
+def _inner(pipeline: str) -> str:
+    """``builtin.module(a, b)`` -> ``a, b``."""
+    return pipeline.removeprefix("builtin.module(").removesuffix(")")
