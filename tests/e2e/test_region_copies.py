@@ -45,8 +45,19 @@ def _same(a, b) -> None:
 
 
 def test_decoder_regions_are_copies_of_the_first_decoders(monkeypatch):
+    """Also: `compile` parses the graphs that are not copies (the verifiers run on each
+    distinct one), and the printed module is MLIR's printing of the whole text."""
+    import fuseflow.compiler as compiler
+    from fuseflow.dialects.sam_ir import parse_module
+
+    parsed: list[str] = []
+    real = compiler.parse_module
+    monkeypatch.setattr(compiler, "parse_module", lambda text, *a: parsed.append(text) or real(text, *a))
     model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=3, d_ff=32, block=8, layers=3)
     copied, made = _compiled(model, args, formats, "unfused", monkeypatch, True)
+    assert len(parsed) == 1 and parsed[0].count('"sam.graph"') == len(copied.graphs) - len(made)
+    with copied.imported.module.context:
+        assert copied.mlir("sam") == str(parse_module(copied.sam_source))
     lowered, none = _compiled(model, args, formats, "unfused", monkeypatch, False)
     _same(copied, lowered)
     assert none == []
@@ -109,22 +120,6 @@ def test_graph_builder_rename_is_building_with_the_new_names():
     direct = build("blocks.1.x", "w@1", "t7")
     assert renamed.graph("r", []) == direct.graph("r", [])
     assert renamed.typed("r", []) == direct.typed("r", [])
-
-
-def test_compile_verifies_each_distinct_graph_and_prints_on_demand(monkeypatch):
-    """`compile` parses the graphs that are not copies (the verifiers run on each distinct
-    one); the printed module is MLIR's own printing of the whole text, as a parse gives it."""
-    import fuseflow.compiler as compiler
-    from fuseflow.dialects.sam_ir import parse_module
-
-    parsed: list[str] = []
-    real = compiler.parse_module
-    monkeypatch.setattr(compiler, "parse_module", lambda text, *a: parsed.append(text) or real(text, *a))
-    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=3, d_ff=32, block=8, layers=3)
-    copied, made = _compiled(model, args, formats, "unfused", monkeypatch, True)
-    assert len(parsed) == 1 and parsed[0].count('"sam.graph"') == len(copied.graphs) - len(made)
-    with copied.imported.module.context:
-        assert copied.mlir("sam") == str(parse_module(copied.sam_source))
 
 
 def test_a_distinct_graph_that_does_not_verify_is_refused(monkeypatch):
