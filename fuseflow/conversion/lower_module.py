@@ -143,7 +143,7 @@ def lower_module(
         t.tensors.update(lowering.outputs)
         graphs.append(text)
         if distinct is not None and lowering.copy_of is None:
-            distinct.append(graphs[-1])
+            distinct.append(text)
         if typed is not None:
             typed.append(lowering.typed())
         summary[region] = exprs + [f"note: {n}" for n in lowering.notes]

@@ -398,6 +398,11 @@ def module_text(graphs: Sequence[str], outputs: Sequence[str] | None = None) -> 
     return head + " {\n" + "\n".join(graphs) + "\n}\n"
 
 
+def with_graphs(module: str, graphs: Sequence[str]) -> str:
+    """`module` (a `module_text`) holding `graphs` instead of its own, its attributes kept."""
+    return module.split("\n", 1)[0] + "\n" + "\n".join(graphs) + "\n}\n"
+
+
 def parse_module(text: str, context: ir.Context | None = None) -> ir.Module:
     """Parse (and verify) a sam module built by `module_text`."""
     return ir.Module.parse(text, context=context)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, is_inlined
 from fuseflow.conversion.lower_module import lower_module
-from fuseflow.dialects.sam_ir import parse_module
+from fuseflow.dialects.sam_ir import parse_module, with_graphs
 from fuseflow.passes.context import PassContext
 from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
 
@@ -50,8 +50,7 @@ def lower(module, options: Options, ctx: PassContext | None = None) -> tuple[str
             )
             ctx.chosen.update(chosen)
         ctx.summary, ctx.assigns, ctx.typed = summary, assigns, typed
-        head = text.split("\n", 1)[0]  # the module and its sam.outputs (`module_text`)
-        return text, head + "\n" + "\n".join(distinct) + "\n}\n"
+        return text, with_graphs(text, distinct)
 
 
 def ensure_regions(func) -> None:
