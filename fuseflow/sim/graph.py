@@ -119,13 +119,16 @@ def _renamed(spec: GraphSpec, name: str, names: Mapping[str, str]) -> GraphSpec:
     tensors = {
         names.get(n, n): replace(t, name=names.get(n, n), copy_of=new(t.copy_of)) for n, t in spec.tensors.items()
     }
+    # a node that names no renamed tensor is the original's (specs are not changed once built)
     nodes = [
-        NodeSpec(
+        n
+        if n.tensor is None or n.tensor not in names
+        else NodeSpec(
             n.kind,
-            _label(n.kind, i, new(n.tensor), n.var),
-            list(n.inputs),
-            dict(n.params),
-            new(n.tensor),
+            _label(n.kind, i, names[n.tensor], n.var),
+            n.inputs,
+            n.params,
+            names[n.tensor],
             n.level,
             n.n_out,
             n.var,
