@@ -102,7 +102,11 @@ class Alu : public Node {
     uint64_t k = ready_run(0, t, std::min(n, space(0)), value);
     if (binary) k = ready_run(1, t, k, value);
     auto f = [](const Token& v) { return v.is_data() ? v.f : 0.0f; };
-    if (binary) emit_run(0, t, k, [&](uint64_t j) { return Token::value(apply(op_, f(in0[j]), f(in1[j]))); });
+    // the common binary ops inlined into the run (apply's switch is a call per value otherwise)
+    auto run2 = [&](auto op) { emit_run(0, t, k, [&](uint64_t j) { return Token::value(op(f(in0[j]), f(in1[j]))); }); };
+    if (binary && op_ == Op::Mul) run2([](float a, float b) { return a * b; });
+    else if (binary && op_ == Op::Add) run2([](float a, float b) { return a + b; });
+    else if (binary) emit_run(0, t, k, [&](uint64_t j) { return Token::value(apply(op_, f(in0[j]), f(in1[j]))); });
     else emit_run(0, t, k, [&](uint64_t j) { return Token::value(apply(op_, f(in0[j]), scalar_)); });
     for (size_t i = 0; i < in_.size(); ++i) take_n(static_cast<int>(i), k);
     c_.alu_ops += k;
