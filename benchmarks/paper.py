@@ -25,8 +25,11 @@ Figures 15a, 15b, 16 and 17 have no paper numbers: the artifact has no default d
 Each row: `figure`, `app`, `dataset`, `config`, `ours`, `paper` (None where the paper gives
 none), `ratio` (ours / paper), `source` (simulated: every output checked against PyTorch), and
 a `note`. Tiers: `smoke` (the smallest point of each figure: what the test runs), `quick`
-(Cora and the Cora-ML and DBLP stand-ins; a few minutes), `medium` (adds ogbl-collab). Graphs
-other than Cora come from ../shared/data or are seeded stand-ins (examples/graphs.py).
+(Cora and the Cora-ML and DBLP stand-ins; a few minutes), `medium` (adds ogbl-collab), `paper`
+(the paper's sizes: ogbn-mag, SAE up to 1024x1024, GPT-3 Small, attention at seq 1024; the
+figures' own points without the ablations, a cycle limit of 10^12; hours of one core). Graphs
+other than Cora come from ../shared/data or are seeded stand-ins (examples/graphs.py). The JSON
+records the wall time and the peak resident memory of the run's processes.
 """
 
 from __future__ import annotations
@@ -81,12 +84,38 @@ TIERS: dict[str, dict] = {
         "16": {"seq": 256, "d": 64, "blocks": [16, 32, 64]},
         "17": [0.1],
     },
+    "paper": {  # the paper's sizes: hours of one core (ogbn-mag, SAE 1024x1024, GPT-3 Small)
+        "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp", "ogbl-collab", "ogbn-mag")]
+        + [("sae", s) for s in ("224x224", "512x512", "1024x1024")]
+        + [("gpt", b) for b in ("block16", "block32", "block64")],
+        "14": ["cora-ml", "dblp", "ogbl-collab"],
+        "15a": {"seq": 1024, "d": 64, "block": 16, "lanes": [1, 2, 4, 8, 16, 32, 64]},
+        "15b": {"seq": 1024, "d": 64, "block": 16, "lanes": 16, "levels": ["i", "k", "j", "l"]},
+        "16": {"seq": 1024, "d": 64, "blocks": [16, 32, 64]},
+        "17": [0.1],
+    },
 }
+ABLATING = ("quick", "medium")
+"""Tiers that add the ablation rows (the paper tier measures the figures' own points only)."""
+PAPER_ARCH = {"max_cycles": 10**12}
+"""The paper tier's machine: the default one with a cycle limit past its largest points
+(SAE 1024x1024 full fusion ~1.75e9 cycles, GPT-3 Small's regions 10^9-10^10)."""
 
 
 GPT_GEOMETRY = {"seq": 64, "d_model": 32, "heads": 2, "d_ff": 128, "layers": 2}
 """GPT-BigBird for Figure 12: GPT-3 Small's structure (pre-LN decoders, BigBird attention per
 head) at a size whose fully fused point compiles and simulates in under a minute."""
+GPT3_SMALL = {"seq": 1024, "d_model": 768, "heads": 12, "d_ff": 3072, "layers": 12}
+"""GPT-3 Small itself (the paper tier's GPT)."""
+
+
+def gpt_geometry(tier: str) -> dict:
+    """The decoder stack Figure 12 runs at `tier`."""
+    return GPT3_SMALL if tier == "paper" else GPT_GEOMETRY
+
+
+def _arch(tier: str) -> dict | None:
+    return PAPER_ARCH if tier == "paper" else None
 
 
 def _graph(dataset: str) -> str | None:
@@ -157,12 +186,12 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
     app, dataset = TIERS[tier]["12"][k]
     say(f"figure 12: {app} {dataset}")
     if app == "gpt":
-        return _gpt_rows(dataset)
+        return _gpt_rows(dataset, tier)
     try:
         model, args, formats = _build(app, dataset)
     except FileNotFoundError as e:
         return [_row("12", app, dataset, "-", None, None, "skipped", str(e))]
-    runs = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer", "full")}
+    runs = {s: _run(model, args, formats, s, arch=_arch(tier)) for s in ("unfused", "op", "layer", "full")}
     rows: list[dict] = []
     key = "graphsage" if app == "sage" else app
     name = (SAE_NAMES if app == "sae" else GRAPH_NAMES).get(dataset)
@@ -192,13 +221,13 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
                     max_abs_error=error,
                 )
             )
-    if app == "sae" and tier != "smoke":
+    if app == "sae" and tier in ABLATING:
         rows += _sae_dataflows(paper_speedup("full"))
-    if app == "gcn" and dataset == TIERS[tier]["12"][0][1] and tier != "smoke":  # the other causes, once
+    if app == "gcn" and dataset == TIERS[tier]["12"][0][1] and tier in ABLATING:  # the other causes, once
         rows += _gcn_ablations(app, dataset, model, args, formats, paper_speedup("partial"))
-    if app == "gcn" and tier != "smoke":
+    if app == "gcn" and tier in ABLATING:
         rows += _gcn_features_first(dataset, paper_speedup("partial"), paper_speedup("full"))
-    if app in ("gcn", "sage"):  # the paper's GNNs end in a softmax over the classes
+    if app in ("gcn", "sage") and tier != "paper":  # the paper's GNNs end in a softmax over the classes
         model, args, formats = _build(app, dataset, softmax=True)
         soft = {s: _run(model, args, formats, s) for s in ("unfused", "op", "layer")}
         for base_name in ("unfused", "op"):
@@ -218,14 +247,14 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
     return rows
 
 
-def _gpt_rows(dataset: str) -> list[dict]:
+def _gpt_rows(dataset: str, tier: str) -> list[dict]:
     """GPT under the paper's two schedules: partial, FuseFlow's split per block (LN + QKV | MHA
     | the rest), and full, its cross-block schedule (the rest of block d fused with the LN + QKV
     of block d + 1), over `op` (the paper's baseline) and `unfused`."""
     import gpt_bigbird
 
     block = int(dataset.removeprefix("block"))
-    geo = {**GPT_GEOMETRY, "block": block}
+    geo = {**gpt_geometry(tier), "block": block}
     model, args, formats = gpt_bigbird.build(**geo)
     schedules = {
         "op": "op",
@@ -233,7 +262,12 @@ def _gpt_rows(dataset: str) -> list[dict]:
         "partial": gpt_bigbird.transformer_schedule(),
         "full": gpt_bigbird.fuseflow_full_schedule(geo["layers"]),
     }
-    runs = {k: _run_gpt(model, args, formats, s) for k, s in schedules.items()}
+    runs, failed = {}, {}
+    for k, s in schedules.items():
+        try:
+            runs[k] = _run_gpt(model, args, formats, s, _arch(tier))
+        except fuseflow.FuseflowError as e:  # a schedule refused at this size is a row, not a stop
+            failed[k] = str(e).splitlines()[0]
     paper = PAPER["figure12"]["gpt3"]
     at = paper["datasets"].index(dataset)
     cycles = {k: v["cycles"] for k, v in runs.items()}
@@ -241,6 +275,11 @@ def _gpt_rows(dataset: str) -> list[dict]:
     rows = []
     for base in ("op", "unfused"):
         for config in ("partial", "full"):
+            theirs = paper["unfused"][at] / paper[config][at]
+            why = next((f"{k} failed: {failed[k]}" for k in (base, config) if k in failed), None)
+            if why is not None:
+                rows.append(_row("12", "gpt", dataset, f"{config} over {base}", None, theirs, "failed", why))
+                continue
             rows.append(
                 _row(
                     "12",
@@ -248,19 +287,20 @@ def _gpt_rows(dataset: str) -> list[dict]:
                     dataset,
                     f"{config} over {base}",
                     runs[base]["cycles"] / runs[config]["cycles"],
-                    paper["unfused"][at] / paper[config][at],
+                    theirs,
                     note=f"ours at {size}; the speedup is compared, not the cycles",
                     cycles=cycles,
-                    max_abs_error=max(v["max_abs_error"] for v in runs.values()),
+                    max_abs_error=max(runs[k]["max_abs_error"] for k in (base, config)),
                 )
             )
     return rows
 
 
-def _run_gpt(model, args, formats, schedule) -> dict:
-    """`_run` with GPT's tolerance (its reductions run over 64 elements and more)."""
+def _run_gpt(model, args, formats, schedule, arch=None) -> dict:
+    """`_run` with GPT's tolerance (its reductions run over 64 elements and more). Identical
+    decoders and heads are simulated once (the region memo: same cycles, values evaluated)."""
     prog = fuseflow.compile(model, args, formats=formats, schedule=schedule)
-    res = prog.simulate()
+    res = prog.simulate(arch=arch, memo=True)
     return {"cycles": res.cycles, "max_abs_error": res.check(rtol=1e-5 * 64, atol=1e-5 * 64)}
 
 
@@ -392,7 +432,7 @@ def figure14(tier: str, say) -> list[dict]:
     for dataset in TIERS[tier]["14"]:
         say(f"figure 14: gcn {dataset}")
         model, args, formats = gcn.build(graph=_graph(dataset), max_features=None)
-        runs = {c: _run(model, args, formats, s) for c, s in _gcn_schedules().items()}
+        runs = {c: _run(model, args, formats, s, arch=_arch(tier)) for c, s in _gcn_schedules().items()}
         paper = PAPER["figure14"].get(GRAPH_NAMES.get(dataset, ""), None)
         for metric, key, paper_key in (("FLOPs", "alu_ops", "flops"), ("bytes", "mem_bytes", "mem")):
             for c in names:
@@ -582,7 +622,7 @@ def plot(rows: list[dict], directory: Path) -> None:
         labels = [f"{r['app']} {r['dataset']}\n{r['config']}" for r in fr]
         x = np.arange(len(fr))
         f, ax = plt.subplots(figsize=(max(6, 0.5 * len(fr)), 3.5))
-        ax.bar(x - 0.2, [r["ours"] for r in fr], 0.4, label="fuseflow")
+        ax.bar(x - 0.2, [r["ours"] or 0 for r in fr], 0.4, label="fuseflow")
         ax.bar(x + 0.2, [r["paper"] or 0 for r in fr], 0.4, label="paper (artifact defaults)")
         ax.set_xticks(x, labels, rotation=75, fontsize=6)
         ax.set_yscale("log")
@@ -652,15 +692,24 @@ def main(argv: list[str] | None = None) -> int:
         pool.close()
     rows = [row for i in range(len(todo)) for row in done[i]]  # in figure order, however they finished
     wall = time.perf_counter() - t0
+    peak = _peak_rss_gb()
     if a.output:
-        saved = {"tier": a.tier, "wall_s": round(wall, 1), "jobs": a.jobs, "rows": rows}
+        saved = {"tier": a.tier, "wall_s": round(wall, 1), "jobs": a.jobs, "peak_rss_gb": peak, "rows": rows}
         Path(a.output).write_text(json.dumps(saved, indent=1))
     if a.md:
         Path(a.md).write_text(markdown(rows, a.tier, wall, a.jobs))
     if a.plots:
         plot(rows, Path(a.plots))
-    print(f"{len(rows)} rows in {wall:.0f} s", file=sys.stderr)
+    print(f"{len(rows)} rows from {len(todo)} points in {wall:.0f} s, peak {peak} GB resident", file=sys.stderr)
     return 0
+
+
+def _peak_rss_gb() -> float:
+    """The largest resident set of this process or any worker it waited for (Linux: KiB)."""
+    import resource
+
+    kib = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return round(kib / 2**20, 2)
 
 
 if __name__ == "__main__":

@@ -59,3 +59,32 @@ def test_the_paper_numbers_give_the_speedups_the_paper_states():
     assert 0.29 <= gcn["unfused"][0] / gcn["full"][0] <= 0.31
     sae = [u / f for u, f in zip(data["sae"]["unfused"], data["sae"]["full"])]
     assert all(0.63 <= x <= 0.68 for x in sae)
+
+
+def test_the_paper_tier_runs_gpt3_small_on_a_raised_cycle_limit_and_reports_a_refused_schedule(paper, monkeypatch):
+    """The paper tier: every figure has points, GPT runs at GPT-3 Small's geometry (here shrunk),
+    with the cycle limit raised, and a schedule refused at that size is a row saying why."""
+    assert set(paper.TIERS["paper"]) == set(paper.FIGURES)
+    assert ("sae", "1024x1024") in paper.TIERS["paper"]["12"] and ("gcn", "ogbn-mag") in paper.TIERS["paper"]["12"]
+    assert len(paper.tasks(paper.FIGURES, "paper")) == len(paper.TIERS["paper"]["12"]) + len(paper.FIGURES) - 1
+    assert paper.gpt_geometry("paper") == {"seq": 1024, "d_model": 768, "heads": 12, "d_ff": 3072, "layers": 12}
+    monkeypatch.setattr(paper, "GPT3_SMALL", {"seq": 32, "d_model": 16, "heads": 2, "d_ff": 32, "layers": 2})
+    real, arches, calls = paper._run_gpt, [], []
+
+    def run_gpt(model, args, formats, schedule, arch=None):
+        arches.append(arch)
+        calls.append(schedule)
+        if len(calls) == 4:  # op, unfused, partial, then full: refused
+            raise paper.fuseflow.UnsupportedError("the fused region's expression passes 200,000 operations")
+        return real(model, args, formats, schedule, arch)
+
+    monkeypatch.setattr(paper, "_run_gpt", run_gpt)
+    rows = paper._gpt_rows("block16", "paper")
+    assert arches == [paper.PAPER_ARCH] * 4 and paper.PAPER_ARCH["max_cycles"] >= 10**12
+    by = {r["config"]: r for r in rows}
+    for base in ("op", "unfused"):
+        ok, refused = by[f"partial over {base}"], by[f"full over {base}"]
+        assert ok["source"] == "simulated" and ok["ours"] > 1.0 and ok["max_abs_error"] < 1e-3
+        assert refused["source"] == "failed" and refused["ours"] is None and refused["ratio"] is None
+        assert refused["note"].startswith("full failed: the fused region's expression passes")
+        assert refused["paper"] is not None  # the paper's bar stays beside ours
