@@ -207,11 +207,14 @@ PROGRESS_EVERY = 1 << 20
 
 ENGINES = ("auto", "event", "window")
 """Simulation engines, same results (docs/architecture.md, "Two engines, one semantics"):
-``auto`` takes the window engine when the architecture allows it, hands the run to the event
-engine at the window where a FIFO could fill (a run's engine is then ``window+event``), and
-falls back to the event engine when a run needs it."""
-WINDOW_MIN_FIFO_DEPTH = 1 << 16
-"""``auto`` tries the window engine only with FIFOs this deep (shallower ones fill: backpressure)."""
+``auto`` takes the window engine when the architecture allows it; a FIFO that could fill runs
+in windows while its consumer is far enough behind, else the run goes to the event engine at that
+window (a run's engine is then ``window+event``); and it falls back to the event engine when a
+run needs it."""
+WINDOW_MIN_FIFO_DEPTH = 1 << 13
+"""``auto`` tries the window engine only with FIFOs this deep. A full FIFO runs in windows when its
+consumer holds at least 4,096 queued tokens (it runs first, docs/simulator-performance.md); in
+shallower ones backpressure is the event engine's."""
 
 
 def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:

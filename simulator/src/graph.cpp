@@ -334,19 +334,45 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   // A node pushes at most a few tokens a step into one FIFO (a reduce: a value and a stop); with
   // room for kHandoffRoom in every FIFO, none fills within the window.
   constexpr size_t kHandoffRoom = 4 * kWindow;
-  next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input arrives)
+  next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)
   uint64_t start = 0, next_report = progress_every;
+  std::vector<int> ids(n), order;
+  for (int i = 0; i < n; ++i) ids[i] = i;
+  std::vector<Fifo*> filling, logged;
   while (true) {
-    if (handoff)
-      for (auto& f : fifos_)
-        if (f->space() < kHandoffRoom) return start;
+    // A FIFO that could fill in this window (less room than kHandoffRoom): its consumer runs
+    // first when that is exact (backpressure_order), else the event engine takes over (handoff).
+    filling.clear();
+    for (auto& f : fifos_)
+      if (f->dst_node >= 0 && f->space() < kHandoffRoom) filling.push_back(f.get());
+    const std::vector<int>* run_order = &ids;
+    if (!filling.empty()) {
+      if (backpressure_order(filling, kHandoffRoom, order)) {
+        run_order = &order;
+        for (Fifo* f : filling) {
+          f->log_pops(true);
+          nodes_[f->src_node]->waits_on_pops = true;
+        }
+        logged.swap(filling);
+      } else if (handoff) {
+        return start;
+      }
+    }
     const uint64_t end = std::min(start + kWindow, max_cycles);
-    for (int id = 0; id < n; ++id) {
+    for (int id : *run_order) {
       Node* nd = nodes_[id].get();
       if (nd->finished()) continue;
-      uint64_t t = next[id] == kNever ? nd->next_wake(nd->sleep_from) : next[id];
+      uint64_t t = next[id];
+      if (t == kNever)  // asleep: an input token becoming visible, or a pop on a full output, wakes it
+        t = nd->last_outcome == Step::StallOutput ? nd->next_room(nd->sleep_from) : nd->next_wake(nd->sleep_from);
+      if (t == Node::kNoLog) t = kNever;
       next[id] = t < end ? nd->run_until(t, end, ctx) : t;
     }
+    for (Fifo* f : logged) {
+      f->log_pops(false);
+      nodes_[f->src_node]->waits_on_pops = false;
+    }
+    logged.clear();
     if (ctx.live_sinks == 0) break;
     uint64_t soonest = kNever;
     for (int id = 0; id < n; ++id)
@@ -366,6 +392,34 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
     if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
       throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
   return kNever;
+}
+
+bool Graph::backpressure_order(const std::vector<Fifo*>& filling, uint64_t reach, std::vector<int>& order) const {
+  // A FIFO holding `reach` tokens or more is pre-buffered: its consumer cannot get to a token
+  // pushed in this window, so it may run before its producer. A filling FIFO must be, and its
+  // consumer runs first (its pops are logged for the producer). Every other FIFO's producer runs
+  // before its consumer, as in every window. When these constraints have a cycle (a path around
+  // a filling FIFO's consumer that is not pre-buffered), the window cannot run exactly.
+  const int n = static_cast<int>(nodes_.size());
+  for (Fifo* f : filling)
+    if (f->size() < reach) return false;
+  std::vector<std::vector<int>> after(n);
+  std::vector<int> indegree(n, 0);
+  for (auto& f : fifos_) {
+    if (f->dst_node < 0 || f->src_node < 0) continue;
+    const bool fills = std::find(filling.begin(), filling.end(), f.get()) != filling.end();
+    if (!fills && f->size() >= reach) continue;
+    const int a = fills ? f->dst_node : f->src_node, b = fills ? f->src_node : f->dst_node;
+    after[a].push_back(b);
+    ++indegree[b];
+  }
+  order.clear();
+  for (int i = 0; i < n; ++i)
+    if (indegree[i] == 0) order.push_back(i);
+  for (size_t k = 0; k < order.size(); ++k)
+    for (int b : after[order[k]])
+      if (--indegree[b] == 0) order.push_back(b);
+  return static_cast<int>(order.size()) == n;
 }
 
 void Graph::over_budget() {

@@ -176,6 +176,32 @@ def test_auto_hands_the_run_to_the_event_engine_before_a_fifo_fills(spans, monke
         prog.simulate(arch={"fifo_depth": 300}, engine="window")
 
 
+@pytest.mark.parametrize("spans", [False, True], ids=["counters", "spans"])
+def test_the_window_engine_runs_backpressure_when_the_full_fifos_consumers_are_buffered(spans):
+    # SAE's fused decoder lags its encoder: with 10,000-token FIFOs they fill and the producers
+    # stall on output for 639k node-cycles. Each FIFO that could fill holds more tokens than its
+    # consumer pops in a window, so the consumer runs first and the producer sees its pops at
+    # their cycles: the window engine alone runs it, exactly as the event engine does.
+    import sae
+
+    model, args, formats = sae.build(batch=8, n_in=4096, n_hidden=256)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full")
+    arch = {"fifo_depth": 10_000}
+    ev = prog.simulate(arch=arch, engine="event", spans=spans)
+    assert sum(nd["stall_output"] for r in ev.regions for nd in r.nodes) > 100_000  # real backpressure
+    win = prog.simulate(arch=arch, engine="window", spans=spans)
+    assert [r.engine for r in win.regions] == ["window"]
+    assert_same_runs(ev, win)
+    assert (prog.simulate(arch=arch).regions[0].engine, sim_graph.WINDOW_MIN_FIFO_DEPTH <= 10_000) == ("window", True)
+    # 6,000 tokens: the decoder's bias scan fills before its consumer is that far behind
+    shallow = {"fifo_depth": 6_000}
+    with pytest.raises(fuseflow.SimulationError, match="a FIFO filled up at node 'scan33_decoder.bias_j'"):
+        prog.simulate(arch=shallow, engine="window")
+    got = prog.simulate(arch=shallow)  # auto: below WINDOW_MIN_FIFO_DEPTH the event engine runs it
+    assert [r.engine for r in got.regions] == ["event"]
+    win.check()
+
+
 def test_unknown_engine_is_named():
     with pytest.raises(fuseflow.SimulationError, match="unknown simulation engine 'fast'"):
         compiled(gcn_layer.build).simulate(engine="fast")

@@ -84,6 +84,9 @@ class Graph {
   template <class Loop> void start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle);
   // Returns kNever when the run ended, or (with `handoff`) the cycle from which the event engine
   // continues, `next` then holding the cycle each node is stepped next (kNever: when an input arrives).
+  // The order of one window's nodes with each `filling` FIFO's consumer before its producer, when
+  // that runs the window exactly (Graph::run_window); false when it cannot.
+  bool backpressure_order(const std::vector<Fifo*>& filling, uint64_t reach, std::vector<int>& order) const;
   uint64_t run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                       uint64_t progress_every, bool handoff, std::vector<uint64_t>& next);
   Timing timing_;

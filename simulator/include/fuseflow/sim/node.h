@@ -121,15 +121,35 @@ class Node {
   uint64_t ii() const { return busy_ > ii_ ? busy_ : ii_; }
   // Every step costs the node's II and no memory line: bulk runs apply (the window engine never
   // runs the memory model; tile nodes have no bulk run).
-  bool plain_steps() const { return !(mem_ && mem_->enabled()) && busy_ == 0; }
+  bool plain_steps() const { return !(mem_ && mem_->enabled()) && busy_ == 0 && !waits_on_pops; }
+  // Set while an output FIFO logs its consumer's pops (Graph::run_window): the room a bulk run
+  // would count changes from step to step, so the node steps one by one.
+  bool waits_on_pops = false;
+  // After a stall on output at `c`: the cycle after the first logged pop at or after `c` on an
+  // output (the event engine wakes a producer the cycle after a pop); kNever when none is logged
+  // yet in this window; kNoLog when no output logs pops (a FIFO filled outside a backpressure
+  // window: the window engine cannot run it).
+  uint64_t next_room(uint64_t c) const {
+    uint64_t best = kNever;
+    bool logged = false;
+    for (const auto& port : out_)
+      for (const Fifo* f : port)
+        if (f->logging()) {
+          logged = true;
+          const uint64_t p = f->first_pop_from(c);
+          if (p != Fifo::kNoPop) best = std::min(best, p + 1);
+        }
+    return logged ? best : kNoLog;
+  }
+  static constexpr uint64_t kNoLog = kNever - 1;
 
  protected:
   bool has(int i, size_t k = 0) const { return in_[i]->ready(now_, k); }  // add_node connects every input
   Token peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
-  FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(); ++c_.tokens_in; return t; }
+  FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(now_); ++c_.tokens_in; return t; }
   FF_INLINE bool room(int o, size_t n = 1) const {
-    if (Fifo* f = lone(o)) return f->has_room(n);
-    for (auto* f : out_[o]) if (!f->has_room(n)) return false;
+    if (Fifo* f = lone(o)) return f->has_room(n, now_);
+    for (auto* f : out_[o]) if (!f->has_room(n, now_)) return false;
     return true;
   }
   FF_INLINE void emit(int o, Token t) {
@@ -147,7 +167,7 @@ class Node {
     return in_[i]->ready_run(t, ii_, n, accept);
   }
   FF_INLINE Fifo::View view(int i) const { return in_[i]->view(); }
-  FF_INLINE void take_n(int i, size_t k) { in_[i]->pop_n(k); c_.tokens_in += k; }
+  FF_INLINE void take_n(int i, size_t k) { in_[i]->pop_n(k, now_, ii_); c_.tokens_in += k; }
   // The outputs of `k` steps from `t` on port `o`: the j-th step's token is `make(j)` (called
   // once per FIFO of the port, so it must not change state).
   template <class F>
@@ -160,9 +180,9 @@ class Node {
   }
   // Tokens port `o` can take before one of its FIFOs is full.
   FF_INLINE uint64_t space(int o) const {
-    if (Fifo* f = lone(o)) return f->space();
+    if (Fifo* f = lone(o)) return f->space(now_);
     uint64_t s = UINT64_MAX;
-    for (auto* f : out_[o]) s = std::min<uint64_t>(s, f->space());
+    for (auto* f : out_[o]) s = std::min<uint64_t>(s, f->space(now_));
     return s;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
@@ -223,7 +243,7 @@ class Node {
     sleep_from = last;
     if (c_.first_active > first) c_.first_active = first;
     c_.last_active = last;
-    ctx.last = last;
+    if (last > ctx.last) ctx.last = last;  // the window engine may step nodes out of id order
     busy_until = next;
   }
   void after_step(Step s, uint64_t cycle, RunCtx& ctx) {
@@ -232,7 +252,7 @@ class Node {
     if (s == Step::Progress) {
       if (c_.first_active > cycle) c_.first_active = cycle;
       c_.last_active = cycle;
-      ctx.last = cycle;
+      if (cycle > ctx.last) ctx.last = cycle;
       if (ctx.spans) {
         auto& sp = (*ctx.spans)[id];
         if (!sp.empty() && sp.back().second + 1 >= cycle) sp.back().second = cycle;
@@ -339,6 +359,7 @@ class Stepped final : public D {
     this->after_step(s, t, ctx);
     if (s == Step::Progress) return this->finished() ? kNever : this->busy_until;
     if (s == Step::StallInput) return this->next_wake(t);
+    if (const uint64_t w = this->next_room(t); w != Node::kNoLog) return w;
     throw WindowUnsafe("a FIFO filled up at node '" + this->name() + "'");
   }
 };

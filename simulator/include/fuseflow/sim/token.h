@@ -91,17 +91,38 @@ class Fifo {
   }
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).visible() <= now; }
   Token peek(size_t k = 0) const { return at(k).token(); }
-  void pop() {
+  // Consume the head at cycle `at` (recorded while the pops are logged, see log_pops).
+  void pop(uint64_t at) {
     head_ = (head_ + 1) & mask_;
     --size_;
     if (__builtin_expect(sched_ != nullptr, false)) sched_->wake_next(src_node);
+    if (__builtin_expect(logging_, false)) pops_.push_back(at);
   }
-  // Consume the first `k` tokens at once (a bulk run of `k` steps, Stepped::run_until).
-  void pop_n(size_t k) {
+  // Consume the first `k` tokens at once, the j-th at cycle `first + j * step` (a bulk run of `k`
+  // steps, Stepped::run_until).
+  void pop_n(size_t k, uint64_t first, uint64_t step) {
     head_ = (head_ + k) & mask_;
     size_ -= k;
     if (__builtin_expect(sched_ != nullptr && k > 0, false)) sched_->wake_next(src_node);
+    if (__builtin_expect(logging_, false))
+      for (size_t j = 0; j < k; ++j) pops_.push_back(first + j * step);
   }
+  // Consumer first (the window engine's backpressure windows, Graph::run_window): the consumer
+  // runs through the window before the producer, and its pops are logged with their cycles. The
+  // producer's step at cycle `c` then sees the queue as the event engine would: without the
+  // pops of cycles >= c (the consumer, a later node, steps after it within a cycle).
+  void log_pops(bool on) {
+    logging_ = on;
+    pops_.clear();
+    seen_ = 0;
+  }
+  bool logging() const { return logging_; }
+  // The first logged pop at a cycle >= `c` (kNoPop: none in this window).
+  uint64_t first_pop_from(uint64_t c) const {
+    const size_t i = pending_index(c);
+    return i < pops_.size() ? pops_[i] : kNoPop;
+  }
+  static constexpr uint64_t kNoPop = ~uint64_t{0};
   // How many of the first `max` queued tokens are visible by the step that reads them, the j-th
   // being read at cycle `t + j * ii`, and satisfy `accept` (a bulk run, Stepped::run_until).
   template <class P>
@@ -135,9 +156,17 @@ class Fifo {
   }
   // Tokens that can still be pushed before the FIFO is full.
   size_t space() const { return size_ < depth_ ? depth_ - size_ : 0; }
+  // The same, as a producer's step at cycle `now` sees it (pops logged at `now` or later not yet).
+  size_t space(uint64_t now) const {
+    const size_t held = size_ + (__builtin_expect(logging_, false) ? pending(now) : 0);
+    return held < depth_ ? depth_ - held : 0;
+  }
   bool full() const { return size_ >= depth_; }
   size_t size() const { return size_; }
-  bool has_room(size_t n) const { return size_ + n <= depth_; }
+  bool has_room(size_t n, uint64_t now) const {
+    if (__builtin_expect(logging_, false)) return size_ + n + pending(now) <= depth_;
+    return size_ + n <= depth_;
+  }
   // The earliest cycle after `now` at which the head or the token behind it becomes visible
   // (no primitive looks deeper); UINT64_MAX when no queued token changes visibility later.
   uint64_t next_visible_after(uint64_t now) const {
@@ -192,6 +221,14 @@ class Fifo {
 
  private:
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
+  // Index of the first logged pop at a cycle >= `c`. A producer asks at increasing cycles within
+  // a window, so the search resumes where the last one ended.
+  size_t pending_index(uint64_t c) const {
+    if (seen_ > pops_.size() || (seen_ > 0 && pops_[seen_ - 1] >= c)) seen_ = 0;
+    while (seen_ < pops_.size() && pops_[seen_] < c) ++seen_;
+    return seen_;
+  }
+  size_t pending(uint64_t c) const { return pops_.size() - pending_index(c); }
   inline __attribute__((always_inline)) void store(Token t, uint64_t when) {
     if (__builtin_expect(size_ > mask_, false)) grow();
     Entry& e = buf_[(head_ + size_) & mask_];
@@ -233,7 +270,9 @@ class Fifo {
   size_t head_ = 0, size_ = 0;
   size_t depth_;
   Scheduler* sched_ = nullptr;
-  bool hooked_ = false, record_ = false, discard_ = false;
+  bool hooked_ = false, record_ = false, discard_ = false, logging_ = false;
+  std::vector<uint64_t> pops_;  // log_pops: the consumer's pop cycles in this window, increasing
+  mutable size_t seen_ = 0;     // pending_index's resume point
   FifoBudget* budget_ = nullptr;
   std::vector<Token> trace_;
 };
