@@ -100,9 +100,26 @@ class AccTable {
   template <class F> void drain_sorted(F&& visit) {
     for (size_t s : used_) slots_[s] = -1;
     used_.clear();
+    if (!direct_used_.empty() && direct_used_.size() == entries_.size()) {
+      // every key is a small coordinate: when they span at most 4x their count, walking the
+      // direct index in coordinate order is cheaper than sorting the entries
+      auto [lo, hi] = std::minmax_element(direct_used_.begin(), direct_used_.end());
+      const size_t first = *lo, last = *hi;
+      if (last - first < 4 * entries_.size()) {
+        for (size_t c = first; c <= last; ++c)
+          if (const int32_t slot = direct_[c]; slot >= 0) {
+            visit(entries_[slot].first, entries_[slot].second);
+            direct_[c] = -1;
+          }
+        direct_used_.clear();
+        entries_.clear();
+        return;
+      }
+    }
     for (size_t c : direct_used_) direct_[c] = -1;
     direct_used_.clear();
-    std::sort(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
+    if (!std::is_sorted(entries_.begin(), entries_.end(), by_key)) std::sort(entries_.begin(), entries_.end(), by_key);
     for (auto& [k, v] : entries_) visit(k, v);
     entries_.clear();
   }
