@@ -148,7 +148,13 @@ class Node {
   Token peek(int i, size_t k = 0) const { return in_[i]->peek(k); }
   FF_INLINE Token take(int i) { Token t = in_[i]->peek(); in_[i]->pop(now_); ++c_.tokens_in; return t; }
   FF_INLINE bool room(int o, size_t n = 1) const {
-    if (Fifo* f = lone(o)) return f->has_room(n, now_);
+    if (__builtin_expect(waits_on_pops, false)) return room_logged(o, n);
+    if (Fifo* f = lone(o)) return f->has_room(n);
+    for (auto* f : out_[o]) if (!f->has_room(n)) return false;
+    return true;
+  }
+  // room() while an output logs its consumer's pops: each FIFO as the step at now_ sees it.
+  __attribute__((noinline)) bool room_logged(int o, size_t n) const {
     for (auto* f : out_[o]) if (!f->has_room(n, now_)) return false;
     return true;
   }
@@ -180,9 +186,9 @@ class Node {
   }
   // Tokens port `o` can take before one of its FIFOs is full.
   FF_INLINE uint64_t space(int o) const {
-    if (Fifo* f = lone(o)) return f->space(now_);
+    if (Fifo* f = lone(o)) return waits_on_pops ? f->space(now_) : f->space();
     uint64_t s = UINT64_MAX;
-    for (auto* f : out_[o]) s = std::min<uint64_t>(s, f->space(now_));
+    for (auto* f : out_[o]) s = std::min<uint64_t>(s, waits_on_pops ? f->space(now_) : f->space());
     return s;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory

@@ -91,21 +91,26 @@ class Fifo {
   }
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).visible() <= now; }
   Token peek(size_t k = 0) const { return at(k).token(); }
-  // Consume the head at cycle `at` (recorded while the pops are logged, see log_pops).
-  void pop(uint64_t at) {
+  // Consume the head at cycle `at` (recorded while the pops are logged, see log_pops). Inlined
+  // into every primitive's step: one flag (on_pop_) guards the work a pop can have beyond that,
+  // a scheduler to wake (the event engine) or a log to write (out of line, rare).
+  inline __attribute__((always_inline)) void pop(uint64_t at) {
     head_ = (head_ + 1) & mask_;
     --size_;
-    if (__builtin_expect(sched_ != nullptr, false)) sched_->wake_next(src_node);
-    if (__builtin_expect(logging_, false)) pops_.push_back(at);
+    if (__builtin_expect(on_pop_, false)) {
+      if (sched_) sched_->wake_next(src_node);
+      if (logging_) log_pops(1, at, 0);
+    }
   }
   // Consume the first `k` tokens at once, the j-th at cycle `first + j * step` (a bulk run of `k`
   // steps, Stepped::run_until).
-  void pop_n(size_t k, uint64_t first, uint64_t step) {
+  inline __attribute__((always_inline)) void pop_n(size_t k, uint64_t first, uint64_t step) {
     head_ = (head_ + k) & mask_;
     size_ -= k;
-    if (__builtin_expect(sched_ != nullptr && k > 0, false)) sched_->wake_next(src_node);
-    if (__builtin_expect(logging_, false))
-      for (size_t j = 0; j < k; ++j) pops_.push_back(first + j * step);
+    if (__builtin_expect(on_pop_, false) && k > 0) {
+      if (sched_) sched_->wake_next(src_node);
+      if (logging_) log_pops(k, first, step);
+    }
   }
   // Consumer first (the window engine's backpressure windows, Graph::run_window): the consumer
   // runs through the window before the producer, and its pops are logged with their cycles. The
@@ -115,6 +120,7 @@ class Fifo {
     logging_ = on;
     pops_.clear();
     seen_ = 0;
+    rehook();
   }
   bool logging() const { return logging_; }
   // The first logged pop at a cycle >= `c` (kNoPop: none in this window).
@@ -158,15 +164,15 @@ class Fifo {
   size_t space() const { return size_ < depth_ ? depth_ - size_ : 0; }
   // The same, as a producer's step at cycle `now` sees it (pops logged at `now` or later not yet).
   size_t space(uint64_t now) const {
-    const size_t held = size_ + (__builtin_expect(logging_, false) ? pending(now) : 0);
+    const size_t held = size_ + (logging_ ? pending(now) : 0);
     return held < depth_ ? depth_ - held : 0;
   }
   bool full() const { return size_ >= depth_; }
   size_t size() const { return size_; }
-  bool has_room(size_t n, uint64_t now) const {
-    if (__builtin_expect(logging_, false)) return size_ + n + pending(now) <= depth_;
-    return size_ + n <= depth_;
-  }
+  bool has_room(size_t n) const { return size_ + n <= depth_; }
+  // The same, as a producer's step at cycle `now` sees it (Node::room of a node whose outputs
+  // may log pops; the others use the form above and pay no check).
+  bool has_room(size_t n, uint64_t now) const { return size_ + n + (logging_ ? pending(now) : 0) <= depth_; }
   // The earliest cycle after `now` at which the head or the token behind it becomes visible
   // (no primitive looks deeper); UINT64_MAX when no queued token changes visibility later.
   uint64_t next_visible_after(uint64_t now) const {
@@ -221,6 +227,10 @@ class Fifo {
 
  private:
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
+  // Log `k` pops, the j-th at cycle `first + j * step` (log_pops(bool)).
+  __attribute__((noinline)) void log_pops(size_t k, uint64_t first, uint64_t step) {
+    for (size_t j = 0; j < k; ++j) pops_.push_back(first + j * step);
+  }
   // Index of the first logged pop at a cycle >= `c`. A producer asks at increasing cycles within
   // a window, so the search resumes where the last one ended.
   size_t pending_index(uint64_t c) const {
@@ -243,7 +253,10 @@ class Fifo {
     if (sched_) sched_->wake(dst_node, when);
   }
   __attribute__((noinline)) void record(Token t) { trace_.push_back(t); }
-  void rehook() { hooked_ = discard_ || record_ || sched_ != nullptr; }
+  void rehook() {
+    hooked_ = discard_ || record_ || sched_ != nullptr;
+    on_pop_ = sched_ != nullptr || logging_;
+  }
   __attribute__((noinline, cold)) void grow() {
     if (budget_) {  // the sum over growths tracks the capacity held (the first 8 entries are free)
       budget_->used += (mask_ + 1) * sizeof(Entry);
@@ -270,7 +283,7 @@ class Fifo {
   size_t head_ = 0, size_ = 0;
   size_t depth_;
   Scheduler* sched_ = nullptr;
-  bool hooked_ = false, record_ = false, discard_ = false, logging_ = false;
+  bool hooked_ = false, record_ = false, discard_ = false, logging_ = false, on_pop_ = false;
   std::vector<uint64_t> pops_;  // log_pops: the consumer's pop cycles in this window, increasing
   mutable size_t seen_ = 0;     // pending_index's resume point
   FifoBudget* budget_ = nullptr;
