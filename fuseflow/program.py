@@ -31,7 +31,7 @@ SCHEDULES = ("unfused", "layer", "full", "op", "auto")
 @dataclass(frozen=True)
 class Relayout:
     """A model input that a region reads in another level order than the user declared: it is
-    converted at run time by a region of its own (cycles: `cycle_model.relayout_cycles`)."""
+    converted at run time by a region of its own (cycles: `input_stats.relayout_cycles`)."""
 
     name: str  # relayout_<tensor>
     tensor: str  # the graph's name of the converted copy
@@ -79,7 +79,7 @@ class Program:
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list[RegionResult]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
         from fuseflow.analysis.tensor_stats import level_counts
-        from fuseflow.planning.cycle_model import relayout_cycles
+        from fuseflow.planning.input_stats import relayout_cycles
 
         out = []
         for r in self.relayouts:
@@ -104,8 +104,9 @@ class Program:
         counted from their values where those are cheap to compute (`sim.values`), and
         predicted from the writers of the region that produces them otherwise. `strategy` places
         the predicted regions on the fabric as `simulate` does (`.cycles` is the makespan)."""
-        from fuseflow.planning.cycle_model import GraphEstimate, Timing, estimate_graph, stats_for_inputs
+        from fuseflow.planning.cycle_model import GraphEstimate, Timing, estimate_graph
         from fuseflow.planning.estimate import ProgramEstimate
+        from fuseflow.planning.input_stats import stats_for_inputs
         from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args

@@ -9,16 +9,15 @@ loaded, combined by ALUs, reduced (``reduce`` innermost, ``spacc`` otherwise) an
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from fuseflow.analysis.absent import absent, identity
-from fuseflow.analysis.alpha import alpha_key, share_equivalent
+from fuseflow.analysis.alpha import share_equivalent
 from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
-from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, free_vars, plan
+from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, plan
 from fuseflow.analysis.storage_order import storage_vars
+from fuseflow.conversion.iteration_trees import Full, IterCtx, Leaf, Union_, VLeaf, iteration, shared_over_renamed
 from fuseflow.dialects.sam_ir import REF, VAL, GraphBuilder, SamGraph, TensorEntry, tile_type
 from fuseflow.errors import DiscordantError, UnsupportedError
 from fuseflow.formats import Format
@@ -32,171 +31,6 @@ class TensorInfo:
     shape: tuple[int, ...]
     fmt: Format
     role: str  # "input" | "output"
-
-
-# --- iteration trees ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Leaf:
-    """An iteration tree's leaf: one tensor access iterated at a level."""
-
-    access: Access
-
-
-@dataclass(frozen=True)
-class VLeaf:
-    """A sparse-accumulated sum seen by its consumer: coordinates and values from a spacc."""
-
-    reduce: Reduce
-
-
-@dataclass(frozen=True)
-class Inter:
-    """Iteration trees whose coordinates are intersected (a product)."""
-
-    parts: tuple
-
-
-@dataclass(frozen=True)
-class Union_:
-    """Iteration trees whose coordinates are unioned (a sum)."""
-
-    parts: tuple
-
-
-@dataclass(frozen=True)
-class Full:
-    """Every coordinate of a dense range (an expression that is not zero where its part is absent)."""
-
-    part: object  # an iteration tree or None
-
-
-def _join(kind, parts):
-    parts = tuple(p for p in parts if p is not None)
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else kind(parts)
-
-
-@dataclass
-class IterCtx:
-    """Per-assignment facts `iteration` needs, with memoised absent values."""
-
-    virtual: dict[int, str]
-    bound: dict[int, frozenset]
-    memo: dict = field(default_factory=dict)
-    compressed_at: Callable[[Access, str], bool] = lambda a, v: True  # can a skip coordinates of v?
-    accumulated: dict[int, str] = field(default_factory=dict)  # spacc'd sum (by id) -> its variable a'
-
-    def absent(self, e: Expr, v: str) -> float | None:
-        """What `e` is where variable `v`'s iterated tensors are absent (None: it depends)."""
-        return absent(e, v, self.virtual, self.memo)
-
-
-def iteration(e: Expr, v: str, cx: IterCtx, summed: bool = False):
-    """How `e` must iterate variable `v` so that every coordinate where `e` differs from its
-    absent value (see absent.py) is visited: a product intersects, other ops union their
-    operands when the absent value is a constant, and iterate the full range otherwise.
-    `summed`: `e` is (a factor of) the body of a sum over `v`, whose skipped coordinates are
-    dropped, never rebuilt.
-    Sparse-accumulated sums (``cx.virtual``) are leaves at the variable their spacc outputs."""
-    if isinstance(e, Access):
-        return Leaf(e) if v in e.vars else None
-    if isinstance(e, Const):
-        return None
-    if isinstance(e, Reduce):
-        if cx.virtual.get(id(e)) == v:
-            return VLeaf(e)
-        t = iteration(e.body, v, cx, summed=v in e.vars and e.kind == "sum")
-        if v in e.vars and _reduced_absent(e, v, cx) != identity(e.kind):
-            return Full(t)  # e.g. a max over entries that are 0 where absent
-        if cx.accumulated.get(id(e)) == v and cx.absent(e.body, v) != 0.0:
-            # a Gustavson sum whose body is not 0 where its operands are absent (sum_l(x + 1)):
-            # the spacc must see every coordinate it accumulates into, or the consumer reads 0
-            # for the rows it skipped (found by fuseflow.fuzz on 3-D inputs)
-            return Full(t)
-        return t
-    bound = [a for a in e.args if v in cx.bound.get(id(a), ())]
-    if bound:  # v is a reduction variable inside that argument: the others do not iterate it
-        return iteration(bound[0], v, cx)
-    subs = [iteration(a, v, cx, summed=summed and e.op == "mul") for a in e.args]
-    if all(t is None for t in subs):
-        return None  # constant along v: its value is repeated, not iterated
-    if e.op == "mask" and subs[0] is not None and _may_skip(subs[0], cx, v):
-        # mask(s, m) is s (0 where s is absent) wherever m is present: intersecting with a
-        # compressed s would drop m's coordinates where s is 0. A union visits them; where only
-        # s is present the mask gives -inf, the absent value, so the extra visits are harmless.
-        return _join(Union_, subs)
-    if e.op == "mul":
-        # A product skips a coordinate only where a factor is 0. A factor that is not 0 where its
-        # operands are absent (exp(T), 1 + x) covers v's whole range: intersecting with its
-        # operands' coordinates would drop products it contributes to (found by fuseflow.fuzz).
-        absent = [cx.absent(a, v) if t is not None else 0.0 for a, t in zip(e.args, subs)]
-        if not summed and any(x is None or math.isinf(x) for x in absent):
-            # A skipped coordinate's value is rebuilt from absent operands (a dense writer, a
-            # union): 0 x (that factor there). A factor that is not finite there (mask(x, m) is
-            # -inf where m is absent, a softmax of an absent row is NaN) would make it NaN where
-            # PyTorch, reading the factor's real value, has 0: every coordinate is computed
-            # instead (found by fuseflow.fuzz). A sum drops skipped coordinates: no rebuild.
-            return Full(_join(Union_, subs))
-        subs = [t if t is None or x == 0.0 else Full(t) for x, t in zip(absent, subs)]
-        return _join(Inter, subs)
-    if e.op == "mask":
-        return _join(Inter, subs)
-    if cx.absent(e, v) is None:
-        return Full(_join(Union_, subs))
-    return _join(Union_, subs)
-
-
-def _reduced_absent(e: Reduce, v: str, cx: IterCtx) -> float | None:
-    """The value a reduction's body takes where its operands are absent along `v`. In a sum, a
-    product with a factor that is 0 there contributes 0 whatever the other factors would be
-    rebuilt to (a softmax over a row whose Gustavson denominator is absent is 1/0): the real
-    factors are finite, so the skipped coordinates add nothing."""
-    if e.kind == "sum" and any(cx.absent(f, v) == 0.0 for f in _product_factors(e.body)):
-        return 0.0
-    return cx.absent(e.body, v)
-
-
-def _product_factors(e: Expr) -> list[Expr]:
-    if isinstance(e, Call) and e.op == "mul":
-        return [f for a in e.args for f in _product_factors(a)]
-    return [e]
-
-
-def _shared_over_renamed(e: Expr, renamed: dict[str, str]) -> set[tuple]:
-    """The reductions occurring twice in `e` (alpha sharing) with a free variable that a
-    Gustavson body renames (``j`` -> ``j_k``), as `alpha_key`s. A copy inside that body reads
-    other coordinates than the one outside, and one subgraph cannot serve both (a stream
-    protocol violation, found by fuseflow.fuzz)."""
-    originals = set(renamed.values())
-    seen: dict[int, int] = {}
-    bad: set[tuple] = set()
-
-    def walk(x: Expr) -> None:
-        if isinstance(x, Reduce):
-            seen[id(x)] = seen.get(id(x), 0) + 1
-            if seen[id(x)] == 2 and free_vars(x) & originals:
-                bad.add(alpha_key(x))
-            if seen[id(x)] == 1:
-                walk(x.body)
-        elif isinstance(x, Call):
-            for a in x.args:
-                walk(a)
-
-    if originals:
-        walk(e)
-    return bad
-
-
-def _may_skip(t, cx: IterCtx, v: str) -> bool:
-    """Can iteration tree `t` skip a coordinate of v's range (a compressed level or a spacc in it)?"""
-    if isinstance(t, Leaf):
-        return cx.compressed_at(t.access, v)
-    if isinstance(t, Full):
-        return False
-    if isinstance(t, (Inter, Union_)):
-        return any(_may_skip(p, cx, v) for p in t.parts)
-    return True
 
 
 def _relaid(t: TensorInfo, wanted: tuple[int, ...]) -> Format:
@@ -445,7 +279,7 @@ class SamLowering:
                 p = self._plan_concordant(shared, out_vars, asg, order)
             except SharedInTwoNests:  # shared copies land in different nests: keep them apart
                 break
-            bad = _shared_over_renamed(shared, p.renamed) if shared is not asg.expr else set()
+            bad = shared_over_renamed(shared, p.renamed) if shared is not asg.expr else set()
             if not bad:
                 return p
             apart |= bad

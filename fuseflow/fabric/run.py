@@ -197,7 +197,8 @@ def task_predictions(
     """The cycle model's cycles and bytes per task of a split program: a micro-batch is estimated
     on its own rows (a fused region whose rows are an inner loop repeats its outer loops in every
     micro-batch, and this shows it); when its inputs are not at hand, its region's share of work."""
-    from fuseflow.planning.cycle_model import Timing, estimate_graph, stats_for_inputs
+    from fuseflow.planning.cycle_model import Timing, estimate_graph
+    from fuseflow.planning.input_stats import stats_for_inputs
 
     region_cycles, region_bytes = predictions(program, args, arch)
     timing = Timing.from_settings(arch.settings)

@@ -25,8 +25,9 @@ from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
+from fuseflow.frontend.edge_lists import edge_positions
 from fuseflow.frontend.lifted import Lifted
-from fuseflow.frontend.message_passing import edge_positions, translate
+from fuseflow.frontend.message_passing import translate
 from fuseflow.frontend.node_meta import module_path, origin
 from fuseflow.frontend.ops import check_graph
 from fuseflow.frontend.replicate import export_replicated

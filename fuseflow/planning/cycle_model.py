@@ -18,7 +18,7 @@ model is on. `docs/cycle-model.md` states the rules and where they are approxima
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -239,7 +239,7 @@ class GraphEstimate:
         return out
 
 
-def _union_fraction(p: float, m: float) -> float:
+def union_fraction(p: float, m: float) -> float:
     """P(a coordinate is in at least one of `m` independent fibers each holding it with prob. p)."""
     p = min(max(p, 0.0), 1.0)
     if p >= 1.0:
@@ -357,7 +357,7 @@ class _Model(CoordinateOrigins):
         outer, inner = self.inp(node, 0), self.inp(node, 1)
         L = inner.data / max(outer.data, 1e-9)
         N = max(inner.dims[-1], 1)
-        keep = _union_fraction(L / N, N) if L > 0 else 0.0
+        keep = union_fraction(L / N, N) if L > 0 else 0.0
         o = outer.with_last(outer.data * keep)
         i = Stream(inner.counts[:-2] + (outer.data * keep, inner.data), inner.dims, 1.0, inner.vars)
         return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
@@ -487,16 +487,16 @@ class _Model(CoordinateOrigins):
         if order == 1:
             outer, k_per, inner = c[-3], c[-2] / max(c[-3], 1e-9), c[-1] / max(c[-2], 1e-9)
             N = max(d[-1], 1)
-            U = outer * N * _union_fraction(inner / N, k_per)
+            U = outer * N * union_fraction(inner / N, k_per)
             outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],), 1.0, v.vars[:-2] + v.vars[-1:])] * 2
             flushes = outer
         else:
             parent, r_per = c[-4], c[-3] / max(c[-4], 1e-9)
             Nk, Nl = max(d[-2], 1), max(d[-1], 1)
             k_len = c[-2] / max(c[-3], 1e-9)
-            Uk = parent * Nk * _union_fraction(k_len / Nk, r_per)
+            Uk = parent * Nk * union_fraction(k_len / Nk, r_per)
             l_len = c[-1] / max(c[-2], 1e-9)
-            Ul = Uk * Nl * _union_fraction(l_len / Nl, c[-2] / max(Uk, 1e-9))
+            Ul = Uk * Nl * union_fraction(l_len / Nl, c[-2] / max(Uk, 1e-9))
             kk = Stream(c[:-3] + (Uk,), d[:-3] + (d[-2],), 1.0, v.vars[:-3] + v.vars[-2:-1])
             ll = Stream(c[:-3] + (Uk, Ul), d[:-3] + (d[-2], d[-1]), 1.0, v.vars[:-3] + v.vars[-2:])
             outs = [kk, ll, ll]
@@ -680,72 +680,3 @@ def model_approximates(timing: Timing) -> bool:
 def estimate_graph(spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
     """Predict one graph's tokens per node and cycles from its input tensors' statistics."""
     return _Model(spec, stats, timing).run()
-
-
-def relayout_cycles(st: TensorStats) -> float:
-    """Converting a stored tensor to another level order by a counting-sort transpose: one pass
-    over its entries to count per new outer coordinate, a prefix sum over that dimension, one pass
-    to scatter (DESIGN §12)."""
-    return 2.0 * st.nnz + float(max(st.dims, default=1))
-
-
-def stats_for_inputs(
-    spec: GraphSpec,
-    data: Mapping[str, Any],
-    known: Mapping[str, TensorStats] | None = None,
-    density: Mapping[str, float] | None = None,
-    cache: dict | None = None,
-) -> dict[str, TensorStats]:
-    """Statistics of every input tensor of `spec`: predicted ones from `known` (tensors written
-    by earlier regions, in the format they were written), exact ones counted from `data`, and
-    uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
-    measured ones across graphs that read the same tensor in the same format."""
-    from fuseflow import views
-    from fuseflow.analysis.tensor_stats import level_counts
-
-    known = known or {}
-    out: dict[str, TensorStats] = {}
-    for name, t in spec.tensors.items():
-        if t.role != "input":
-            continue
-        source = t.copy_of or name
-        b = t.block or 0
-        if source in known:
-            st = known[source]
-            dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
-            out[name] = st if st.dims == dims else _relaid(st, dims, t.fmt.levels)
-        elif views.has(data, source):
-            key = (source, t.fmt.levels, t.fmt.mode_order, b)
-            st = cache.get(key) if cache is not None else None
-            if st is None:
-                st = level_counts(views.lookup(data, source), t.fmt.levels, t.fmt.mode_order, b)
-                if cache is not None:
-                    cache[key] = st
-            out[name] = st
-        elif all(k == "dense" for k in t.fmt.levels):  # its extents say it all (`level_counts`)
-            out[name] = TensorStats.dense(
-                tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
-            )
-        elif density and source in density:
-            dims = tuple((max(1, -(-t.shape[m] // b)) if b else t.shape[m]) for m in t.fmt.mode_order)
-            out[name] = _relaid(
-                TensorStats(dims, (density[source] * math.prod(dims),), exact=False), dims, t.fmt.levels
-            )
-    return out
-
-
-def _relaid(st: TensorStats, dims: Sequence[int], levels: Sequence[str]) -> TensorStats:
-    """A predicted tensor read in another level order: same nnz, levels filled at random."""
-    nnz = st.nnz
-    counts, acc = [], 1.0
-    for lvl, kind in enumerate(levels):
-        space = acc * dims[lvl]
-        if kind == "dense":
-            acc = space
-        elif lvl == len(levels) - 1:
-            acc = nnz
-        else:
-            below = math.prod(dims[lvl + 1 :])
-            acc = space * _union_fraction(nnz / max(space * below, 1e-9), below)
-        counts.append(acc)
-    return TensorStats(tuple(dims), tuple(counts), exact=False)

@@ -9,7 +9,7 @@ attention | the rest) is one of them.
 
 Search (DESIGN §12):
 1. *Cover*: compile a few segmentations whose regions together are every possible segment,
-   shortest segments first (`_band`), with the lowering's own order, and take each region's
+   shortest segments first (`band`), with the lowering's own order, and take each region's
    predicted cycles, bytes and ALU ops from the cycle model. A region's cost barely depends on
    its neighbours, so a segmentation's cost is the sum of its segments'. A segment estimated
    `HOPELESS` times its best split is a fusion that recomputes (the heads' attention fused with
@@ -42,6 +42,7 @@ from fuseflow.fabric.resources import FitError, fits
 from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
 from fuseflow.planning.rank import ranker_options
+from fuseflow.planning.segmentations import band, best_splits, count_segmentations, k_best, most_of
 from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
 from fuseflow.sim.arch import Arch
@@ -162,76 +163,8 @@ def _schedule(units: list[Unit], segments: Sequence[tuple[int, int]]) -> Schedul
     return Schedule.rules(*rules)
 
 
-def _most_of(n: int, allowed, todo: set, filler) -> tuple[tuple[int, int], ...]:
-    """The segmentation of 0..n with the most segments of `todo`, the rest `filler` segments,
-    shortest fillers first; () when none holds one of `todo`."""
-    best: list[tuple[int, int, list] | None] = [(0, 0, [])] + [None] * n
-    for b in range(1, n + 1):
-        for a in range(b):
-            prev = best[a]
-            if prev is None or not allowed(a, b):
-                continue
-            hit = (a, b) in todo
-            if not hit and not filler(a, b):
-                continue
-            score = (prev[0] + hit, prev[1] - (0 if hit else b - a))
-            cur = best[b]
-            if cur is None or score > cur[:2]:
-                best[b] = (score[0], score[1], prev[2] + [(a, b)])
-    end = best[n]
-    return tuple(end[2]) if end is not None and end[0] > 0 else ()
-
-
-def _band(n: int, allowed, length: int, estimated: Mapping, skip) -> list[tuple[tuple[int, int], ...]]:
-    """Segmentations that together hold every allowed segment of `length` neither estimated nor
-    in `skip`; the other segments are estimated (or length-1) ones, the cheapest to lower again."""
-    todo = {(a, a + length) for a in range(n - length + 1) if allowed(a, a + length)}
-    todo -= set(estimated) | set(skip)
-    out: list[tuple[tuple[int, int], ...]] = []
-    done: set[tuple[int, int]] = set()  # held by an earlier segmentation of this band
-
-    def filler(a: int, b: int) -> bool:
-        return ((a, b) in estimated or (a, b) in done or b - a == 1) and (a, b) not in skip
-
-    while todo:
-        segs = _most_of(n, allowed, todo, filler)
-        if not segs:
-            break
-        out.append(segs)
-        todo -= set(segs)
-        done |= set(segs)
-    return out
-
-
-def _best_splits(n: int, cost: Mapping[tuple[int, int], float]) -> dict[tuple[int, int], float]:
-    """For every span (a, b), the cheapest segmentation of it into estimated segments of which
-    none is the whole span (inf when there is none)."""
-    whole: dict[tuple[int, int], float] = {}  # cheapest segmentation, the whole span allowed
-    split: dict[tuple[int, int], float] = {}
-    inf = float("inf")
-    for length in range(1, n + 1):
-        for a in range(n - length + 1):
-            b = a + length
-            split[(a, b)] = min((whole[(a, m)] + whole[(m, b)] for m in range(a + 1, b)), default=inf)
-            whole[(a, b)] = min(cost.get((a, b), inf), split[(a, b)])
-    return split
-
-
 def _hopeless(seg: tuple[int, int], cost: Mapping[tuple[int, int], float], split: Mapping) -> bool:
     return seg[1] - seg[0] > 1 and cost[seg] > HOPELESS * split[seg]
-
-
-def _k_best(n: int, cost: Mapping[tuple[int, int], float], k: int) -> list[tuple[float, tuple]]:
-    """The k cheapest segmentations of 0..n by the sum of segment costs."""
-    best: list[list[tuple[float, tuple]]] = [[(0.0, ())]] + [[] for _ in range(n)]
-    for b in range(1, n + 1):
-        options = []
-        for a in range(b):
-            if (a, b) not in cost:
-                continue
-            options += [(c + cost[(a, b)], segs + ((a, b),)) for c, segs in best[a]]
-        best[b] = sorted(options)[:k]
-    return best[n]
 
 
 def _dominated(c: Candidate, others: list[Candidate]) -> Candidate | None:
@@ -468,7 +401,7 @@ def plan(
     )
     units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
     if top_k is None:
-        top_k = top_k_for(_count_segmentations(n, allowed))
+        top_k = top_k_for(count_segmentations(n, allowed))
 
     def say(msg: str) -> None:
         if progress is not None:
@@ -478,7 +411,7 @@ def plan(
     # paying its configuration load
     seg_cost, too_big, pruned = _cover(space, order, arch, say, notes)
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
-    best = _k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
+    best = k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
     cands = [
         Candidate(
             segs,
@@ -541,7 +474,7 @@ def plan(
 
 
 def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
-    """Step 1: every segment's estimate, band by band (`_band`), except the segments that do not
+    """Step 1: every segment's estimate, band by band (`band`), except the segments that do not
     fit the fabric and those pruned as holding a hopeless one (`HOPELESS`); returns the
     estimates, the segments too big for the fabric (-> what they need) and the pruned ones (->
     the hopeless segment each holds)."""
@@ -566,7 +499,7 @@ def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
                 failed[fresh[0]] = str(e).splitlines()[0]
             else:  # which of them is refused: one at a time
                 for seg in fresh:
-                    alone = _most_of(n, allowed, {seg}, filler)
+                    alone = most_of(n, allowed, {seg}, filler)
                     if alone:
                         estimate(alone, length, [seg])
             return
@@ -583,10 +516,10 @@ def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
                 seg_cost.setdefault(seg, (k * (r.cycles + reconfig), k * float(r.mem_bytes), k * float(r.alu_ops)))
 
     for length in range(1, n + 1):  # shortest first: a hopeless segment prunes the longer ones
-        for segs in _band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys() | failed.keys()):
+        for segs in band(n, allowed, length, seg_cost, pruned.keys() | too_big.keys() | failed.keys()):
             estimate(segs, length, [s for s in segs if s[1] - s[0] == length and s not in seg_cost])
         cycles = {s: c[0] for s, c in seg_cost.items()}
-        split = _best_splits(n, cycles)
+        split = best_splits(n, cycles)
         ends = [s for s in cycles if s[1] - s[0] == length and _hopeless(s, cycles, split)]
         ends += [s for s in failed if s[1] - s[0] == length]  # a longer fusion is refused too
         for seg in ends:
@@ -601,7 +534,7 @@ def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):
     hopeless = {s for s in pruned.values() if s in seg_cost}
     if hopeless:
         cycles = {s: c[0] for s, c in seg_cost.items()}
-        split = _best_splits(n, cycles)
+        split = best_splits(n, cycles)
         worst = max(hopeless, key=lambda s: cycles[s] / split[s])
         labels = ",".join(u.label for u in units[worst[0] : worst[1]])
         notes.append(
@@ -724,10 +657,3 @@ def _constraints(constraints: Schedule | None, units: list[Unit], views: list[Op
         return not any(c in cut for c in range(a + 1, b)) and a not in keep and b not in keep
 
     return allowed
-
-
-def _count_segmentations(n: int, allowed) -> int:
-    ways = [1] + [0] * n
-    for b in range(1, n + 1):
-        ways[b] = sum(ways[a] for a in range(b) if allowed(a, b))
-    return ways[n]

@@ -28,13 +28,8 @@ from fuseflow.analysis.index_notation import Access, Const, Reduce
 from fuseflow.analysis.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
-from fuseflow.planning.cycle_model import (
-    Timing,
-    estimate_graph,
-    model_approximates,
-    relayout_cycles,
-    stats_for_inputs,
-)
+from fuseflow.planning.cycle_model import Timing, estimate_graph, model_approximates
+from fuseflow.planning.input_stats import relayout_cycles, stats_for_inputs
 from fuseflow.planning.ordering import Candidate
 from fuseflow.sim.arch import Arch
 

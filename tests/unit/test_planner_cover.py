@@ -1,5 +1,5 @@
-"""The planner's cover of the segment space (`planner._band`) and the split costs that decide
-which segments it prunes (`planner._best_splits`), against brute-force enumeration."""
+"""The planner's cover of the segment space (`segmentations.band`) and the split costs that decide
+which segments it prunes (`segmentations.best_splits`), against brute-force enumeration."""
 
 import itertools
 import math
@@ -7,7 +7,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuseflow.planning.planner import HOPELESS, _band, _best_splits, _hopeless
+from fuseflow.planning.planner import HOPELESS, _hopeless
+from fuseflow.planning.segmentations import band, best_splits
 
 
 def _segmentations(a: int, b: int):
@@ -32,7 +33,7 @@ def _costs(draw):
 @settings(max_examples=200, deadline=None)
 def test_best_split_is_the_cheapest_segmentation_of_known_segments_but_the_whole(case):
     n, cost = case
-    split = _best_splits(n, cost)
+    split = best_splits(n, cost)
     for a in range(n):
         for b in range(a + 1, n + 1):
             options = [
@@ -46,7 +47,7 @@ def test_best_split_is_the_cheapest_segmentation_of_known_segments_but_the_whole
 
 def test_a_segment_is_hopeless_only_past_the_factor_and_never_a_single_unit():
     cost = {(0, 1): 10.0, (1, 2): 10.0, (0, 2): HOPELESS * 20.0 + 1}
-    split = _best_splits(2, cost)
+    split = best_splits(2, cost)
     assert _hopeless((0, 2), cost, split)
     cost[(0, 2)] = HOPELESS * 20.0
     assert not _hopeless((0, 2), cost, split)
@@ -75,7 +76,7 @@ def test_a_band_covers_every_reachable_segment_of_its_length_with_allowed_segmen
     def allowed(a, b):
         return not any(c in cut for c in range(a + 1, b)) and a not in keep and b not in keep
 
-    out = _band(n, allowed, length, estimated, skip)
+    out = band(n, allowed, length, estimated, skip)
     covered = {s for segs in out for s in segs}
     for segs in out:
         assert segs[0][0] == 0 and segs[-1][1] == n
