@@ -305,8 +305,9 @@ def _stored_coords(p: Packed, dims: Sequence[int]) -> np.ndarray:
                 [np.repeat(prefixes, d, axis=0), np.tile(np.arange(d, dtype=np.int64), len(prefixes))[:, None]], axis=1
             )
         else:
-            counts = np.diff(p.segs[lvl])
-            prefixes = np.concatenate([np.repeat(prefixes, counts, axis=0), p.crds[lvl][:, None]], axis=1)
+            seg, crd = p.segs[lvl], p.crds[lvl]
+            assert seg is not None and crd is not None  # a compressed level has both
+            prefixes = np.concatenate([np.repeat(prefixes, np.diff(seg), axis=0), crd[:, None]], axis=1)
     return prefixes
 
 

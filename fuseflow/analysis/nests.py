@@ -431,7 +431,11 @@ def _follow_order(
     """The Gustavson variable a nested reduction must use under the given order, or None for an
     inner product; raises when the order asks for a dataflow the lowering does not build. A
     variable renamed for an enclosing spacc sits where its original does in the order."""
-    local = sorted(set(ordered) | set(e.vars), key=lambda v: given.index(renamed.get(v, v)))
+
+    def place(v: str) -> int:
+        return given.index(renamed.get(v, v))
+
+    local = sorted(set(ordered) | set(e.vars), key=place)
     if all(local.index(r) > local.index(f) for r in e.vars for f in ordered):
         return None
     shown = f"order {','.join(given)}"

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             for w in want:
                 if not any(g.line == w.line and w.message in g.message for g in got):
                     print(
-                        f'{fname}:{w.line + offset}: error: expected error "{w.message}" was not produced'
+                        f'{fname}:{(w.line or 0) + offset}: error: expected error "{w.message}" was not produced'
                         + (f"; got: {'; '.join(g.message for g in got)}" if got else ""),
                         file=sys.stderr,
                     )

@@ -388,8 +388,9 @@ class SamLowering:
         reduce, an outer one needs a sparse accumulator); returns the value stream and each
         output variable's coordinate stream."""
         expr = p.expr
+        assert expr is not None  # a plan always holds its expression
         order = list(p.root_nest)
-        red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else (None, (), expr)
+        red_kind, red_vars, body = (expr.kind, expr.vars, expr.body) if isinstance(expr, Reduce) else ("", (), expr)
         val = self._value(body, p.root_nest)
         out_crds = {v: self.crd_of[v] for v in order if v not in red_vars}
         pos = {v: i for i, v in enumerate(order)}

@@ -330,9 +330,10 @@ class RegionParser:
             return None if table is None or index is None else gather_name(table, index, g[2])
         if o.name == "tensor.concat":
             parts = [self._named_view(x) for x in o.operands]
-            if any(p is None for p in parts):
+            named = [p for p in parts if p is not None]
+            if len(named) != len(parts):
                 return None
-            return cat_name(parts, ir.IntegerAttr(o.attributes["dim"]).value)
+            return cat_name(named, ir.IntegerAttr(o.attributes["dim"]).value)
         inner = self._named_view(o.operands[0]) if o.name in VIEW_OPS else None
         if inner is None:
             return None

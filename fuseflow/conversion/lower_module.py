@@ -339,7 +339,7 @@ def _structure_key(
     declared: Mapping[str, TensorInfo],
     written: Mapping[str, Format],
     block: int,
-    spec: tuple,
+    spec: tuple | None,
     ranker: OrderRanker | None,
     names: list[str] | None = None,
 ) -> tuple | None:

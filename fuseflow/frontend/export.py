@@ -200,7 +200,7 @@ def import_model(
                 f"input {name!r} has shape {tuple(d.shape)}: tensors without elements (a size-0 dimension) "
                 "are not supported"
             )
-    state = dict(model.named_parameters())
+    state: dict[str, torch.Tensor] = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     state_names = list(state)
     all_names = names + state_names
@@ -293,9 +293,10 @@ def traced_outputs(ep: torch.export.ExportedProgram) -> tuple[bool, list[tuple[i
     nodes = {n.name: n for n in ep.graph.nodes}
     user = [s.arg for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
     vals = [nodes[a.name].meta.get("val") if hasattr(a, "name") and a.name in nodes else None for a in user]
-    if not vals or not all(isinstance(v, torch.Tensor) for v in vals):
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    if not vals or len(tensors) != len(vals):
         return None
-    return ep.call_spec.out_spec.is_leaf(), [tuple(int(d) for d in v.shape) for v in vals]
+    return ep.call_spec.out_spec.is_leaf(), [tuple(int(d) for d in v.shape) for v in tensors]
 
 
 def _eager_outputs(run: Callable[[], Any]) -> tuple[bool, list[tuple[int, ...]]]:

@@ -147,6 +147,8 @@ class _Rewriter:
         return node
 
     def fail(self, what: str) -> UnsupportedError:
+        """An error at the node being translated (`src` is set while a node is translated)."""
+        assert self.src is not None
         return UnsupportedError(f"{what} (message passing: {graph_name(self.src.target)})", node_location(self.src))
 
     def pattern(self, s: EdgeSet, trailing: int = 0) -> fx.Node:
@@ -206,7 +208,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     positions = edge_positions(model, args)
-    state = dict(model.named_parameters())
+    state: dict[str, torch.Tensor] = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     n_nodes = _node_count(model, args, positions)
     example_ei = {p: edge_index_of(args[p], names[p], n_nodes) for p in positions}
@@ -507,7 +509,7 @@ _ELEMENTWISE = {
 }
 
 
-def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real:
+def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real | InfTest:
     if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
         return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive)
     if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
@@ -527,6 +529,7 @@ def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real
         )
     new_args = _map_real(a)
     new_kw = _map_real(kw)
+    assert callable(node.target)  # a call_function node
     out = rw.g.call_function(node.target, tuple(new_args), dict(new_kw))
     out.meta.update({k: node.meta[k] for k in _META + ("val",) if k in node.meta})
     return Real(out)

@@ -674,7 +674,7 @@ def model_approximates(timing: Timing) -> bool:
     """Whether the model only approximates this timing: FIFOs shallower than the memory latency
     stall in ways `memory_stalls` estimates but does not follow token by token."""
     mem = timing.memory
-    return bool(mem) and bool(mem.get("enabled", True)) and int(mem.get("latency", 0)) > timing.fifo_depth
+    return mem is not None and bool(mem.get("enabled", True)) and int(mem.get("latency", 0)) > timing.fifo_depth
 
 
 def estimate_graph(spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:

@@ -307,6 +307,7 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
     for _, p in zip(rv.assigns, plans):
         dens = _Density(rv, {**dims, **{k: dims[v] for k, v in p.renamed.items() if v in dims}})
         nests: dict[tuple[str, ...], Expr] = {}
+        assert p.expr is not None  # a plan always holds its expression
         _collect(p.expr, p, nests)
         seen: dict[tuple[str, ...], float] = {}
         for nest, body in nests.items():

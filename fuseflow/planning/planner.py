@@ -588,22 +588,24 @@ def _widen(rest: list[Candidate], simulated: list[Candidate], confirm, notes: li
     it beat the best simulated? Stops at the first that could not (the ranking of the rest can
     then no longer change the choice). A simulation beyond `TRUST` of its estimate is reported as
     the reason; smaller errors widen the search only between close candidates."""
-    off = [c for c in simulated if c.error is not None and not (1 / TRUST <= c.error <= TRUST)]
+    errors = [(c, c.error) for c in simulated if c.error is not None]
+    off = [(c, e) for c, e in errors if not (1 / TRUST <= e <= TRUST)]
     reason = ""
     if off:
-        worst = max(off, key=lambda c: max(c.error, 1 / c.error))  # type: ignore[type-var]
+        worst, err = max(off, key=lambda ce: max(ce[1], 1 / ce[1]))
         reason = (
             f"[{worst.describe(units)}] simulated {worst.simulated_cycles:,} cycles against "
-            f"{worst.estimate_cycles:,.0f} estimated ({worst.error:.2f}x, beyond {TRUST}x)"
+            f"{worst.estimate_cycles:,.0f} estimated ({err:.2f}x, beyond {TRUST}x)"
         )
     added = 0
     stop = ""
     for c in sorted(rest, key=lambda c: c.estimate_cycles):
-        done = [x for x in simulated if x.simulated_cycles is not None]
-        if not done:
+        done = [(x.simulated_cycles, x.error) for x in simulated]
+        seen = [(s, e) for s, e in done if s is not None and e is not None]
+        if not seen:
             break
-        best = min(x.simulated_cycles for x in done)  # type: ignore[type-var]
-        optimism = min(x.error for x in done)  # type: ignore[type-var]
+        best = min(s for s, _ in seen)
+        optimism = min(e for _, e in seen)
         if c.estimate_cycles * optimism >= best:
             stop = (
                 f"the next candidate's estimate x {optimism:.2f} (the most optimistic error seen) "

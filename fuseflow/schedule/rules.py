@@ -113,6 +113,12 @@ class Rule:
             raise FuseflowError(f"schedule: block={self.block!r} must be a positive integer")
 
     @property
+    def alternatives(self) -> tuple[Match, ...]:
+        """The Matches this rule fires on (`match`, normalised to a tuple by __post_init__)."""
+        m = self.match
+        return m if isinstance(m, tuple) else (m,)
+
+    @property
     def options(self) -> dict[str, Any]:
         """The per-region options this rule sets (order, par, block)."""
         return {k: getattr(self, k) for k in ("order", "par", "block") if getattr(self, k) is not None}
@@ -208,7 +214,7 @@ class Schedule:
 
         rules = []
         for r in self.ruleset:
-            d: dict[str, Any] = {"match": [match_json(m) for m in r.match]}
+            d: dict[str, Any] = {"match": [match_json(m) for m in r.alternatives]}
             if r.tag != "fuse":
                 d["tag"] = r.tag
             if r.by != "all":
@@ -344,7 +350,7 @@ def matches(rule: Rule, views: list[OpView]) -> tuple[set[int], dict[int, int]]:
     """The PyTorch-level ops `rule` matches, and for sequences each op's occurrence number."""
     hit: set[int] = set()
     occ: dict[int, int] = {}
-    for m in rule.match:
+    for m in rule.alternatives:
         if m.seq:
             k, n = 0, 0
             while k + len(m.seq) <= len(views):
@@ -422,7 +428,7 @@ def resolve(
             names.append(f"{r.name or 'match'}{occurrence[j].get(k, 0)}")
         else:  # module, module:Class
             if r.by == "module":
-                cls = next((m.module_class for m in r.match if m.module_class), None)
+                cls = next((m.module_class for m in r.alternatives if m.module_class), None)
                 inst = v.instance_of(cls) if cls else v.path
             else:
                 inst = v.instance_of(r.by.split(":", 1)[1])
