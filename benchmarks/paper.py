@@ -158,6 +158,24 @@ def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
     }
 
 
+def _runs(model, args, formats, schedules: dict, arch=None, run=None) -> tuple[dict, dict]:
+    """`_run` of each named schedule; a schedule refused or stopped at this size (the cycle limit,
+    a fused expression too large) is recorded in the second dict with its reason's first line,
+    so that its rows say why instead of the whole run stopping."""
+    runs, failed = {}, {}
+    for k, s in schedules.items():
+        try:
+            runs[k] = (run or _run)(model, args, formats, s, arch)
+        except fuseflow.FuseflowError as e:
+            failed[k] = str(e).splitlines()[0]
+    return runs, failed
+
+
+def _failure(failed: dict, *names: str) -> str | None:
+    """Why a row over these runs has no value (the first failed run), or None."""
+    return next((f"{k} failed: {failed[k]}" for k in names if k in failed), None)
+
+
 def _row(figure, app, dataset, config, ours, paper, source="simulated", note="", **extra) -> dict:
     ratio = ours / paper if (paper and ours is not None) else None
     return {
@@ -191,7 +209,7 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
         model, args, formats = _build(app, dataset)
     except FileNotFoundError as e:
         return [_row("12", app, dataset, "-", None, None, "skipped", str(e))]
-    runs = {s: _run(model, args, formats, s, arch=_arch(tier)) for s in ("unfused", "op", "layer", "full")}
+    runs, failed = _runs(model, args, formats, {s: s for s in ("unfused", "op", "layer", "full")}, _arch(tier))
     rows: list[dict] = []
     key = "graphsage" if app == "sage" else app
     name = (SAE_NAMES if app == "sae" else GRAPH_NAMES).get(dataset)
@@ -202,12 +220,18 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
         return None if at is None else paper["unfused"][at] / paper[config][at]
 
     cycles = {k: v["cycles"] for k, v in runs.items()}
-    error = max(v["max_abs_error"] for v in runs.values())
+    error = max((v["max_abs_error"] for v in runs.values()), default=None)
     for base_name, why in (
         ("op", "over `op`: one region per linalg op, the paper's baseline (a kernel per op)"),
         ("unfused", "over `unfused`: one region per PyTorch op (our coarser baseline)"),
     ):
         for config, ours_name in (("partial", "layer"), ("full", "full")):
+            stopped = _failure(failed, base_name, ours_name)
+            if stopped is not None:
+                rows.append(
+                    _row("12", app, dataset, f"{config} over {base_name}", None, paper_speedup(config), "failed", stopped)
+                )
+                continue
             rows.append(
                 _row(
                     "12",
@@ -262,12 +286,7 @@ def _gpt_rows(dataset: str, tier: str) -> list[dict]:
         "partial": gpt_bigbird.transformer_schedule(),
         "full": gpt_bigbird.fuseflow_full_schedule(geo["layers"]),
     }
-    runs, failed = {}, {}
-    for k, s in schedules.items():
-        try:
-            runs[k] = _run_gpt(model, args, formats, s, _arch(tier))
-        except fuseflow.FuseflowError as e:  # a schedule refused at this size is a row, not a stop
-            failed[k] = str(e).splitlines()[0]
+    runs, failed = _runs(model, args, formats, schedules, _arch(tier), run=_run_gpt)
     paper = PAPER["figure12"]["gpt3"]
     at = paper["datasets"].index(dataset)
     cycles = {k: v["cycles"] for k, v in runs.items()}
@@ -276,7 +295,7 @@ def _gpt_rows(dataset: str, tier: str) -> list[dict]:
     for base in ("op", "unfused"):
         for config in ("partial", "full"):
             theirs = paper["unfused"][at] / paper[config][at]
-            why = next((f"{k} failed: {failed[k]}" for k in (base, config) if k in failed), None)
+            why = _failure(failed, base, config)
             if why is not None:
                 rows.append(_row("12", "gpt", dataset, f"{config} over {base}", None, theirs, "failed", why))
                 continue
@@ -432,14 +451,18 @@ def figure14(tier: str, say) -> list[dict]:
     for dataset in TIERS[tier]["14"]:
         say(f"figure 14: gcn {dataset}")
         model, args, formats = gcn.build(graph=_graph(dataset), max_features=None)
-        runs = {c: _run(model, args, formats, s, arch=_arch(tier)) for c, s in _gcn_schedules().items()}
+        runs, failed = _runs(model, args, formats, _gcn_schedules(), _arch(tier))
         paper = PAPER["figure14"].get(GRAPH_NAMES.get(dataset, ""), None)
         for metric, key, paper_key in (("FLOPs", "alu_ops", "flops"), ("bytes", "mem_bytes", "mem")):
             for c in names:
-                ours = runs[c][key] / runs["unfused"][key]
                 theirs = None
                 if paper is not None:
                     theirs = paper[paper_key][names.index(c)] / paper[paper_key][names.index("unfused")]
+                stopped = _failure(failed, c, "unfused")
+                if stopped is not None:
+                    rows.append(_row("14", "gcn", dataset, f"{c}: {metric}", None, theirs, "failed", stopped))
+                    continue
+                ours = runs[c][key] / runs["unfused"][key]
                 rows.append(
                     _row(
                         "14",

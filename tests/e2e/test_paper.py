@@ -88,3 +88,23 @@ def test_the_paper_tier_runs_gpt3_small_on_a_raised_cycle_limit_and_reports_a_re
         assert refused["source"] == "failed" and refused["ours"] is None and refused["ratio"] is None
         assert refused["note"].startswith("full failed: the fused region's expression passes")
         assert refused["paper"] is not None  # the paper's bar stays beside ours
+
+
+def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_are_measured(paper, monkeypatch):
+    """GCN on the karate club under a 15,000-cycle limit: full fusion (19,733 cycles) stops at
+    the limit, the other schedules (8,690-11,770) run. Figures 12 and 14 report full fusion's
+    rows as failed with the simulator's reason, and every other row is simulated and checked."""
+    monkeypatch.setattr(paper, "_arch", lambda tier: {"max_cycles": 15_000})
+    rows = paper.figure12_point("smoke", 0, lambda msg: None) + paper.figure14("smoke", lambda msg: None)
+    failed = [r for r in rows if r["source"] == "failed"]
+    assert failed and all(r["ours"] is None and r["ratio"] is None for r in failed)
+    assert all(r["note"].startswith("full failed: ") and "cycle limit" in r["note"] for r in failed)
+    assert {r["config"] for r in failed} == {
+        "full over op",
+        "full over unfused",
+        "full: FLOPs",
+        "full: bytes",
+    }
+    measured = [r for r in rows if r["source"] == "simulated"]
+    assert {r["config"] for r in measured} >= {"partial over op", "partial over unfused", "both: FLOPs", "layer1: bytes"}
+    assert all(r["ours"] > 0 and r["max_abs_error"] < 1e-3 for r in measured)
