@@ -229,7 +229,9 @@ def figure12_point(tier: str, k: int, say) -> list[dict]:
             stopped = _failure(failed, base_name, ours_name)
             if stopped is not None:
                 rows.append(
-                    _row("12", app, dataset, f"{config} over {base_name}", None, paper_speedup(config), "failed", stopped)
+                    _row(
+                        "12", app, dataset, f"{config} over {base_name}", None, paper_speedup(config), "failed", stopped
+                    )
                 )
                 continue
             rows.append(

@@ -106,5 +106,10 @@ def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_a
         "full: bytes",
     }
     measured = [r for r in rows if r["source"] == "simulated"]
-    assert {r["config"] for r in measured} >= {"partial over op", "partial over unfused", "both: FLOPs", "layer1: bytes"}
+    assert {r["config"] for r in measured} >= {
+        "partial over op",
+        "partial over unfused",
+        "both: FLOPs",
+        "layer1: bytes",
+    }
     assert all(r["ours"] > 0 and r["max_abs_error"] < 1e-3 for r in measured)
