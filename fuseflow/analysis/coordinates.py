@@ -73,10 +73,13 @@ class CoordinateOrigins:
             return frozenset(out)
         if p >= 1.0 - 1e-9:
             return frozenset()  # every fiber full: no constraint
-        self.atom_p[ref] = p
+        atom = ref
+        if st is not None and st.structure is not None and st.structure[level] is not None:
+            atom = (("structure", st.structure[level]), level, vs)  # one pattern, one atom
+        self.atom_p[atom] = p
         for (lvl, m), f in (st.frequencies or {}).items() if st is not None else ():
-            self.level_freq[(ref[0], lvl, m)] = f
-        return frozenset({ref})
+            self.level_freq[(atom[0], lvl, m)] = f
+        return frozenset({atom})
 
     @staticmethod
     def carried(st: TensorStats | None, order: tuple[int, ...], level: int) -> frozenset | None:

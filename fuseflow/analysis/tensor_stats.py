@@ -8,6 +8,7 @@ the region that produces them.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,10 @@ class TensorStats:
     level_frequencies: dict = field(default_factory=dict, compare=False, repr=False)
     """Predicted tensors: the `frequencies` of the stored levels their `patterns` name, by
     (identity, level, m)."""
+    structure: tuple[bytes | None, ...] | None = field(default=None, compare=False, repr=False)
+    """Exact tensors: a digest per compressed level of the coordinate prefixes stored there
+    (levels 0..L), so that two tensors with one pattern (a graph's edge values and its
+    normalisation, both on the adjacency) are intersected as one coordinate set."""
 
     def weighted_fiber(self, level: int, weights: np.ndarray) -> float | None:
         """Mean entries of a `level` fiber when fibers are visited `weights[c]` times each for
@@ -91,10 +96,44 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
     for lvl, kind in enumerate(levels):
         parent = parent * dims[lvl] if kind == "dense" else float(prefix_counts[lvl])
         counts.append(parent)
+    structure = _structure(data, levels, mode_order, dims, block)
     if len(dims) == 2 and not block:
         lengths, frequencies = _matrix_profile(data, mode_order)
-        return TensorStats(dims, tuple(counts), fiber_lengths=lengths, frequencies=frequencies)
-    return TensorStats(dims, tuple(counts))
+        return TensorStats(dims, tuple(counts), fiber_lengths=lengths, frequencies=frequencies, structure=structure)
+    return TensorStats(dims, tuple(counts), structure=structure)
+
+
+def _structure(data, levels: Sequence[str], mode_order: Sequence[int], dims: tuple[int, ...], block: int):
+    """`TensorStats.structure`: per compressed level, a digest of the sorted linear indices (over
+    the storage-order extents down to that level) of the stored coordinate prefixes. The same
+    pattern gives the same digest whether the data is a scipy matrix or an array."""
+    if scipy.sparse.issparse(data) and (data.ndim != 2 or block):
+        return None
+    if scipy.sparse.issparse(data):
+        m = scipy.sparse.csr_array(data if tuple(mode_order) == (0, 1) else data.T)
+        m.sum_duplicates()
+        m.eliminate_zeros()
+        m.sort_indices()
+        rows = np.diff(m.indptr)
+        prefixes = [np.flatnonzero(rows), np.repeat(np.arange(len(rows), dtype=np.int64), rows) * dims[1] + m.indices]
+    else:
+        mask = _nonzero_mask(data, block)
+        mask = np.transpose(mask, list(mode_order)) if mask.ndim else mask
+        prefixes = [np.empty(0)] * mask.ndim
+        for lvl in range(mask.ndim - 1, -1, -1):
+            if levels[lvl] == "compressed":
+                prefixes[lvl] = np.flatnonzero(mask)
+            if lvl:
+                mask = np.asarray(mask.any(axis=-1))
+    out: list[bytes | None] = []
+    for lvl, kind in enumerate(levels):
+        if kind != "compressed":
+            out.append(None)
+            continue
+        h = hashlib.blake2b(np.asarray(dims[: lvl + 1], dtype=np.int64).tobytes(), digest_size=16)
+        h.update(np.ascontiguousarray(prefixes[lvl], dtype=np.int64).tobytes())
+        out.append(h.digest())
+    return tuple(out)
 
 
 def _matrix_profile(data, mode_order: Sequence[int]) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:

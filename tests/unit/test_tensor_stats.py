@@ -37,3 +37,25 @@ def test_dense_and_sparse_data_give_the_same_statistics(a, mode_order, levels):
     for key, freq in dense.frequencies.items():
         assert np.array_equal(freq, sparse.frequencies[key]), key
     assert np.array_equal(dense.frequencies[(1, 1)], np.count_nonzero(stored, axis=0))
+
+
+@settings(max_examples=60, deadline=None)
+@given(matrices(), st.sampled_from([(0, 1), (1, 0)]), st.integers(0, 2**31 - 1))
+def test_structure_digests_name_the_pattern_not_the_values_or_the_container(a, mode_order, seed):
+    """Two tensors on one pattern (other values, one of them scipy) share every level's digest;
+    moving one stored entry changes the digest of the levels whose prefixes it changes."""
+    levels = ("compressed", "compressed")
+    rescaled = a * np.random.default_rng(seed).uniform(0.5, 2.0, a.shape).astype(np.float32)
+    one = level_counts(a, levels, mode_order).structure
+    assert one == level_counts(sp.csr_array(rescaled), levels, mode_order).structure
+    assert one == level_counts(rescaled, levels, mode_order).structure
+    stored = a if mode_order == (0, 1) else a.T
+    nz, zero = np.argwhere(stored != 0), np.argwhere(stored == 0)
+    if len(nz) and len(zero):
+        moved = stored.copy()
+        (r, c), (r2, c2) = nz[0], zero[0]
+        moved[r2, c2], moved[r, c] = moved[r, c], 0.0
+        other = level_counts(moved if mode_order == (0, 1) else moved.T, levels, mode_order).structure
+        assert other[1] != one[1]  # the entries moved
+        rows_before, rows_after = set(nz[:, 0]), set(np.argwhere(moved != 0)[:, 0])
+        assert (other[0] == one[0]) == (rows_before == rows_after)
