@@ -402,8 +402,11 @@ class _Model(CoordinateOrigins):
         else:
             pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
         dense = node.params.get("format") == "dense"
+        # every fiber full (a dense tensor stored compressed): its fibers lie back to back, each
+        # `dim` positions from the last, as a dense level's rows do
+        rows = dense or fiber >= dim - 1e-9
         rw = r.walk
-        walk = rw.walked(r.data, fiber, float(dim) if dense else fiber, dense and _LINE_ELEMS % max(dim, 1) == 0)
+        walk = rw.walked(r.data, fiber, float(dim) if rows else fiber, rows and _LINE_ELEMS % max(dim, 1) == 0)
         out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern, walk)
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
