@@ -603,22 +603,42 @@ def figure17(tier: str, say) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], tier: str, wall: float, jobs: int = 1) -> str:
+def markdown(
+    rows: list[dict],
+    tier: str,
+    wall: float,
+    jobs: int = 1,
+    md: Path = ROOT / "docs" / "paper.md",
+    plots: Path = ROOT / "docs" / "results" / "paper",
+    peak_gb: float | None = None,
+) -> str:
+    """The page: the command that made it, then each figure's plot and table (paths relative to
+    the page, so any `--md` / `--plots` pair links up)."""
+    here = Path(os.path.relpath(Path(plots).resolve(), Path(md).resolve().parent))
+    shown = {"md": os.path.relpath(Path(md).resolve(), ROOT), "plots": os.path.relpath(Path(plots).resolve(), ROOT)}
+    stopped = sum(r["source"] == "failed" for r in rows)
     out = [
         "# FuseFlow's figures, ours beside the paper's",
         "",
         f"`python benchmarks/paper.py --figure all --tier {tier} -o docs/results/paper_{tier}.json "
-        f"--md docs/paper.md --plots docs/results/paper{f' --jobs {jobs}' if jobs > 1 else ''}` "
-        f"(fuseflow {fuseflow.__version__}, {wall:.0f} s on 2 cores). The paper's numbers are the "
-        "default data of the artifact's plotting scripts (`benchmarks/paper/numbers.json` names the "
-        "commit). Every point of ours is simulated and its outputs checked against PyTorch.",
+        f"--md {shown['md']} --plots {shown['plots']}{f' --jobs {jobs}' if jobs > 1 else ''}` "
+        f"(fuseflow {fuseflow.__version__}, {wall:.0f} s on 2 cores"
+        + (f", peak {peak_gb} GB resident" if peak_gb else "")
+        + "). The paper's numbers are the default data of the artifact's plotting scripts "
+        "(`benchmarks/paper/numbers.json` names the commit). Every value of ours is simulated and its "
+        "outputs checked against PyTorch"
+        + (
+            f"; {stopped} rows have none (`-`): a schedule stopped at that size, the reason in the JSON's `note`."
+            if stopped
+            else "."
+        ),
         "",
     ]
     for fig in FIGURES:
         fr = [r for r in rows if r["figure"] == fig]
         if not fr:
             continue
-        out += [f"## Figure {fig}", "", f"![figure {fig}](results/paper/figure{fig}.png)", ""]
+        out += [f"## Figure {fig}", "", f"![figure {fig}]({here.as_posix()}/figure{fig}.png)", ""]
         out += ["| app | dataset | config | ours | paper | ours / paper |", "|---|---|---|---|---|---|"]
         for r in fr:
             ours = "-" if r["ours"] is None else f"{r['ours']:.3g}"
@@ -694,7 +714,16 @@ def main(argv: list[str] | None = None) -> int:
     if a.source:
         saved = json.loads(Path(a.source).read_text())
         if a.md:
-            Path(a.md).write_text(markdown(saved["rows"], saved["tier"], saved["wall_s"], saved.get("jobs", 1)))
+            page = markdown(
+                saved["rows"],
+                saved["tier"],
+                saved["wall_s"],
+                saved.get("jobs", 1),
+                Path(a.md),
+                Path(a.plots or ROOT / "docs" / "results" / "paper"),
+                saved.get("peak_rss_gb"),
+            )
+            Path(a.md).write_text(page)
         if a.plots:
             plot(saved["rows"], Path(a.plots))
         return 0
@@ -722,7 +751,8 @@ def main(argv: list[str] | None = None) -> int:
         saved = {"tier": a.tier, "wall_s": round(wall, 1), "jobs": a.jobs, "peak_rss_gb": peak, "rows": rows}
         Path(a.output).write_text(json.dumps(saved, indent=1))
     if a.md:
-        Path(a.md).write_text(markdown(rows, a.tier, wall, a.jobs))
+        plots = Path(a.plots or ROOT / "docs" / "results" / "paper")
+        Path(a.md).write_text(markdown(rows, a.tier, wall, a.jobs, Path(a.md), plots, peak))
     if a.plots:
         plot(rows, Path(a.plots))
     print(f"{len(rows)} rows from {len(todo)} points in {wall:.0f} s, peak {peak} GB resident", file=sys.stderr)
