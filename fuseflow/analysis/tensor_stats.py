@@ -85,53 +85,48 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
     dims = tuple(shape[m] for m in mode_order)
     if all(k == "dense" for k in levels):
         return TensorStats.dense(dims)
+    prefixes: list[np.ndarray | None] | None = None  # linear indices of each level's stored prefixes
     if scipy.sparse.issparse(data) and data.ndim != 2:
         prefix_counts = _coordinate_prefix_counts(data, mode_order)
     elif scipy.sparse.issparse(data) and not block:
         prefix_counts = _sparse_prefix_counts(data, mode_order)
+        prefixes = _sparse_prefixes(data, mode_order, dims)
     else:
-        prefix_counts = _dense_prefix_counts(_nonzero_mask(data, block), mode_order)
+        prefix_counts, prefixes = _dense_prefixes(_nonzero_mask(data, block), mode_order, levels)
     counts: list[float] = []
     parent = 1.0
     for lvl, kind in enumerate(levels):
         parent = parent * dims[lvl] if kind == "dense" else float(prefix_counts[lvl])
         counts.append(parent)
-    structure = _structure(data, levels, mode_order, dims, block)
+    structure = None if prefixes is None else _digests(prefixes, levels, dims)
     if len(dims) == 2 and not block:
         lengths, frequencies = _matrix_profile(data, mode_order)
         return TensorStats(dims, tuple(counts), fiber_lengths=lengths, frequencies=frequencies, structure=structure)
     return TensorStats(dims, tuple(counts), structure=structure)
 
 
-def _structure(data, levels: Sequence[str], mode_order: Sequence[int], dims: tuple[int, ...], block: int):
+def _sparse_prefixes(data, mode_order: Sequence[int], dims: tuple[int, ...]) -> list[np.ndarray | None]:
+    """A stored matrix's prefixes: its nonempty outer fibers, and its entries as row * cols + col."""
+    m = scipy.sparse.csr_array(data if tuple(mode_order) == (0, 1) else data.T)
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    m.sort_indices()
+    rows = np.diff(m.indptr)
+    return [np.flatnonzero(rows), np.repeat(np.arange(len(rows), dtype=np.int64), rows) * dims[1] + m.indices]
+
+
+def _digests(prefixes: Sequence[np.ndarray | None], levels: Sequence[str], dims: tuple[int, ...]):
     """`TensorStats.structure`: per compressed level, a digest of the sorted linear indices (over
     the storage-order extents down to that level) of the stored coordinate prefixes. The same
     pattern gives the same digest whether the data is a scipy matrix or an array."""
-    if scipy.sparse.issparse(data) and (data.ndim != 2 or block):
-        return None
-    if scipy.sparse.issparse(data):
-        m = scipy.sparse.csr_array(data if tuple(mode_order) == (0, 1) else data.T)
-        m.sum_duplicates()
-        m.eliminate_zeros()
-        m.sort_indices()
-        rows = np.diff(m.indptr)
-        prefixes = [np.flatnonzero(rows), np.repeat(np.arange(len(rows), dtype=np.int64), rows) * dims[1] + m.indices]
-    else:
-        mask = _nonzero_mask(data, block)
-        mask = np.transpose(mask, list(mode_order)) if mask.ndim else mask
-        prefixes = [np.empty(0)] * mask.ndim
-        for lvl in range(mask.ndim - 1, -1, -1):
-            if levels[lvl] == "compressed":
-                prefixes[lvl] = np.flatnonzero(mask)
-            if lvl:
-                mask = np.asarray(mask.any(axis=-1))
     out: list[bytes | None] = []
     for lvl, kind in enumerate(levels):
-        if kind != "compressed":
+        found = prefixes[lvl]
+        if kind != "compressed" or found is None:
             out.append(None)
             continue
         h = hashlib.blake2b(np.asarray(dims[: lvl + 1], dtype=np.int64).tobytes(), digest_size=16)
-        h.update(np.ascontiguousarray(prefixes[lvl], dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(found, dtype=np.int64).tobytes())
         out.append(h.digest())
     return tuple(out)
 
@@ -166,15 +161,21 @@ def _nonzero_mask(data, block: int) -> np.ndarray:
     return mask.reshape(shape).any(axis=tuple(range(1, len(shape), 2)))
 
 
-def _dense_prefix_counts(mask: np.ndarray, mode_order: Sequence[int]) -> list[int]:
-    """Distinct nonzero coordinate prefixes per level: any() over the inner levels, counted."""
+def _dense_prefixes(
+    mask: np.ndarray, mode_order: Sequence[int], levels: Sequence[str]
+) -> tuple[list[int], list[np.ndarray | None]]:
+    """Distinct nonzero coordinate prefixes per level (any() over the inner levels, counted) and,
+    for each compressed level, their linear indices (for `TensorStats.structure`)."""
     m = np.transpose(mask, list(mode_order)) if mask.ndim else mask
-    out = [0] * m.ndim
+    counts = [0] * m.ndim
+    found: list[np.ndarray | None] = [None] * m.ndim
     for lvl in range(m.ndim - 1, -1, -1):
-        out[lvl] = int(np.count_nonzero(m))
+        counts[lvl] = int(np.count_nonzero(m))
+        if levels[lvl] == "compressed":
+            found[lvl] = np.flatnonzero(m)
         if lvl:
             m = np.asarray(m.any(axis=-1))
-    return out
+    return counts, found
 
 
 def _coordinate_prefix_counts(entries, mode_order: Sequence[int]) -> list[int]:

@@ -99,7 +99,7 @@ class Fifo {
     --size_;
     if (__builtin_expect(on_pop_, false)) {
       if (sched_) sched_->wake_next(src_node);
-      if (logging_) log_pops(1, at, 0);
+      if (logging_) append_pops(1, at, 0);
     }
   }
   // Consume the first `k` tokens at once, the j-th at cycle `first + j * step` (a bulk run of `k`
@@ -109,7 +109,7 @@ class Fifo {
     size_ -= k;
     if (__builtin_expect(on_pop_, false) && k > 0) {
       if (sched_) sched_->wake_next(src_node);
-      if (logging_) log_pops(k, first, step);
+      if (logging_) append_pops(k, first, step);
     }
   }
   // Consumer first (the window engine's backpressure windows, Graph::run_window): the consumer
@@ -227,8 +227,8 @@ class Fifo {
 
  private:
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
-  // Log `k` pops, the j-th at cycle `first + j * step` (log_pops(bool)).
-  __attribute__((noinline)) void log_pops(size_t k, uint64_t first, uint64_t step) {
+  // Log `k` pops, the j-th at cycle `first + j * step` (while log_pops is on).
+  __attribute__((noinline)) void append_pops(size_t k, uint64_t first, uint64_t step) {
     for (size_t j = 0; j < k; ++j) pops_.push_back(first + j * step);
   }
   // Index of the first logged pop at a cycle >= `c`. A producer asks at increasing cycles within
