@@ -33,6 +33,7 @@ class Load : public Node {
   }
   // A run of refs (or N) in range: one value a step.
   uint64_t bulk(uint64_t t, uint64_t n) {
+    if (Fifo* out = plain_out(0)) return bulk_one_pass(out, t, n);
     const Fifo::View in0 = view(0);
     uint64_t refs = 0;  // the run's refs (the rest are N)
     const uint64_t k = ready_run(0, t, std::min(n, space(0)), [&](Token r) {  // step() acts on the rest or reports them
@@ -48,6 +49,37 @@ class Load : public Node {
     return k;
   }
  private:
+  // The same run, each ref read once and its value stored in the same loop.
+  FF_INLINE uint64_t bulk_one_pass(Fifo* out, uint64_t t, uint64_t n) {
+    const uint64_t cap = std::min<uint64_t>({n, out->space(), input(0)->size()});
+    const Fifo::View in0 = view(0);
+    const Fifo::Tail dst = out->tail(cap);
+    const uint64_t ii = ii_, size = vals_.size();
+    const float* vals = vals_.data();
+    uint64_t empties = 0;  // N refs among the run's (the rest are refs in range)
+    const uint64_t k = by_chunks(
+        cap, [&](uint64_t j) { return std::min(in0.contiguous(j), dst.contiguous(j)); },
+        [&](uint64_t k0, uint64_t len) {
+          const auto* a = in0.at(k0);
+          auto* o = dst.at(k0);
+          uint64_t at = t + k0 * ii, j = 0;
+          for (; j < len; ++j, at += ii) {
+            if (a[j].visible() > at) break;
+            const Token r = a[j].token();
+            float v = 0.0f;
+            if (r.is_data() && static_cast<uint64_t>(r.i) < size) v = vals[r.i];
+            else if (r.is_empty()) ++empties;
+            else break;  // step() acts on it or reports it
+            Fifo::set(o[j], Token::value(v), at + latency_);
+          }
+          return j;
+        });
+    const uint64_t refs = k - empties;
+    emitted(out, k);
+    c_.mem_reads += 4 * refs;
+    take_n(0, k);
+    return k;
+  }
   // Gathers (a dense operand's rows under a sparse coordinate) miss the cache; the refs queued
   // behind the head are already known, so start fetching the value a few tokens ahead.
   // Simulation only: the modelled timing does not change.
@@ -96,6 +128,13 @@ class Alu : public Node {
   }
   // A run of aligned values (or N): one result a step.
   uint64_t bulk(uint64_t t, uint64_t n) {
+    if (Fifo* out = plain_out(0)) {
+      if (in_.size() == 2 && op_ == Op::Mul) return bulk_one_pass<true>(out, t, n, [](float a, float b) { return a * b; });
+      if (in_.size() == 2 && op_ == Op::Add) return bulk_one_pass<true>(out, t, n, [](float a, float b) { return a + b; });
+      const Op op = op_;
+      auto any = [op](float a, float b) { return apply(op, a, b); };
+      return in_.size() == 2 ? bulk_one_pass<true>(out, t, n, any) : bulk_one_pass<false>(out, t, n, any);
+    }
     const bool binary = in_.size() == 2;
     const Fifo::View in0 = view(0), in1 = view(binary ? 1 : 0);
     auto value = [](Token v) { return v.is_data() || v.is_empty(); };  // step() acts on the rest or reports them
@@ -113,6 +152,49 @@ class Alu : public Node {
     return k;
   }
  private:
+  // The same run, each step's operands read once and its result stored in the same loop (one
+  // input: `scalar_` is the second operand).
+  template <bool binary, class F>
+  FF_INLINE uint64_t bulk_one_pass(Fifo* out, uint64_t t, uint64_t n, F&& op) {
+    uint64_t cap = std::min<uint64_t>({n, out->space(), input(0)->size()});
+    if constexpr (binary) cap = std::min<uint64_t>(cap, input(1)->size());
+    const Fifo::View in0 = view(0), in1 = view(binary ? 1 : 0);
+    const Fifo::Tail dst = out->tail(cap);
+    const uint64_t ii = ii_, lat = latency_;
+    const float scalar = scalar_;
+    auto value = [](Token v) { return v.is_data() || v.is_empty(); };  // step() acts on the rest or reports them
+    const uint64_t k = by_chunks(
+        cap,
+        [&](uint64_t j) {
+          const uint64_t c = std::min(in0.contiguous(j), dst.contiguous(j));
+          return binary ? std::min(c, in1.contiguous(j)) : c;
+        },
+        [&](uint64_t k0, uint64_t len) {
+          const auto* x = in0.at(k0);
+          const auto* z = in1.at(k0);
+          auto* o = dst.at(k0);
+          uint64_t at = t + k0 * ii, j = 0;
+          for (; j < len; ++j, at += ii) {
+            if (x[j].visible() > at) break;
+            const Token a = x[j].token();
+            if (!value(a)) break;
+            float y = scalar;
+            if constexpr (binary) {
+              if (z[j].visible() > at) break;
+              const Token b = z[j].token();
+              if (!value(b)) break;
+              y = b.is_data() ? b.f : 0.0f;
+            }
+            Fifo::set(o[j], Token::value(op(a.is_data() ? a.f : 0.0f, y)), at + lat);
+          }
+          return j;
+        });
+    emitted(out, k);
+    take_n(0, k);
+    if constexpr (binary) take_n(1, k);
+    c_.alu_ops += k;
+    return k;
+  }
   Op op_;
   float scalar_;
 };

@@ -212,8 +212,26 @@ class Reduce : public Node {
       return 0;
     } else {
       if (pending_stop_ >= 0) return 0;
-      const uint64_t k = ready_run(0, t, n, [](Token v) { return v.is_data() || v.is_empty(); });
-      for (uint64_t j = 0; j < k; ++j) pol_.add(acc_, in0[j], nullptr);
+      // One pass, each value checked and added in the same loop. The sum is held in a register:
+      // accumulated in the member, each add waited for the store of the one before (a chain of
+      // store-to-load forwards, the run's bottleneck).
+      const uint64_t cap = std::min<uint64_t>(n, input(0)->size()), ii = ii_;
+      const bool max = pol_.max;
+      float acc = acc_;
+      const uint64_t k = by_chunks(
+          cap, [&](uint64_t j) { return in0.contiguous(j); },
+          [&](uint64_t k0, uint64_t len) {
+            const auto* x = in0.at(k0);
+            uint64_t at = t + k0 * ii, j = 0;
+            for (; j < len; ++j, at += ii) {
+              if (x[j].visible() > at) break;
+              const Token v = x[j].token();
+              if (!v.is_data() && !v.is_empty()) break;
+              acc = combine(max, acc, v.is_data() ? v.f : 0.0f);
+            }
+            return j;
+          });
+      acc_ = acc;
       c_.reductions += k;
       take_n(0, k);
       return k;

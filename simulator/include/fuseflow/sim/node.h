@@ -184,6 +184,33 @@ class Node {
     else for (auto* f : out_[o]) f->push_run(k, first, ii_, make);
     c_.tokens_out += k;
   }
+  // One-pass bulk runs: a run that reads its inputs and writes its output in the same loop
+  // (Fifo::Tail) needs port `o` to be one FIFO without hooks; nullptr sends it to the two-pass
+  // form (ready_run, then emit_run).
+  FF_INLINE Fifo* plain_out(int o) const {
+    Fifo* f = lone(o);
+    return f && !f->hooked() ? f : nullptr;
+  }
+  // The first `k` tokens written through `f`'s Tail are queued (a one-pass run's emit_run).
+  FF_INLINE void emitted(Fifo* f, uint64_t k) {
+    f->commit(k);
+    c_.tokens_out += k;
+  }
+  FF_INLINE const Fifo* input(int i) const { return in_[i]; }
+  // A one-pass run's steps 0..cap-1 in chunks over which no ring wraps (`len_at(k)`: the entries
+  // back to back from step k on, over every ring the run touches), so the loop walks pointers:
+  // `chunk(k, len)` does up to `len` steps from step k and returns how many; a short one ends it.
+  template <class L, class C>
+  static FF_INLINE uint64_t by_chunks(uint64_t cap, L&& len_at, C&& chunk) {
+    uint64_t k = 0;
+    while (k < cap) {
+      const uint64_t len = std::min<uint64_t>(cap - k, len_at(k));
+      const uint64_t done = chunk(k, len);
+      k += done;
+      if (done < len) break;
+    }
+    return k;
+  }
   // Tokens port `o` can take before one of its FIFOs is full.
   FF_INLINE uint64_t space(int o) const {
     if (Fifo* f = lone(o)) return waits_on_pops ? f->space(now_) : f->space();

@@ -151,12 +151,13 @@ class Fifo {
     }
     while (size_ + k > mask_ + 1) grow();
     Entry* const b = buf_.get();
-    const size_t m = mask_, tail = head_ + size_;
-    for (size_t j = 0; j < k; ++j) {
-      const Token t = make(j);
-      Entry& e = b[(tail + j) & m];
-      e.payload = t.i;
-      e.meta = ((first + j * step) << 16) | (static_cast<uint64_t>(t.kind) << 8) | t.level;
+    const size_t m = mask_;
+    for (size_t j = 0; j < k;) {  // in at most two back-to-back pieces (the ring wraps once)
+      const size_t pos = (head_ + size_ + j) & m, len = std::min(k - j, m + 1 - pos);
+      Entry* const e = b + pos;
+      uint64_t when = first + j * step;
+      for (size_t i = 0; i < len; ++i, when += step) set(e[i], make(j + i), when);
+      j += len;
     }
     size_ += k;
   }
@@ -218,12 +219,41 @@ class Fifo {
    public:
     View(const Entry* b, size_t m, size_t h) : b_(b), m_(m), h_(h) {}
     Token operator[](size_t j) const { return b_[(h_ + j) & m_].token(); }
+    uint64_t visible(size_t j) const { return b_[(h_ + j) & m_].visible(); }
+    // The j-th entry, and how many entries from it on lie back to back before the ring wraps:
+    // a run's loop walks them by pointer, chunk by chunk (Node::one_pass).
+    const Entry* at(size_t j) const { return b_ + ((h_ + j) & m_); }
+    size_t contiguous(size_t j) const { return m_ + 1 - ((h_ + j) & m_); }
 
    private:
     const Entry* b_;
     size_t m_, h_;
   };
   View view() const { return View(buf_.get(), mask_, head_); }
+  // The stores of a one-pass bulk run (reads and writes in one loop, Node::map_run): room for
+  // `k` more entries is made first, the j-th is written with `put`, and `commit` queues the
+  // first k written. Only for a FIFO without hooks (nothing to record, wake or drop).
+  class Tail {
+   public:
+    Tail(Entry* b, size_t m, size_t t) : b_(b), m_(m), t_(t) {}
+    void put(size_t j, Token t, uint64_t when) const { set(b_[(t_ + j) & m_], t, when); }
+    Entry* at(size_t j) const { return b_ + ((t_ + j) & m_); }
+    size_t contiguous(size_t j) const { return m_ + 1 - ((t_ + j) & m_); }
+
+   private:
+    Entry* b_;
+    size_t m_, t_;
+  };
+  bool hooked() const { return hooked_; }
+  static void set(Entry& e, Token t, uint64_t when) {
+    e.payload = t.i;
+    e.meta = (when << 16) | (static_cast<uint64_t>(t.kind) << 8) | t.level;
+  }
+  Tail tail(size_t k) {
+    while (size_ + k > mask_ + 1) grow();
+    return Tail(buf_.get(), mask_, head_ + size_);
+  }
+  void commit(size_t k) { size_ += k; }
 
  private:
   const Entry& at(size_t k) const { return buf_[(head_ + k) & mask_]; }
