@@ -60,7 +60,76 @@ class Joiner : public Node {
     }
     return Step::Progress;
   }
+  // A run of steps over data coordinates (some operands may sit at a stop while the others drain
+  // their fibers): each step reads every head, consumes some operands, and emits nothing (an
+  // intersection skipping) or one token per port. Stops on every operand, D, N coordinates, a full
+  // output, or logged pops end the run (step() acts on them or reports them).
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    if (n_ > kMaxOperands) return 0;
+    for (int i = 0; i < 2 * n_; ++i)
+      if (input(i)->logging()) return 0;  // pops at the steps that take them, not one a step
+    uint64_t room = UINT64_MAX;  // tokens every output FIFO can still take
+    for (int o = 0; o <= n_; ++o) {
+      if (outputs()[o].size() > kMaxFanout) return 0;
+      for (Fifo* f : outputs()[o]) {
+        if (f->hooked()) return 0;
+        room = std::min<uint64_t>(room, f->space());
+      }
+    }
+    Fifo::View crd[kMaxOperands], ref[kMaxOperands];
+    uint64_t size[kMaxOperands], pos[kMaxOperands], total = 0, least = UINT64_MAX;
+    for (int i = 0; i < n_; ++i) {
+      crd[i] = view(i), ref[i] = view(n_ + i), pos[i] = 0;
+      size[i] = std::min(input(i)->size(), input(n_ + i)->size());
+      total += size[i], least = std::min(least, size[i]);
+    }
+    const uint64_t most = std::min<uint64_t>({n, room, union_ ? total : least});
+    Fifo::Tail tails[kMaxOperands + 1][kMaxFanout];  // each port's FIFOs, with room for `most` more
+    for (int o = 0; o <= n_; ++o)
+      for (size_t f = 0; f < outputs()[o].size(); ++f) tails[o][f] = outputs()[o][f]->tail(most);
+    const uint64_t ii = ii_, lat = latency_;
+    uint64_t e = 0, k = 0, at = t;
+    auto put = [&](int o, Token tok) {
+      for (size_t f = 0; f < outputs()[o].size(); ++f) Fifo::set(*tails[o][f].at(e), tok, at + lat);
+    };
+    for (; k < n && room > 0; ++k, at += ii) {
+      Token head[kMaxOperands];
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      int n_data = 0;
+      bool ok = true;
+      for (int i = 0; i < n_ && ok; ++i) {
+        ok = pos[i] < size[i] && crd[i].visible(pos[i]) <= at && ref[i].visible(pos[i]) <= at;
+        if (!ok) break;
+        head[i] = crd[i][pos[i]];
+        if (head[i].is_data()) ++n_data, lo = std::min(lo, head[i].i), hi = std::max(hi, head[i].i);
+        else ok = head[i].is_stop();
+      }
+      if (!ok || n_data == 0) break;
+      if (!union_) {
+        if (n_data < n_ || lo != hi) {  // skip the coordinates that cannot match
+          const int64_t target = n_data < n_ ? INT64_MAX : hi;
+          for (int i = 0; i < n_; ++i)
+            if (head[i].is_data() && head[i].i < target) ++pos[i];
+          continue;
+        }
+        put(0, Token::data(lo));
+        for (int i = 0; i < n_; ++i) put(1 + i, ref[i][pos[i]++]);
+      } else {
+        put(0, Token::data(lo));
+        for (int i = 0; i < n_; ++i)
+          put(1 + i, head[i].is_data() && head[i].i == lo ? ref[i][pos[i]++] : Token::empty());
+      }
+      ++e, --room;
+    }
+    for (int o = 0; o <= n_; ++o) {
+      for (Fifo* f : outputs()[o]) f->commit(e);
+      counters().tokens_out += e;
+    }
+    for (int i = 0; i < n_; ++i) take_n(i, pos[i]), take_n(n_ + i, pos[i]);
+    return k;
+  }
  private:
+  static constexpr int kMaxOperands = 8, kMaxFanout = 8;  // bulk runs only: wider joiners step one by one
   int n_;
   bool union_;
 };

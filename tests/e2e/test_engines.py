@@ -4,6 +4,7 @@ node's counters, on compiled graphs that use every primitive kind and both timin
 
 import gcn_layer
 import gpt_bigbird
+import graphsage
 import kernels
 import numpy as np
 import pytest
@@ -205,3 +206,36 @@ def test_the_window_engine_runs_backpressure_when_the_full_fifos_consumers_are_b
 def test_unknown_engine_is_named():
     with pytest.raises(fuseflow.SimulationError, match="unknown simulation engine 'fast'"):
         compiled(gcn_layer.build).simulate(engine="fast")
+
+
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "comal",
+        {"latency": 2, "kinds": {"intersect": {"ii": 2, "latency": 3}, "union": {"ii": 3}}},
+        {"fifo_depth": 8},
+    ],
+    ids=["comal", "latency-ii", "fifo-8"],
+)
+@pytest.mark.parametrize("kernel", ["mul", "add", "spgemm"])
+def test_joiner_runs_over_two_fibers_run_the_same(kernel, arch, monkeypatch):
+    # Two-operand intersections and unions advance many steps per call in the window engine: a
+    # step consumes one side or both and emits nothing (a skip) or one token per port; one side
+    # may sit at a stop while the other drains. Runs stop at stops, D, unseen tokens, full FIFOs.
+    monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)  # try the window engine on shallow FIFOs too
+    prog = program(kernel, "csr")
+
+    @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(operands(kernel))
+    def check(ab):
+        ev = prog.simulate(*ab, arch=arch, engine="event")
+        win = prog.simulate(*ab, arch=arch)  # the window engine, or the event engine once a FIFO fills
+        assert_same_runs(ev, win)
+        win.check(rtol=0, atol=0)
+
+    check()
+
+
+def test_joiners_of_three_to_five_operands_run_the_same():
+    # GraphSAGE fused: unions of 2, 3 and 5 operands and an intersection of 4, with fan-out
+    both(compiled(graphsage.build)).check()

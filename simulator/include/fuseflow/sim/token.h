@@ -135,9 +135,13 @@ class Fifo {
   inline __attribute__((always_inline)) size_t ready_run(uint64_t t, uint64_t ii, size_t max, P&& accept) const {
     const size_t n = std::min(max, size_), m = mask_, h = head_;
     const Entry* const b = buf_.get();
-    for (size_t j = 0; j < n; ++j) {
-      const Entry& e = b[(h + j) & m];
-      if (e.visible() > t + j * ii || !accept(e.token())) return j;
+    for (size_t j = 0; j < n;) {  // in at most two back-to-back pieces (the ring wraps once)
+      const size_t pos = (h + j) & m, len = std::min(n - j, m + 1 - pos);
+      const Entry* const e = b + pos;
+      uint64_t at = t + j * ii;
+      for (size_t i = 0; i < len; ++i, at += ii)
+        if (e[i].visible() > at || !accept(e[i].token())) return j + i;
+      j += len;
     }
     return n;
   }
@@ -217,6 +221,7 @@ class Fifo {
   // change them): valid until this FIFO's next push or pop.
   class View {
    public:
+    View() = default;
     View(const Entry* b, size_t m, size_t h) : b_(b), m_(m), h_(h) {}
     Token operator[](size_t j) const { return b_[(h_ + j) & m_].token(); }
     uint64_t visible(size_t j) const { return b_[(h_ + j) & m_].visible(); }
@@ -225,7 +230,7 @@ class Fifo {
     const Entry* at(size_t j) const { return b_ + ((h_ + j) & m_); }
     size_t contiguous(size_t j) const { return m_ + 1 - ((h_ + j) & m_); }
 
-   private:
+   private:  // left unset by the default constructor (arrays of views, filled before use)
     const Entry* b_;
     size_t m_, h_;
   };
@@ -235,12 +240,13 @@ class Fifo {
   // first k written. Only for a FIFO without hooks (nothing to record, wake or drop).
   class Tail {
    public:
+    Tail() = default;
     Tail(Entry* b, size_t m, size_t t) : b_(b), m_(m), t_(t) {}
     void put(size_t j, Token t, uint64_t when) const { set(b_[(t_ + j) & m_], t, when); }
     Entry* at(size_t j) const { return b_ + ((t_ + j) & m_); }
     size_t contiguous(size_t j) const { return m_ + 1 - ((t_ + j) & m_); }
 
-   private:
+   private:  // left unset by the default constructor (arrays of tails, filled before use)
     Entry* b_;
     size_t m_, t_;
   };
