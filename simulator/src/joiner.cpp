@@ -84,40 +84,45 @@ class Joiner : public Node {
       total += size[i], least = std::min(least, size[i]);
     }
     const uint64_t most = std::min<uint64_t>({n, room, union_ ? total : least});
-    Fifo::Tail tails[kMaxOperands + 1][kMaxFanout];  // each port's FIFOs, with room for `most` more
-    for (int o = 0; o <= n_; ++o)
-      for (size_t f = 0; f < outputs()[o].size(); ++f) tails[o][f] = outputs()[o][f]->tail(most);
+    // every output FIFO with room for `most` more; port o's are tails[first[o]] .. tails[first[o + 1] - 1]
+    Fifo::Tail tails[(kMaxOperands + 1) * kMaxFanout];
+    int first[kMaxOperands + 2];
+    first[0] = 0;
+    for (int o = 0; o <= n_; ++o) {
+      first[o + 1] = first[o];
+      for (Fifo* f : outputs()[o]) tails[first[o + 1]++] = f->tail(most);
+    }
     const uint64_t ii = ii_, lat = latency_;
     uint64_t e = 0, k = 0, at = t;
     auto put = [&](int o, Token tok) {
-      for (size_t f = 0; f < outputs()[o].size(); ++f) Fifo::set(*tails[o][f].at(e), tok, at + lat);
+      for (int f = first[o]; f < first[o + 1]; ++f) Fifo::set(*tails[f].at(e), tok, at + lat);
     };
+    int64_t crds[kMaxOperands];  // this step's coordinates (stops: is_data false)
+    bool is_data[kMaxOperands];
     for (; k < n && room > 0; ++k, at += ii) {
-      Token head[kMaxOperands];
       int64_t lo = INT64_MAX, hi = INT64_MIN;
       int n_data = 0;
       bool ok = true;
-      for (int i = 0; i < n_ && ok; ++i) {
-        ok = pos[i] < size[i] && crd[i].visible(pos[i]) <= at && ref[i].visible(pos[i]) <= at;
-        if (!ok) break;
-        head[i] = crd[i][pos[i]];
-        if (head[i].is_data()) ++n_data, lo = std::min(lo, head[i].i), hi = std::max(hi, head[i].i);
-        else ok = head[i].is_stop();
+      for (int i = 0; i < n_; ++i) {
+        if (pos[i] >= size[i] || crd[i].visible(pos[i]) > at || ref[i].visible(pos[i]) > at) { ok = false; break; }
+        const Token h = crd[i][pos[i]];
+        is_data[i] = h.is_data();
+        if (is_data[i]) ++n_data, crds[i] = h.i, lo = std::min(lo, h.i), hi = std::max(hi, h.i);
+        else if (!h.is_stop()) { ok = false; break; }
       }
       if (!ok || n_data == 0) break;
       if (!union_) {
         if (n_data < n_ || lo != hi) {  // skip the coordinates that cannot match
           const int64_t target = n_data < n_ ? INT64_MAX : hi;
           for (int i = 0; i < n_; ++i)
-            if (head[i].is_data() && head[i].i < target) ++pos[i];
+            if (is_data[i] && crds[i] < target) ++pos[i];
           continue;
         }
         put(0, Token::data(lo));
         for (int i = 0; i < n_; ++i) put(1 + i, ref[i][pos[i]++]);
       } else {
         put(0, Token::data(lo));
-        for (int i = 0; i < n_; ++i)
-          put(1 + i, head[i].is_data() && head[i].i == lo ? ref[i][pos[i]++] : Token::empty());
+        for (int i = 0; i < n_; ++i) put(1 + i, is_data[i] && crds[i] == lo ? ref[i][pos[i]++] : Token::empty());
       }
       ++e, --room;
     }
