@@ -280,6 +280,39 @@ class Spacc : public Node {
     }
     return order_ == 1 ? step1() : step2();
   }
+  // A run of accumulating steps of a scalar spacc (nothing queued to drain): each step reads a
+  // data coordinate (order 2: the inner one, under a data outer one) and its value, and adds the
+  // value into the table; stops, D and unseen tokens end the run (step() acts on them).
+  uint64_t bulk(uint64_t t, uint64_t n) {
+    if constexpr (!std::is_same_v<Acc, ScalarAcc>) {
+      return 0;
+    } else {
+      if (flushing() || done_pending_) return 0;
+      // order 1 reads (crd, val) a step; order 2 reads (crd_l, val) under the crd_k at its head,
+      // which stays there for the whole run (step2 does not take it)
+      const int cp = order_ == 1 ? 0 : 1, vp = val_port();
+      int64_t key = 0;
+      if (order_ == 2) {
+        if (!has(0) || !peek(0).is_data()) return 0;  // step() waits or reports the misalignment
+        key = peek(0).i;
+      }
+      const Fifo::View crd = view(cp), val = view(vp);
+      const uint64_t cap = std::min<uint64_t>({n, input(cp)->size(), input(vp)->size()});
+      const bool max = pol_.max;
+      uint64_t k = 0;
+      for (uint64_t at = t; k < cap; ++k, at += ii_) {
+        if (crd.visible(k) > at || val.visible(k) > at) break;
+        const Token c = crd[k];
+        if (!c.is_data()) break;
+        const Token v = val[k];
+        float& a = acc_.find_or_add({key, c.i}, identity_);
+        a = combine(max, a, v.is_data() ? v.f : 0.0f);
+      }
+      c_.reductions += k;
+      take_n(cp, k), take_n(vp, k);
+      return k;
+    }
+  }
 
  private:
   bool flushing() const {

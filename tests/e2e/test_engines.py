@@ -239,3 +239,21 @@ def test_joiner_runs_over_two_fibers_run_the_same(kernel, arch, monkeypatch):
 def test_joiners_of_three_to_five_operands_run_the_same():
     # GraphSAGE fused: unions of 2, 3 and 5 operands and an intersection of 4, with fan-out
     both(compiled(graphsage.build)).check()
+
+
+@pytest.mark.parametrize(
+    "arch",
+    ["comal", {"latency": 2, "kinds": {"spacc": {"ii": 2, "latency": 3}}}, {"fifo_depth": 8}],
+    ids=["comal", "latency-ii", "fifo-8"],
+)
+@pytest.mark.parametrize("order", ["i,k,j", "k,i,j"], ids=["gustavson", "outer-product"])
+def test_spacc_accumulating_runs_run_the_same(order, arch, monkeypatch):
+    # Scalar spaccs (order 1 under Gustavson, order 2 under the outer product) accumulate many
+    # steps per call in the window engine; the runs stop at stops, D and unseen tokens.
+    monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)  # try the window engine on shallow FIFOs too
+    model, args, formats = kernels.build(kernel="spmm", n=24, k=40, density=0.2)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": order})
+    ev = prog.simulate(arch=arch, engine="event")
+    win = prog.simulate(arch=arch)  # the window engine, or the event engine once a FIFO fills
+    assert_same_runs(ev, win)
+    win.check(rtol=1e-5, atol=1e-5)
