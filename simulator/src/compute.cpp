@@ -51,33 +51,16 @@ class Load : public Node {
  private:
   // The same run, each ref read once and its value stored in the same loop.
   FF_INLINE uint64_t bulk_one_pass(Fifo* out, uint64_t t, uint64_t n) {
-    const uint64_t cap = std::min<uint64_t>({n, out->space(), input(0)->size()});
-    const Fifo::View in0 = view(0);
-    const Fifo::Tail dst = out->tail(cap);
-    const uint64_t ii = ii_, size = vals_.size();
+    const uint64_t size = vals_.size();
     const float* vals = vals_.data();
     uint64_t empties = 0;  // N refs among the run's (the rest are refs in range)
-    const uint64_t k = by_chunks(
-        cap, [&](uint64_t j) { return std::min(in0.contiguous(j), dst.contiguous(j)); },
-        [&](uint64_t k0, uint64_t len) {
-          const auto* a = in0.at(k0);
-          auto* o = dst.at(k0);
-          uint64_t at = t + k0 * ii, j = 0;
-          for (; j < len; ++j, at += ii) {
-            if (a[j].visible() > at) break;
-            const Token r = a[j].token();
-            float v = 0.0f;
-            if (r.is_data() && static_cast<uint64_t>(r.i) < size) v = vals[r.i];
-            else if (r.is_empty()) ++empties;
-            else break;  // step() acts on it or reports it
-            Fifo::set(o[j], Token::value(v), at + latency_);
-          }
-          return j;
-        });
-    const uint64_t refs = k - empties;
-    emitted(out, k);
-    c_.mem_reads += 4 * refs;
-    take_n(0, k);
+    const uint64_t k = map_run(out, t, n, [&](Token r, Token* v) {
+      if (r.is_data() && static_cast<uint64_t>(r.i) < size) *v = Token::value(vals[r.i]);
+      else if (r.is_empty()) *v = Token::value(0.0f), ++empties;
+      else return false;  // step() acts on it or reports it
+      return true;
+    });
+    c_.mem_reads += 4 * (k - empties);
     return k;
   }
   // Gathers (a dense operand's rows under a sparse coordinate) miss the cache; the refs queued

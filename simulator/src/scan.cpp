@@ -165,28 +165,12 @@ class Locate : public Node {
     const Fifo::View in0 = view(0);
     if (!has(1) || !peek(1).is_data()) return 0;
     const int64_t base = peek(1).i * dim_;
-    if (Fifo* out = plain_out(0)) {  // one pass: each coordinate read once, its ref stored in the same loop
-      const uint64_t cap = std::min<uint64_t>({n, out->space(), input(0)->size()});
-      const Fifo::Tail dst = out->tail(cap);
-      const uint64_t ii = ii_, lat = latency_;
-      const uint64_t k = by_chunks(
-          cap, [&](uint64_t j) { return std::min(in0.contiguous(j), dst.contiguous(j)); },
-          [&](uint64_t k0, uint64_t len) {
-            const auto* x = in0.at(k0);
-            auto* o = dst.at(k0);
-            uint64_t at = t + k0 * ii, j = 0;
-            for (; j < len; ++j, at += ii) {
-              if (x[j].visible() > at) break;
-              const Token c = x[j].token();
-              if (!c.is_data()) break;
-              Fifo::set(o[j], Token::data(base + c.i), at + lat);
-            }
-            return j;
-          });
-      emitted(out, k);
-      take_n(0, k);
-      return k;
-    }
+    if (Fifo* out = plain_out(0))  // one pass: each coordinate read once, its ref stored in the same loop
+      return map_run(out, t, n, [base](Token c, Token* ref) {
+        if (!c.is_data()) return false;
+        *ref = Token::data(base + c.i);
+        return true;
+      });
     const uint64_t k = ready_run(0, t, std::min(n, space(0)), [](Token c) { return c.is_data(); });
     emit_run(0, t, k, [&](uint64_t j) { return Token::data(base + in0[j].i); });
     take_n(0, k);

@@ -197,6 +197,31 @@ class Node {
     c_.tokens_out += k;
   }
   FF_INLINE const Fifo* input(int i) const { return in_[i]; }
+  // A one-pass run from input 0 into `out` (plain_out(0)), one token in and one out a step:
+  // `map(in, &result)` makes the step's output, or returns false where step() would act
+  // differently. Consumes and queues what the run did; returns its steps.
+  template <class F>
+  FF_INLINE uint64_t map_run(Fifo* out, uint64_t t, uint64_t n, F&& map) {
+    const uint64_t cap = std::min<uint64_t>({n, out->space(), in_[0]->size()});
+    const Fifo::View in0 = view(0);
+    const Fifo::Tail dst = out->tail(cap);
+    const uint64_t ii = ii_, lat = latency_;
+    const uint64_t k = by_chunks(
+        cap, [&](uint64_t j) { return std::min(in0.contiguous(j), dst.contiguous(j)); },
+        [&](uint64_t k0, uint64_t len) {
+          const auto* x = in0.at(k0);
+          auto* o = dst.at(k0);
+          uint64_t at = t + k0 * ii, j = 0;
+          for (Token r; j < len; ++j, at += ii) {
+            if (x[j].visible() > at || !map(x[j].token(), &r)) break;
+            Fifo::set(o[j], r, at + lat);
+          }
+          return j;
+        });
+    emitted(out, k);
+    take_n(0, k);
+    return k;
+  }
   // A one-pass run's steps 0..cap-1 in chunks over which no ring wraps (`len_at(k)`: the entries
   // back to back from step k on, over every ring the run touches), so the loop walks pointers:
   // `chunk(k, len)` does up to `len` steps from step k and returns how many; a short one ends it.
