@@ -349,7 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default="", help="comma list (default: the tier's)")
     ap.add_argument("--schedules", default="", help="comma list (default: unfused, partial, full)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per point")
-    ap.add_argument("--max-rss-gb", type=float, default=8.0)
+    ap.add_argument(
+        "--max-rss-gb",
+        type=float,
+        help="resident memory at which a point is stopped (default 8; 12 at the paper tier, whose "
+        "SAE 1024x1024 and ogbn-mag points peak at 6-8.4 GB)",
+    )
     ap.add_argument("--budget", type=float, help="estimated distinct ALU ops above which a point is not simulated")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes per point (simulate(jobs=))")
     ap.add_argument(
@@ -362,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--point", default="", help=argparse.SUPPRESS)
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="combine earlier runs' rows (later files win)")
     args = ap.parse_args(argv)
+    if args.max_rss_gb is None:
+        args.max_rss_gb = 12.0 if args.tier == "paper" else 8.0
     if args.merge:
         rows = merge(args.merge)
         speedups(rows)
