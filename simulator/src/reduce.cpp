@@ -216,7 +216,6 @@ class Reduce : public Node {
       // accumulated in the member, each add waited for the store of the one before (a chain of
       // store-to-load forwards, the run's bottleneck).
       const uint64_t cap = std::min<uint64_t>(n, input(0)->size()), ii = ii_;
-      const bool max = pol_.max;
       float acc = acc_;
       const uint64_t k = by_chunks(
           cap, [&](uint64_t j) { return in0.contiguous(j); },
@@ -227,7 +226,7 @@ class Reduce : public Node {
               if (x[j].visible() > at) break;
               const Token v = x[j].token();
               if (!v.is_data() && !v.is_empty()) break;
-              acc = combine(max, acc, v.is_data() ? v.f : 0.0f);
+              pol_.add(acc, v, nullptr);
             }
             return j;
           });
@@ -298,17 +297,13 @@ class Spacc : public Node {
       }
       const Fifo::View crd = view(cp), val = view(vp);
       const uint64_t cap = std::min<uint64_t>({n, input(cp)->size(), input(vp)->size()});
-      const bool max = pol_.max;
       uint64_t k = 0;
       for (uint64_t at = t; k < cap; ++k, at += ii_) {
         if (crd.visible(k) > at || val.visible(k) > at) break;
         const Token c = crd[k];
         if (!c.is_data()) break;
-        const Token v = val[k];
-        float& a = acc_.find_or_add({key, c.i}, identity_);
-        a = combine(max, a, v.is_data() ? v.f : 0.0f);
+        accumulate(key, c.i, val[k]);
       }
-      c_.reductions += k;
       take_n(cp, k), take_n(vp, k);
       return k;
     }
