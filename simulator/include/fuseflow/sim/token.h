@@ -226,7 +226,7 @@ class Fifo {
     Token operator[](size_t j) const { return b_[(h_ + j) & m_].token(); }
     uint64_t visible(size_t j) const { return b_[(h_ + j) & m_].visible(); }
     // The j-th entry, and how many entries from it on lie back to back before the ring wraps:
-    // a run's loop walks them by pointer, chunk by chunk (Node::one_pass).
+    // a run's loop walks them by pointer, chunk by chunk (Node::by_chunks).
     const Entry* at(size_t j) const { return b_ + ((h_ + j) & m_); }
     size_t contiguous(size_t j) const { return m_ + 1 - ((h_ + j) & m_); }
 
@@ -236,13 +236,13 @@ class Fifo {
   };
   View view() const { return View(buf_.get(), mask_, head_); }
   // The stores of a one-pass bulk run (reads and writes in one loop, Node::map_run): room for
-  // `k` more entries is made first, the j-th is written with `put`, and `commit` queues the
-  // first k written. Only for a FIFO without hooks (nothing to record, wake or drop).
+  // `k` more entries is made first, the j-th is written through `at(j)` with `Fifo::set`, and
+  // `commit` queues the first k written. Only for a FIFO without hooks (nothing to record, wake
+  // or drop).
   class Tail {
    public:
     Tail() = default;
     Tail(Entry* b, size_t m, size_t t) : b_(b), m_(m), t_(t) {}
-    void put(size_t j, Token t, uint64_t when) const { set(b_[(t_ + j) & m_], t, when); }
     Entry* at(size_t j) const { return b_ + ((t_ + j) & m_); }
     size_t contiguous(size_t j) const { return m_ + 1 - ((t_ + j) & m_); }
 
