@@ -8,13 +8,20 @@ of `simulate()` over `estimate()`. Prints one JSON line per configuration, then 
     python benchmarks/estimator_accuracy.py -o docs/results/estimator_accuracy.json \
         [--plot docs/results/estimator_error.png]
     python benchmarks/estimator_accuracy.py --quick        # the small cases only (~1 min)
+    python benchmarks/estimator_accuracy.py --quick --random 4 --arch rda --capture build/rda.pkl
+
+`--capture` pickles every simulated region's graph spec, input statistics, timing and simulated
+cycles, so that a variant of the cycle model re-scores against all of them in seconds
+(`benchmarks/model_variants.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -109,18 +116,22 @@ def _random_chains(n: int, seed: int = 0):
         yield f"random-{i}", Chain(ops).eval(), (x, *ws), fmts
 
 
-def _measure(prog, arch: str) -> dict:
+def _measure(prog, arch: str, captured: list | None = None) -> dict:
     t0 = time.perf_counter()
     res = prog.simulate(arch=arch)
     t_sim = time.perf_counter() - t0
     err = res.check()
+    inputs: dict[str, tuple] = {}
     t0 = time.perf_counter()
-    est = prog.estimate(arch=arch)
+    with _capturing(inputs if captured is not None else None):
+        est = prog.estimate(arch=arch)
     t_est = time.perf_counter() - t0
     regions = []
     for r, e in zip(res.regions, est.regions):
         if r.engine == "model":
             continue  # a re-layout region is modelled in both
+        if captured is not None and r.name in inputs:
+            captured.append({"region": r.name, "cycles": r.cycles, "inputs": inputs[r.name]})
         regions.append(
             {
                 "region": r.name,
@@ -139,6 +150,28 @@ def _measure(prog, arch: str) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _capturing(into: dict | None):
+    """Record `estimate_graph`'s arguments per graph name while `Program.estimate` runs (it
+    imports the function when called, so the module attribute is what it calls)."""
+    if into is None:
+        yield
+        return
+    from fuseflow.planning import cycle_model
+
+    real = cycle_model.estimate_graph
+
+    def recording(spec, stats, timing):
+        into[spec.name] = (spec, dict(stats), timing)
+        return real(spec, stats, timing)
+
+    cycle_model.estimate_graph = recording
+    try:
+        yield
+    finally:
+        cycle_model.estimate_graph = real
+
+
 def _spearman(xs, ys) -> float:
     if len(xs) < 3:
         return float("nan")
@@ -153,16 +186,21 @@ def main() -> None:
     ap.add_argument("--random", type=int, default=12, help="random chains")
     ap.add_argument("-o", "--output", help="write the JSON here")
     ap.add_argument("--plot", help="write a histogram of region errors (PNG/SVG, needs matplotlib)")
+    ap.add_argument("--capture", help="pickle each region's model inputs and simulated cycles here")
     a = ap.parse_args()
     rows = []
+    captured: list[dict] | None = [] if a.capture else None
 
     def record(model: str, schedule: str, order: str, prog) -> None:
         try:
-            m = _measure(prog, a.arch)
+            m = _measure(prog, a.arch, captured)
         except fuseflow.FuseflowError as e:
             print(json.dumps({"model": model, "schedule": schedule, "order": order, "skipped": str(e)}), flush=True)
             return
         rows.append({"model": model, "schedule": schedule, "order": order, **m})
+        if captured is not None:
+            for c in captured:
+                c.setdefault("config", (model, schedule, order))
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "regions"}), flush=True)
 
     for name, mod, opts, schedules, sweep in _cases(a.quick):
@@ -224,6 +262,9 @@ def main() -> None:
     }
     summary["order_choice"] = _order_choice(rows)
     out = {"summary": summary, "rows": rows}
+    if a.capture:
+        with open(a.capture, "wb") as f:
+            pickle.dump({"arch": a.arch, "regions": captured, "rows": rows}, f)
     if a.output:
         Path(a.output).write_text(json.dumps(out, indent=1))
     print(json.dumps(summary, indent=2))

@@ -1,0 +1,171 @@
+"""Re-score variants of the cycle model's memory-stall rule against captured simulations.
+
+`benchmarks/estimator_accuracy.py --capture F` pickles every simulated region's graph spec,
+input statistics, timing and simulated cycles. This script re-estimates them all under each rule
+below (seconds, no simulation) and prints, per rule, the median and p90 absolute error over the
+regions and the Spearman rank correlation per model (program totals over the captured regions):
+
+    python benchmarks/estimator_accuracy.py --quick --random 4 --arch rda --capture build/rda.pkl
+    python benchmarks/model_variants.py build/rda.pkl [--worst 20] [--rule series]
+
+Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one measured):
+- `worst`: the model's own rule, the region waits for its worst memory node;
+- `series`: a memory node fed directly by another memory node whose lines change at most once
+  per FIFO's worth of tokens (`--fill` x fifo_depth) pays its own stalls after the feeder's
+  (they add); otherwise the feeder runs ahead and they overlap;
+- `bypass`: `series`, only where the feeder's tokens also reach a node below the consumer by
+  another path.
+
+A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
+to `RULES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fuseflow.planning import cycle_model  # noqa: E402
+
+
+class _Series(cycle_model._Model):
+    """Stalls add along a direct memory-to-memory edge whose feeder cannot run a line ahead:
+    its lines change at most once per `FILL` x fifo_depth tokens, so the FIFO to the consumer is
+    full before the feeder reaches its next line and it asks for that line only once the consumer
+    has its own (two latencies per line change)."""
+
+    FILL = 0.85
+
+    def memory_stalls(self) -> float:
+        mem = self.t.memory
+        if not mem or not self.misses:
+            return 0.0
+        latency = float(mem.get("latency", 0))
+        depth = float(max(self.t.fifo_depth, 1))
+        pace = max((n.busy for n in self.nodes), default=0.0)
+        own: dict[int, float] = {}
+        for i, misses in self.misses.items():
+            steps = max((s.tokens for s in self.outs[i]), default=0.0)
+            if steps <= 0.0:
+                continue
+            c = max(pace / steps, 1.0)
+            own[i] = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
+        total: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):  # nodes are in topological order
+            if i not in own:
+                continue
+            behind = 0.0
+            for src, _ in node.inputs:
+                if src in total and src in self.misses:
+                    steps = max((s.tokens for s in self.outs[src]), default=0.0)
+                    run = steps / max(self.misses[src], 1e-9)  # tokens between the feeder's line changes
+                    if self.adds(src, i, run, depth):
+                        behind = max(behind, total[src])
+            total[i] = own[i] + behind
+        for i, s in own.items():
+            self.nodes[i].busy += s
+        return max(total.values(), default=0.0)
+
+    def adds(self, src: int, dst: int, run: float, depth: float) -> bool:
+        """Whether memory node `dst`'s stalls come after those of `src`, which feeds it."""
+        return run >= self.FILL * depth
+
+
+class _Bypass(_Series):
+    """`series`, only where the feeder's tokens also reach, by a path around the consumer, a node
+    below it (a scan whose coordinates go to the accumulator as well as to the load of its
+    values): that FIFO, not the one to the consumer, bounds how far the feeder runs ahead."""
+
+    def memory_stalls(self) -> float:
+        spec = self.spec
+        below: list[set[int]] = [set() for _ in spec.nodes]
+        for i in reversed(range(len(spec.nodes))):
+            for src, _ in spec.nodes[i].inputs:
+                below[src] |= below[i] | {i}
+        consumers: dict[int, set[int]] = {}
+        for i, node in enumerate(spec.nodes):
+            for src, _ in node.inputs:
+                consumers.setdefault(src, set()).add(i)
+
+        def bypassed(a: int, b: int) -> bool:
+            return any(x != b and (x in below[b] or below[x] & below[b]) for x in consumers.get(a, ()))
+
+        self._bypassed = bypassed
+        return super().memory_stalls()
+
+    def adds(self, src: int, dst: int, run: float, depth: float) -> bool:
+        return run >= self.FILL * depth and self._bypassed(src, dst)
+
+
+RULES: dict[str, type[cycle_model._Model]] = {"worst": cycle_model._Model, "series": _Series, "bypass": _Bypass}
+
+
+def score(regions: list[dict], rule: type[cycle_model._Model]) -> list[tuple[dict, float]]:
+    """Each captured region with its estimate under `rule`."""
+    return [(r, rule(*r["inputs"]).run().cycles) for r in regions]
+
+
+def summary(scored: list[tuple[dict, float]]) -> dict:
+    """Median and p90 absolute relative error, and Spearman per model over program totals."""
+    errs = np.array([abs(e - r["cycles"]) / max(r["cycles"], 1) for r, e in scored])
+    totals: dict[str, dict[tuple, list[float]]] = {}
+    for r, e in scored:
+        cfg = tuple(r["config"])
+        t = totals.setdefault(cfg[0], {}).setdefault(cfg, [0.0, 0.0])
+        t[0] += r["cycles"]
+        t[1] += e
+    rank = {}
+    for model, cfgs in totals.items():
+        if len(cfgs) >= 3:
+            sim, est = zip(*cfgs.values(), strict=True)
+            rx, ry = np.argsort(np.argsort(sim)), np.argsort(np.argsort(est))
+            rank[model] = round(float(np.corrcoef(rx, ry)[0, 1]), 3)
+    return {
+        "regions": int(errs.size),
+        "median": round(float(np.median(errs)), 4),
+        "p90": round(float(np.percentile(errs, 90)), 4),
+        "spearman": rank,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("capture", help="a pickle written by estimator_accuracy.py --capture")
+    ap.add_argument("--rule", action="append", choices=sorted(RULES), help="rules to score (default: all)")
+    ap.add_argument("--worst", type=int, default=0, help="list the N regions each rule misses most")
+    ap.add_argument(
+        "--fill",
+        type=float,
+        default=_Series.FILL,
+        help="series/bypass: the feeder's tokens between "
+        "line changes, as a fraction of the FIFO depth, at which stalls add",
+    )
+    a = ap.parse_args()
+    _Series.FILL = a.fill
+    data = pickle.loads(Path(a.capture).read_bytes())
+    regions = data["regions"]
+    out = {}
+    for name in a.rule or list(RULES):
+        scored = score(regions, RULES[name])
+        out[name] = summary(scored)
+        print(f"{name}: {json.dumps(out[name])}")
+        key: Callable = lambda x: -abs(x[1] - x[0]["cycles"]) / max(x[0]["cycles"], 1)  # noqa: E731
+        for r, e in sorted(scored, key=key)[: a.worst]:
+            print(f"   {'/'.join(r['config'])} {r['region']}: simulated {r['cycles']:,}, estimated {e:,.0f}")
+    print("\n| rule | regions | median | p90 | Spearman below 0.9 |\n|---|---:|---:|---:|---|")
+    for name, s in out.items():
+        low = ", ".join(f"{m} {v}" for m, v in s["spearman"].items() if v < 0.9) or "none"
+        print(f"| {name} | {s['regions']} | {100 * s['median']:.1f}% | {100 * s['p90']:.1f}% | {low} |")
+
+
+if __name__ == "__main__":
+    main()
