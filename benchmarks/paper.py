@@ -611,12 +611,42 @@ def markdown(
     md: Path = ROOT / "docs" / "paper.md",
     plots: Path = ROOT / "docs" / "results" / "paper",
     peak_gb: float | None = None,
+    runs: list[dict] | None = None,
 ) -> str:
     """The page: the command that made it, then each figure's plot and table (paths relative to
-    the page, so any `--md` / `--plots` pair links up)."""
+    the page, so any `--md` / `--plots` pair links up). `runs` (a JSON's ``runs``: rows merged
+    from several runs, each ``{"command", "wall_s", "peak_rss_gb", "note"}``) lists those runs
+    in place of the one command."""
     here = Path(os.path.relpath(Path(plots).resolve(), Path(md).resolve().parent))
     shown = {"md": os.path.relpath(Path(md).resolve(), ROOT), "plots": os.path.relpath(Path(plots).resolve(), ROOT)}
     stopped = sum(r["source"] == "failed" for r in rows)
+    checked = (
+        "The paper's numbers are the default data of the artifact's plotting scripts "
+        "(`benchmarks/paper/numbers.json` names the commit). Every value of ours is simulated and its "
+        "outputs checked against PyTorch"
+        + (
+            f"; {stopped} rows have none (`-`): a schedule stopped at that size, the reason in the JSON's `note`."
+            if stopped
+            else "."
+        )
+    )
+    if runs:
+        out = ["# FuseFlow's figures, ours beside the paper's", "", f"The `{tier}` tier, merged from these runs:", ""]
+        for run in runs:
+            peak = f", peak {run['peak_rss_gb']} GB resident" if run.get("peak_rss_gb") else ""
+            note = f"; {run['note']}" if run.get("note") else ""
+            out.append(f"- `{run['command']}` ({run['wall_s']:.0f} s{peak}{note})")
+        out += [
+            "",
+            f"(fuseflow {fuseflow.__version__}; the page: `python benchmarks/paper.py --from "
+            f"docs/results/paper_{tier}.json --md {shown['md']} --plots {shown['plots']}`.) {checked}",
+            "",
+        ]
+        out = _figures(out, rows, here)
+        own = ROOT / "benchmarks" / "paper" / f"findings_{tier}.md"  # what this tier's runs show
+        if own.exists():
+            out.append(own.read_text())
+        return "\n".join(out)
     out = [
         "# FuseFlow's figures, ours beside the paper's",
         "",
@@ -624,16 +654,17 @@ def markdown(
         f"--md {shown['md']} --plots {shown['plots']}{f' --jobs {jobs}' if jobs > 1 else ''}` "
         f"(fuseflow {fuseflow.__version__}, {wall:.0f} s on 2 cores"
         + (f", peak {peak_gb} GB resident" if peak_gb else "")
-        + "). The paper's numbers are the default data of the artifact's plotting scripts "
-        "(`benchmarks/paper/numbers.json` names the commit). Every value of ours is simulated and its "
-        "outputs checked against PyTorch"
-        + (
-            f"; {stopped} rows have none (`-`): a schedule stopped at that size, the reason in the JSON's `note`."
-            if stopped
-            else "."
-        ),
+        + "). "
+        + checked,
         "",
     ]
+    out = _figures(out, rows, here)
+    out.append((ROOT / "benchmarks" / "paper" / "findings.md").read_text())
+    return "\n".join(out)
+
+
+def _figures(out: list[str], rows: list[dict], here: Path) -> list[str]:
+    """`out` followed by each figure's plot and table."""
     for fig in FIGURES:
         fr = [r for r in rows if r["figure"] == fig]
         if not fr:
@@ -648,8 +679,7 @@ def markdown(
             out.append(f"| {r['app']} | {r['dataset']} | {r['config']} | {ours} | {paper} | {ratio}{flag} |")
         out.append("")
     out += ["`**`: ours and the paper's differ by more than 1.3x.", ""]
-    out.append((ROOT / "benchmarks" / "paper" / "findings.md").read_text())
-    return "\n".join(out)
+    return out
 
 
 def plot(rows: list[dict], directory: Path) -> None:
@@ -678,12 +708,22 @@ def plot(rows: list[dict], directory: Path) -> None:
         plt.close(f)
 
 
-def tasks(figures: tuple[str, ...], tier: str) -> list[tuple]:
-    """The independent points of `figures`: one per Figure 12 application and dataset, one per
-    other figure."""
+def tasks(figures: tuple[str, ...], tier: str, only: tuple[str, ...] = ()) -> list[tuple]:
+    """The independent points of `figures`: one per Figure 12 application and dataset (those
+    `only` names, as ``app`` or ``app:dataset``, in its order, when given), one per other figure."""
     out: list[tuple] = []
+    points = TIERS[tier]["12"]
+    if only:
+        picked = [k for sel in only for k, (app, dataset) in enumerate(points) if sel in (app, f"{app}:{dataset}")]
+        unknown = [sel for sel in only if not any(sel in (a, f"{a}:{d}") for a, d in points)]
+        if unknown:
+            raise ValueError(
+                f"no Figure 12 point {unknown[0]!r} in the {tier} tier: {', '.join(f'{a}:{d}' for a, d in points)}"
+            )
+    else:
+        picked = list(range(len(points)))
     for f in figures:
-        out += [(tier, f, k) for k in range(len(TIERS[tier]["12"]))] if f == "12" else [(tier, f, None)]
+        out += [(tier, f, k) for k in dict.fromkeys(picked)] if f == "12" else [(tier, f, None)]
     return out
 
 
@@ -710,6 +750,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="points at once (worker processes; default 1)")
     ap.add_argument("--executor", default="local", choices=("local", "ray"), help="where points run (as fuseflow dse)")
     ap.add_argument("--address", help="a Ray cluster's address (--executor ray)")
+    ap.add_argument(
+        "--only",
+        help="Figure 12 points to run, in this order: app or app:dataset, comma-separated (e.g. gcn,sae:1024x1024)",
+    )
     a = ap.parse_args(argv)
     if a.source:
         saved = json.loads(Path(a.source).read_text())
@@ -722,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                 Path(a.md),
                 Path(a.plots or ROOT / "docs" / "results" / "paper"),
                 saved.get("peak_rss_gb"),
+                saved.get("runs"),
             )
             Path(a.md).write_text(page)
         if a.plots:
@@ -734,7 +779,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     from fuseflow.experiments.executor import make_executor
 
-    todo = tasks(figures, a.tier)
+    try:
+        todo = tasks(figures, a.tier, tuple(a.only.split(",")) if a.only else ())
+    except ValueError as e:
+        ap.error(str(e))
     done: dict[int, list[dict]] = {}
     pool = make_executor(a.executor, a.address, a.jobs)
     try:

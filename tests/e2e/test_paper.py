@@ -113,3 +113,29 @@ def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_a
         "layer1: bytes",
     }
     assert all(r["ours"] > 0 and r["max_abs_error"] < 1e-3 for r in measured)
+
+
+def test_only_selects_figure12_points_in_the_order_given_and_names_the_tier_points_when_one_is_unknown(paper):
+    points = paper.TIERS["paper"]["12"]
+    todo = paper.tasks(("12", "17"), "paper", ("sae:1024x1024", "gcn"))
+    picked = [points[k] for _, f, k in todo if f == "12"]
+    assert picked == [("sae", "1024x1024")] + [p for p in points if p[0] == "gcn"]
+    assert ("paper", "17", None) in todo
+    with pytest.raises(ValueError, match="no Figure 12 point 'gcn:nowhere'.*gcn:cora"):
+        paper.tasks(("12",), "paper", ("gcn:nowhere",))
+
+
+def test_a_page_merged_from_several_runs_lists_each_run_and_the_rows_of_all(paper, tmp_path):
+    rows = [
+        paper._row("12", "gcn", "cora", "full over op", 0.3, 0.295, cycles={}),
+        paper._row("17", "spgemm chain", "karate", "i,j,k,l", 1.0, None),
+    ]
+    runs = [
+        {"command": "python benchmarks/paper.py --figure 17 --tier paper", "wall_s": 12.4, "peak_rss_gb": 1.5},
+        {"command": "python benchmarks/paper.py --figure 12 --tier paper --only gcn:cora", "wall_s": 30, "note": "x"},
+    ]
+    page = paper.markdown(rows, "paper", 42.4, md=tmp_path / "p.md", plots=tmp_path / "plots", runs=runs)
+    assert "--figure all" not in page
+    assert "- `python benchmarks/paper.py --figure 17 --tier paper` (12 s, peak 1.5 GB resident)" in page
+    assert "--only gcn:cora` (30 s; x)" in page
+    assert "## Figure 12" in page and "## Figure 17" in page and "| gcn | cora | full over op | 0.3 |" in page
