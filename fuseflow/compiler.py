@@ -18,6 +18,7 @@ from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits
 from fuseflow.frontend.export import ImportedModel, import_model
 from fuseflow.frontend.torch_sparse import copy_module
+from fuseflow.heap import old_objects_frozen
 from fuseflow.mlir import ir
 from fuseflow.passes import PassStep, as_steps, lower_to_sam, pipeline_text, run_pipeline, step
 from fuseflow.passes.context import PassContext
@@ -59,6 +60,20 @@ def compile(
     and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
     `simulate()` and `estimate()` default to it. Default: ``comal``.
     """
+    with old_objects_frozen():
+        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch)
+
+
+def _compile(
+    model: torch.nn.Module,
+    example_args: Sequence[Any],
+    formats: Mapping[str, Any] | None,
+    schedule: str | Schedule,
+    node_budget: int,
+    order: str | Mapping[str, str] | None,
+    passes: str | Sequence[PassStep] | None,
+    arch: Any,
+) -> Program:
     if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         found = plan(
             model,
@@ -268,7 +283,8 @@ def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budge
 
 def plan(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, **options: Any):
     """``schedule="auto"``'s planner (`planning.planner.plan`, same options) with this driver's lowering."""
-    return planner.plan(model, example_args, formats, lower=lower_program, **options)
+    with old_objects_frozen():
+        return planner.plan(model, example_args, formats, lower=lower_program, **options)
 
 
 planner.register_lowering(lower_program)
