@@ -172,6 +172,24 @@ def _capturing(into: dict | None):
         cycle_model.estimate_graph = real
 
 
+APART = 1.05
+"""Configurations whose simulated cycles differ by at least this factor are a pair the model
+must order; closer ones are near-ties, which move Spearman without changing a choice much."""
+
+
+def _ordered_apart(rows: list[dict]) -> list[int]:
+    """[pairs the model orders as the simulator does, pairs] among configurations at least
+    `APART` apart in simulated cycles."""
+    right = total = 0
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if max(a["cycles"], b["cycles"]) < APART * min(a["cycles"], b["cycles"]):
+                continue
+            total += 1
+            right += (a["cycles"] - b["cycles"]) * (a["estimate"] - b["estimate"]) > 0
+    return [right, total]
+
+
 def _spearman(xs, ys) -> float:
     if len(xs) < 3:
         return float("nan")
@@ -250,6 +268,7 @@ def main() -> None:
             key=lambda x: max(x["ratio"], 1 / max(x["ratio"], 1e-9)),
         ),
         "spearman_per_model": {m: round(v, 4) for m, v in rank.items() if not np.isnan(v)},
+        "ordered_apart_per_model": {m: _ordered_apart(rs) for m, rs in by_model.items()},
         "largest_case": {
             "model": largest["model"],
             "schedule": largest["schedule"],
@@ -302,14 +321,18 @@ def _order_choice(rows: list[dict]) -> list[dict]:
 
 
 def _table(summary: dict, by_model: dict, rank: dict) -> None:
-    print("\n| model | configurations | regions | median abs error | p90 abs error | Spearman |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "\n| model | configurations | regions | median abs error | p90 abs error | Spearman "
+        f"| pairs >= {APART:g}x apart ordered right |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for m, rs in by_model.items():
         e = np.array([abs(r["rel_error"]) for row in rs for r in row["regions"]])
         sp = rank[m]
+        right, pairs = summary["ordered_apart_per_model"][m]
         print(
             f"| {m} | {len(rs)} | {e.size} | {100 * np.median(e):.1f}% | {100 * np.percentile(e, 90):.1f}% | "
-            f"{'-' if np.isnan(sp) else f'{sp:.3f}'} |"
+            f"{'-' if np.isnan(sp) else f'{sp:.3f}'} | {right} / {pairs} |"
         )
     print(
         f"| **all** | {summary['configurations']} | {summary['regions']} | "
