@@ -155,7 +155,14 @@ def run_point(
         return
     from fuseflow.experiments.point import measure
 
-    got = measure((model, args, formats), program=prog, arch=arch, memo=memo_dir or True, jobs=jobs)
+    got = measure(
+        (model, args, formats),
+        program=prog,
+        arch=arch,
+        memo=memo_dir or True,
+        jobs=jobs,
+        progress=_progress_lines({r.name: r.cycles for r in est.regions}),
+    )
     if got["status"] != "ok":
         print("ROW " + json.dumps({"status": got["status"]}), flush=True)
         return
@@ -176,6 +183,30 @@ def run_point(
         "peak_rss_gb_self": _rss_gb(),
     }
     print("ROW " + json.dumps(row), flush=True)
+
+
+def _progress_lines(estimated: dict[str, float], every_s: float = 60.0):
+    """A `simulate(progress=)` callback writing, at most once a minute, a line to the point's log
+    (stderr): the region, its simulated cycles against its estimate, the rate and the time left
+    at that rate (``tail -f`` a paper-size point's log to follow it)."""
+    first: dict[str, tuple[float, int]] = {}  # region -> when and at which cycle it first reported
+    last = [time.perf_counter()]
+
+    def report(region: str, cycle: int) -> None:
+        now = time.perf_counter()
+        began, at = first.setdefault(region, (now, cycle))
+        if now - last[0] < every_s or now <= began:
+            return
+        last[0] = now
+        rate = (cycle - at) / (now - began)
+        total = estimated.get(region, 0.0)
+        share = f" of ~{total:,.0f} estimated ({100 * cycle / total:.1f}%)" if total else ""
+        left = f", about {(total - cycle) / max(rate, 1e-9) / 60:.0f} min left" if total > cycle else ""
+        print(
+            f"PROGRESS {region}: {cycle:,} cycles{share}, {rate / 1e6:.1f}M cycles/s{left}", file=sys.stderr, flush=True
+        )
+
+    return report
 
 
 def _tree_rss_bytes(pid: int) -> int:
