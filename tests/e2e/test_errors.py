@@ -77,7 +77,9 @@ def test_run_limits_are_errors_naming_the_limit():
     prog = fuseflow.compile(MatMul(), (torch.rand(6, 6), torch.rand(6, 3)), formats={"A": "csr"})
     with pytest.raises(fuseflow.SimulationError, match=r"cycle limit reached \(max_cycles = 3"):
         prog.simulate(arch={"max_cycles": 3})
-    assert prog.simulate(arch={"max_seconds": 60}).check() == 0  # a limit the run stays within
+    # a limit the run stays within; check() raises past its tolerance, and float sums in another
+    # order than torch's may differ in the last bits (the inputs are unseeded)
+    assert prog.simulate(arch={"max_seconds": 60}).check() < 1e-5
     with pytest.raises(fuseflow.FuseflowError, match="max_seconds"):
         prog.simulate(arch={"max_seconds": 0})
 
