@@ -48,19 +48,10 @@ class _Series(cycle_model._Model):
     FILL = 0.85
 
     def memory_stalls(self) -> float:
-        mem = self.t.memory
-        if not mem or not self.misses:
+        own = self.node_stalls()
+        if not own:
             return 0.0
-        latency = float(mem.get("latency", 0))
         depth = float(max(self.t.fifo_depth, 1))
-        pace = max((n.busy for n in self.nodes), default=0.0)
-        own: dict[int, float] = {}
-        for i, misses in self.misses.items():
-            steps = max((s.tokens for s in self.outs[i]), default=0.0)
-            if steps <= 0.0:
-                continue
-            c = max(pace / steps, 1.0)
-            own[i] = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
         total: dict[int, float] = {}
         for i, node in enumerate(self.spec.nodes):  # nodes are in topological order
             if i not in own:

@@ -588,22 +588,28 @@ class _Model(CoordinateOrigins):
         streams at fifo_depth / latency tokens per cycle. The graph waits for its worst node:
         stalls of different nodes overlap in some graphs and add up in others (both measured),
         and the overlap fits more of the shipped graphs."""
+        own = self.node_stalls()
+        for i, stall in own.items():
+            self.nodes[i].busy += stall
+        return max(own.values(), default=0.0)
+
+    def node_stalls(self) -> dict[int, float]:
+        """Each memory node's own stalls (node id -> cycles), as `memory_stalls` charges them;
+        {} without a memory model. `benchmarks/model_variants.py` combines them other ways."""
         mem = self.t.memory
         if not mem or not self.misses:
-            return 0.0
+            return {}
         latency = float(mem.get("latency", 0))
         depth = float(max(self.t.fifo_depth, 1))
         pace = max((n.busy for n in self.nodes), default=0.0)
-        worst = 0.0
+        own: dict[int, float] = {}
         for i, misses in self.misses.items():
             steps = max((s.tokens for s in self.outs[i]), default=0.0)
             if steps <= 0.0:
                 continue
             c = max(pace / steps, 1.0)
-            stall = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
-            self.nodes[i].busy += stall
-            worst = max(worst, stall)
-        return worst
+            own[i] = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
+        return own
 
     def memory_cycles(self) -> float:
         """With the memory model on: lines over the channels, plus one request's latency."""
