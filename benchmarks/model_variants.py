@@ -9,7 +9,9 @@ regions and the Spearman rank correlation per model (program totals over the cap
     python benchmarks/model_variants.py build/rda.pkl [--worst 20] [--rule series]
 
 Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one measured):
-- `worst`: the model's own rule, the region waits for its worst memory node;
+- `model`: the model's own rule: the worst chain of memory nodes, where a node adds its
+  stalls to a feeder's that streams and also feeds an accumulator below it (`_in_series`);
+- `worst`: the region waits for its worst memory node alone (the rule before the chains);
 - `series`: a memory node fed directly by another memory node whose lines change at most once
   per FIFO's worth of tokens (`--fill` x fifo_depth) pays its own stalls after the feeder's
   (they add); otherwise the feeder runs ahead and they overlap;
@@ -117,8 +119,19 @@ class _Blend(_Series):
         return True
 
 
+class _Worst(cycle_model._Model):
+    """The region waits for its worst memory node alone (the model's rule before the chains)."""
+
+    def memory_stalls(self) -> float:
+        own = self.node_stalls()
+        for i, s in own.items():
+            self.nodes[i].busy += s
+        return max(own.values(), default=0.0)
+
+
 RULES: dict[str, type[cycle_model._Model]] = {
-    "worst": cycle_model._Model,
+    "model": cycle_model._Model,
+    "worst": _Worst,
     "series": _Series,
     "bypass": _Bypass,
     "blend": _Blend,

@@ -239,6 +239,11 @@ class GraphEstimate:
         return out
 
 
+_REWALKED = 0.1
+"""A feeder whose walk returns to the line it holds for more than this fraction of its tokens
+(`Walk.free`, `Walk.same`: fibers walked again) runs ahead of its consumer's line changes."""
+
+
 def union_fraction(p: float, m: float) -> float:
     """P(a coordinate is in at least one of `m` independent fibers each holding it with prob. p)."""
     p = min(max(p, 0.0), 1.0)
@@ -256,6 +261,7 @@ class _Model(CoordinateOrigins):
         self.loaded: dict[str, float] = {}
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
         self.misses: dict[int, float] = {}  # node id -> memory lines it waits for (reads)
+        self._readers: dict[int, list[int]] | None = None
         CoordinateOrigins.__init__(self)
 
     def inp(self, node: NodeSpec, i: int) -> Stream:
@@ -585,13 +591,51 @@ class _Model(CoordinateOrigins):
         tokens ahead, which covers `fifo_depth x c` cycles when the pipeline takes `c` cycles
         per token of that node. So each line change stalls the pipeline `latency - fifo_depth x
         c` cycles, and a node whose lines change more than once per FIFO's worth of tokens
-        streams at fifo_depth / latency tokens per cycle. The graph waits for its worst node:
-        stalls of different nodes overlap in some graphs and add up in others (both measured),
-        and the overlap fits more of the shipped graphs."""
+        streams at fifo_depth / latency tokens per cycle. The graph waits for its worst chain
+        of memory nodes: stalls of different nodes overlap, except along a memory node that
+        feeds another one it must wait behind (`_in_series`), where they add."""
         own = self.node_stalls()
         for i, stall in own.items():
             self.nodes[i].busy += stall
-        return max(own.values(), default=0.0)
+        chain: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):  # topological order: feeders first
+            if i in own:
+                behind = (chain[s] for s, _ in node.inputs if s in chain and self._in_series(s, i))
+                chain[i] = own[i] + max(behind, default=0.0)
+        return max(chain.values(), default=0.0)
+
+    def _in_series(self, feeder: int, node: int) -> bool:
+        """Whether memory node `node`'s stalls come after those of `feeder`, which feeds it:
+        the feeder streams (it walks on through memory, not a fiber again within the line it
+        holds) and its tokens also reach, directly, an accumulator below `node`. The accumulator
+        pops a coordinate only with the product `node`'s line holds up, so the feeder's FIFO to
+        it fills and the feeder asks for its next line only once `node` has its own: two
+        latencies a line (SpMM in order ``j,k,i``; SAE's decoder in its ``plain`` order). A
+        feeder that walks fibers again overlaps (SpMM ``k,j,i``), as does one whose only
+        consumers are `node`'s side of the graph (docs/cycle-model.md, "Stalls of several nodes")."""
+        walk = self.outs[feeder][0].walk if self.outs[feeder] else None
+        if walk is None or walk.free > _REWALKED or walk.same > _REWALKED:
+            return False
+        below: set[int] = set()
+        todo = [node]
+        while todo:
+            x = todo.pop()
+            for c in self._consumers().get(x, ()):
+                if c not in below:
+                    below.add(c)
+                    todo.append(c)
+        return any(
+            self.spec.nodes[c].kind == "spacc" and any(s == feeder for s, _ in self.spec.nodes[c].inputs) for c in below
+        )
+
+    def _consumers(self) -> dict[int, list[int]]:
+        """Node id -> the ids of the nodes reading one of its outputs (built once)."""
+        if self._readers is None:
+            self._readers = {}
+            for i, n in enumerate(self.spec.nodes):
+                for s, _ in n.inputs:
+                    self._readers.setdefault(s, []).append(i)
+        return self._readers
 
     def node_stalls(self) -> dict[int, float]:
         """Each memory node's own stalls (node id -> cycles), as `memory_stalls` charges them;
