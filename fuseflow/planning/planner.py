@@ -18,7 +18,8 @@ Search (DESIGN §12):
    `Plan.explain()` names them.
 2. *Choose*: the k best segmentations by that sum (dynamic programming); a candidate whose
    cycles, bytes and ALU ops are all dominated by another's is dropped.
-3. *Confirm*: the best `top_k` by estimate (1 per 20 segmentations of the space, at most 3) are
+3. *Confirm*: the best `top_k` by estimate (1 per 20 segmentations of the space, at most 3;
+   always 3 on a machine the model only approximates, `cycle_model.model_approximates`) are
    compiled again with each region's order chosen (``order="auto"``, Planning I), estimated
    whole and simulated, and so is the built-in schedule (unfused, layer, full, op) with the best
    estimate. Then the search widens: the next candidates by estimate are simulated until none
@@ -41,6 +42,7 @@ from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
 from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
+from fuseflow.planning.cycle_model import Timing, model_approximates
 from fuseflow.planning.rank import ranker_options
 from fuseflow.planning.segmentations import band, best_splits, count_segmentations, k_best, most_of
 from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
@@ -402,6 +404,8 @@ def plan(
     units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
     if top_k is None:
         top_k = top_k_for(count_segmentations(n, allowed))
+        if model_approximates(Timing.from_settings(Arch.resolve(arch).settings)):
+            top_k = MAX_TOP_K  # finite FIFOs and memory: estimates 3-9% apart may swap (docs/results.md)
 
     def say(msg: str) -> None:
         if progress is not None:
