@@ -72,7 +72,10 @@ class _EngineDriver:
     the engine calls `release` when a part's writers finish; the strategy's `wait` hands the
     parts it issued to the engine and blocks until the engine reports the next finished part.
     Host tasks (relayouts) end at known cycles: they are reported in time order, before any
-    engine event at a later cycle (or at once when no part runs)."""
+    engine event at a later cycle (or at once when no part runs). While parts run, the hand-over
+    asks the engine for a call at the next host task's end (a timer entry, `(-1, cycle)`), so the
+    engine stops there unless a part finishes first, and what the strategy then issues starts at
+    that cycle, not at the engine's next finished part."""
 
     def __init__(self, state: FabricState, strategy: Strategy, part_of, task_of, host_cycles):
         self.state, self.strategy = state, strategy
@@ -105,11 +108,15 @@ class _EngineDriver:
 
     def wait(self) -> int | None:
         if self.held is None and self.running:
-            self.to_engine.put(("start", self.pending))
+            timer = [(-1, self.hosts[0][0])] if self.hosts else []
+            self.to_engine.put(("start", self.pending + timer))
             self.pending = []
             msg = self.to_strategy.get()
             if msg[0] == "stop":
                 raise _Stopped()
+            if msg[0] == "timer":  # the engine reached the next host task's end first
+                end, i = heapq.heappop(self.hosts)
+                return self._finished(i, max(end, self.now))
             self.held = (msg[1], msg[2])
         if self.hosts and (self.held is None or self.hosts[0][0] <= self.held[1]):
             end, i = heapq.heappop(self.hosts)
@@ -140,9 +147,13 @@ class _EngineDriver:
 
     # --- the engine's side ---
     def release(self, done: int, cycle: int) -> list[tuple[int, int]]:
-        if done < 0:
+        if done == -1:
             self.thread = threading.Thread(target=self._run_strategy, daemon=True)
             self.thread.start()
+        elif done == -2:  # the timer of the last hand-over: a host task ends now
+            if self.done:
+                return []
+            self.to_strategy.put(("timer", cycle))
         elif not self.done:
             self.to_strategy.put(("finished", self.task_of[done], cycle))
         else:

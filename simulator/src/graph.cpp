@@ -122,6 +122,15 @@ class EventLoop final : public Scheduler {
     }
     return -1;
   }
+  // The cycle `advance` would move to (all ones when nothing is scheduled).
+  uint64_t next_cycle() const {
+    if (any_next_) return cycle + 1;
+    uint64_t best = far_.empty() ? ~uint64_t{0} : far_.begin()->first;
+    if (ring_count_ > 0)
+      for (uint64_t c = cycle + 1; c < cycle + kRing && c < best; ++c)
+        if (!ring_[c % kRing].empty()) return c;
+    return best;
+  }
   // Move to the next cycle with work; false when nothing is scheduled at all.
   bool advance() {
     while (true) {
@@ -211,6 +220,7 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     }
   }
   run_start_ = std::chrono::steady_clock::now();
+  release_timer_ = ~uint64_t{0};
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
   for (auto& f : fifos_) { f->set_record(record); f->set_budget(&budget); }
@@ -242,7 +252,12 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
 
 template <class Loop>
 void Graph::start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle) {
+  release_timer_ = ~uint64_t{0};
   for (auto [p, at] : release(done, cycle)) {
+    if (p == -1) {  // call again at `at` unless a part finishes first
+      release_timer_ = std::max(at, cycle);
+      continue;
+    }
     if (p < 0 || p >= static_cast<int>(parts_.size())) throw std::invalid_argument("release: no part " + std::to_string(p));
     Part& part = parts_[p];
     if (part.released) throw std::invalid_argument("release: part " + std::to_string(p) + " was already started");
@@ -288,6 +303,10 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
     if (id < 0) {
       for (int p : ended) start_parts(loop, ctx, release, p, loop.cycle + 1);
       ended.clear();
+      if (release_timer_ != ~uint64_t{0} && release_timer_ <= loop.next_cycle()) {
+        // due before (or with) the next cycle that has work: the parts it starts join that cycle
+        start_parts(loop, ctx, release, -2, std::max(release_timer_, loop.cycle + 1));
+      }
       if (!loop.advance()) {
         for (auto& p : parts_)
           if (!p.released)

@@ -261,3 +261,25 @@ def test_memoised_regions_keep_their_place_on_the_timeline(gpt_unfused):
     memo = gpt_unfused.simulate(strategy="concurrent", memo=True)
     assert any(r.memoised for r in memo.regions)  # the two heads are identical
     assert [(s.region, s.start, s.end) for s in memo.timeline] == [(s.region, s.start, s.end) for s in plain.timeline]
+
+
+def test_a_region_fed_by_a_relayout_starts_when_the_relayout_ends_while_another_region_runs():
+    """GraphSAGE on amber: `relayout_A` (a modelled host task, 346 cycles) feeds `r0_sum_1` and
+    `r3_matmul` while `r2_linear` (~9k cycles) runs from cycle 0. The relayout's end is reported
+    to the strategy at its own cycle (the engine's timer), so both start there and end long
+    before `r2_linear` (they used to start only when `r2_linear` finished); values match PyTorch."""
+    import graphsage
+
+    model, args, formats = graphsage.build()
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused", arch="amber")
+    res = prog.simulate(strategy="concurrent")
+    res.check()
+    span = {s.region: s for s in res.timeline}
+    assert "relayout_A" in span, "the orders ranked for amber no longer re-lay A out: pick another case"
+    alone = {r.name: r.cycles for r in prog.simulate().regions}
+    assert span["relayout_A"].end == alone["relayout_A"]
+    for name in ("r0_sum_1", "r3_matmul"):
+        assert span[name].start == span["relayout_A"].end, (name, span[name])
+        assert span[name].end < span["r2_linear"].end, (name, span[name], span["r2_linear"])
+        assert span[name].end - span[name].start < 2 * alone[name], (name, span[name], alone[name])
+    assert res.cycles < prog.simulate().cycles

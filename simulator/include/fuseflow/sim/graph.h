@@ -35,8 +35,11 @@ struct Part {
   bool released = false;
   uint64_t start = 0, finish = 0;  // cycles: first in which its nodes may act, one past its last writer
 };
-// Called when part `done` has finished at `cycle` (-1 and 0 before the run starts); returns the
-// parts to start and the cycle each starts at (at least `cycle`).
+// Called when part `done` has finished at `cycle` (-1 and 0 before the run starts; -2 when the
+// timer it asked for is due, at that cycle); returns the parts to start and the cycle each starts
+// at (at least `cycle`). An entry (-1, t) asks to be called again at cycle t unless a part
+// finishes first (the caller's own events of known time, such as modelled host tasks); every
+// call replaces the timer the last one asked for.
 using Release = std::function<std::vector<std::pair<int, uint64_t>>(int done, uint64_t cycle)>;
 
 struct RunResult {
@@ -95,6 +98,7 @@ class Graph {
   std::vector<NodePtr> nodes_;
   std::vector<std::unique_ptr<Fifo>> fifos_;
   std::vector<Part> parts_;
+  uint64_t release_timer_ = ~uint64_t{0};  // the cycle `release` asked to be called at (none: all ones)
 };
 
 }  // namespace fuseflow::sim
