@@ -27,6 +27,19 @@ def _region(prog):
     return next(g.name for g in prog.graphs if not g.name.startswith("relayout"))
 
 
+def _in_order(model, args, formats, order: str):
+    """The fused program with its one region in dataflow order `order`."""
+    base = fuseflow.compile(model, args, formats=formats, schedule="full", order="plain")
+    return base.reorder({base.graphs[0].name: order})
+
+
+def _within_1_33(prog, order: str) -> None:
+    region = _region(prog)
+    sim = _sim(prog)
+    est = next(e.cycles for e in prog.estimate(arch=ARCH).regions if e.name == region)
+    assert 1 / 1.33 <= est / sim <= 1.33, (order, sim, est)
+
+
 def _sim(prog) -> int:
     return next(r.cycles for r in prog.simulate(arch=ARCH).regions if r.engine != "model")
 
@@ -41,12 +54,8 @@ def _sim(prog) -> int:
 )
 def test_estimate_follows_the_lines_a_region_reads(build, opts, order):
     model, args, formats = build(**opts)
-    base = fuseflow.compile(model, args, formats=formats, schedule="full", order="plain")
-    prog = base.reorder({base.graphs[0].name: order})
-    region = _region(prog)
-    sim = _sim(prog)
-    est = next(e.cycles for e in prog.estimate(arch=ARCH).regions if e.name == region)
-    assert 1 / 1.33 <= est / sim <= 1.33, (order, sim, est)
+    prog = _in_order(model, args, formats, order)
+    _within_1_33(prog, order)
 
 
 @pytest.mark.parametrize(
@@ -136,12 +145,8 @@ def test_memory_nodes_in_series_add_their_stalls_only_behind_a_streaming_scan_in
     from fuseflow.planning import cycle_model
 
     model, args, formats = kernels.build(kernel="spmm")
-    base = fuseflow.compile(model, args, formats=formats, schedule="full", order="plain")
-    prog = base.reorder({base.graphs[0].name: order})
-    region = _region(prog)
-    sim = _sim(prog)
-    est = next(e.cycles for e in prog.estimate(arch=ARCH).regions if e.name == region)
-    assert 1 / 1.33 <= est / sim <= 1.33, (order, sim, est)
+    prog = _in_order(model, args, formats, order)
+    _within_1_33(prog, order)
     prog.simulate(arch=ARCH).check()
 
     seen: list[bool] = []
