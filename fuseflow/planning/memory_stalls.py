@@ -1,0 +1,118 @@
+"""The cycle model's memory term: the lines a graph's memory nodes wait for, and how their stalls
+combine (docs/cycle-model.md, "Memory" and "Stalls of several nodes").
+
+A mixin of `cycle_model._Model`: it reads the streams, node estimates and line counts the
+model's per-primitive rules filled in (`outs`, `nodes`, `misses`) and the arch's timing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fuseflow.sim.graph import GraphSpec
+
+_REWALKED = 0.1
+"""A feeder whose walk returns to the line it holds for more than this fraction of its tokens
+(`Walk.free`, `Walk.same`: fibers walked again) runs ahead of its consumer's line changes."""
+
+
+class MemoryStalls:
+    """Memory stalls and channel time of one graph estimate (`cycle_model._Model`)."""
+
+    spec: GraphSpec
+    t: Any  # cycle_model.Timing
+    outs: list[list[Any]]  # each node's output streams (cycle_model.Stream)
+    nodes: list[Any]  # cycle_model.NodeEstimate per node
+    misses: dict[int, float]  # node id -> memory lines it waits for (reads)
+    _readers: dict[int, list[int]] | None = None
+
+    def memory_stalls(self) -> float:
+        """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
+
+        A node that reads memory emits a step's outputs only when the step's line arrives (a read
+        of the line it read last costs nothing), and its output FIFO lets it run `fifo_depth`
+        tokens ahead, which covers `fifo_depth x c` cycles when the pipeline takes `c` cycles
+        per token of that node. So each line change stalls the pipeline `latency - fifo_depth x
+        c` cycles, and a node whose lines change more than once per FIFO's worth of tokens
+        streams at fifo_depth / latency tokens per cycle. The graph waits for its worst chain
+        of memory nodes: stalls of different nodes overlap, except along a memory node that
+        feeds another one it must wait behind (`_in_series`), where they add."""
+        own = self.node_stalls()
+        for i, stall in own.items():
+            self.nodes[i].busy += stall
+        chain: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):  # topological order: feeders first
+            if i in own:
+                behind = (chain[s] for s, _ in node.inputs if s in chain and self._in_series(s, i))
+                chain[i] = own[i] + max(behind, default=0.0)
+        return max(chain.values(), default=0.0)
+
+    def _in_series(self, feeder: int, node: int) -> bool:
+        """Whether memory node `node`'s stalls come after those of `feeder`, which feeds it:
+        the feeder streams (it walks on through memory, not a fiber again within the line it
+        holds) and its tokens also reach, directly, an accumulator below `node`. The accumulator
+        pops a coordinate only with the product `node`'s line holds up, so the feeder's FIFO to
+        it fills and the feeder asks for its next line only once `node` has its own: two
+        latencies a line (SpMM in order ``j,k,i``; SAE's decoder in its ``plain`` order). A
+        feeder that walks fibers again overlaps (SpMM ``k,j,i``), as does one whose only
+        consumers are `node`'s side of the graph (docs/cycle-model.md, "Stalls of several nodes")."""
+        walk = self.outs[feeder][0].walk if self.outs[feeder] else None
+        if walk is None or walk.free > _REWALKED or walk.same > _REWALKED:
+            return False
+        below: set[int] = set()
+        todo = [node]
+        while todo:
+            x = todo.pop()
+            for c in self._consumers().get(x, ()):
+                if c not in below:
+                    below.add(c)
+                    todo.append(c)
+        return any(
+            self.spec.nodes[c].kind == "spacc" and any(s == feeder for s, _ in self.spec.nodes[c].inputs) for c in below
+        )
+
+    def _consumers(self) -> dict[int, list[int]]:
+        """Node id -> the ids of the nodes reading one of its outputs (built once)."""
+        if self._readers is None:
+            self._readers = {}
+            for i, n in enumerate(self.spec.nodes):
+                for s, _ in n.inputs:
+                    self._readers.setdefault(s, []).append(i)
+        return self._readers
+
+    def node_stalls(self) -> dict[int, float]:
+        """Each memory node's own stalls (node id -> cycles), as `memory_stalls` charges them;
+        {} without a memory model. `benchmarks/model_variants.py` combines them other ways."""
+        mem = self.t.memory
+        if not mem or not self.misses:
+            return {}
+        latency = float(mem.get("latency", 0))
+        depth = float(max(self.t.fifo_depth, 1))
+        pace = max((n.busy for n in self.nodes), default=0.0)
+        own: dict[int, float] = {}
+        for i, misses in self.misses.items():
+            steps = max((s.tokens for s in self.outs[i]), default=0.0)
+            if steps <= 0.0:
+                continue
+            c = max(pace / steps, 1.0)
+            own[i] = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
+        return own
+
+    def memory_cycles(self) -> float:
+        """With the memory model on: lines over the channels, plus one request's latency."""
+        mem = self.t.memory
+        if not mem:
+            return 0.0
+        line = int(mem.get("bytes_per_request", 64))
+        lines = sum(
+            self.misses[i] if i in self.misses else math.ceil(n.mem_bytes / line)
+            for i, n in enumerate(self.nodes)
+            if n.mem_bytes
+        )
+        return (
+            lines * int(mem.get("ii", 1)) / max(int(mem.get("channels", 1)), 1)
+            + int(mem.get("latency", 0))
+            + int(mem.get("startup", 0))
+        )
