@@ -24,15 +24,16 @@ import torch
 from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
+from fuseflow.frontend import linalg_copies
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
 from fuseflow.frontend.edge_lists import edge_positions
 from fuseflow.frontend.lifted import Lifted
 from fuseflow.frontend.message_passing import translate
 from fuseflow.frontend.node_meta import module_path, origin
 from fuseflow.frontend.ops import check_graph
-from fuseflow.frontend.replicate import export_replicated
+from fuseflow.frontend.replicate import NotReplicable, Templated, export_replicated, export_templated, outermost_frame
 from fuseflow.frontend.sparse_results import mark, strip_to_sparse
-from fuseflow.frontend.torch_lowering import lower_to_linalg
+from fuseflow.frontend.torch_lowering import lower_parts, lower_to_linalg
 from fuseflow.frontend.torch_sparse import (
     implied_format,
     is_plain_2d,
@@ -141,32 +142,74 @@ def _decomposed(module: torch.nn.Module, n_args: int, state_names: list[str], in
             raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
 
 
-def _to_linalg(ep: torch.export.ExportedProgram, verbose: bool = False) -> tuple[ir.Module, dict[str, str], list[int]]:
+def _to_linalg(
+    ep: torch.export.ExportedProgram, verbose: bool = False, templated: Templated | None = None
+) -> tuple[ir.Module, dict[str, str], list[int]]:
     """Check every op of a decomposed program against the table, import it to the torch dialect
     in process, and lower to linalg in a child process (`torch_lowering`): a crash there cannot
     kill the caller. Also returns the results that ``to_sparse*()`` declared sparse ({FX node:
-    format})."""
-    from torch_mlir.dialects import torch as torch_d
-    from torch_mlir.extras.fx_importer import FxImporter
-
+    format}). With `templated` (`ep` is its program), each distinct block is lowered once and
+    its copies spliced in (`linalg_copies`); raises `NotReplicable` where that cannot be done."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         sparse_results = strip_to_sparse(ep)
         eyes = rewrite_diag(ep)  # diag(v) = v(j) * I(i, j): identities become trailing inputs
-        check_graph(ep.graph.nodes, origin)
         ctx = new_context()
-        torch_d.register_dialect(ctx)
-        importer = FxImporter(context=ctx)
-        importer._cc = _named_location_cache(importer)
-        try:
-            importer.import_frozen_program(ep, func_name="main")
-        except Exception as e:
-            raise UnsupportedError(f"torch-mlir's FX importer failed: {str(e).splitlines()[0]}") from None
-    text = lower_to_linalg(importer.module.operation.get_asm(enable_debug_info=True), verbose)
+        if templated is not None:
+            return _templated_to_linalg(templated, ctx), sparse_results, eyes
+        check_graph(ep.graph.nodes, origin)
+        module = _fx_import(ep, ctx)
+    text = lower_to_linalg(module.operation.get_asm(enable_debug_info=True), verbose)
+    return _parsed(text, ctx), sparse_results, eyes
+
+
+def _fx_import(ep: torch.export.ExportedProgram, ctx: ir.Context) -> ir.Module:
+    """`ep` imported to the torch dialect as ``main``, each op's location named (`_named_location_cache`)."""
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    torch_d.register_dialect(ctx)
+    importer = FxImporter(context=ctx)
+    importer._cc = _named_location_cache(importer)
     try:
-        return ir.Module.parse(text, context=ctx), sparse_results, eyes
+        importer.import_frozen_program(ep, func_name="main")
+    except Exception as e:
+        raise UnsupportedError(f"torch-mlir's FX importer failed: {str(e).splitlines()[0]}") from None
+    return importer.module
+
+
+def _parsed(text: str, ctx: ir.Context) -> ir.Module:
+    try:
+        return ir.Module.parse(text, context=ctx)
     except ir.MLIRError as e:
         raise UnsupportedError(f"torch-mlir's linalg output did not parse: {str(e).splitlines()[0]}") from None
+
+
+def _templated_to_linalg(templated: Templated, ctx: ir.Context) -> ir.Module:
+    """The program with its blocks as calls, lowered beside each distinct block, then spliced."""
+    replica = torch.ops.fuseflow.replica.default
+    for t in templated.templates:  # what the spliced path rewrites in the graph is not copied here
+        if strip_to_sparse(t) or rewrite_diag(t):
+            raise NotReplicable("a block declares sparse results or takes a diagonal")
+        try:
+            check_graph(t.graph.nodes, origin)
+        except UnsupportedError as e:  # reported from the whole program, with its names
+            raise NotReplicable(str(e)) from None
+    check_graph((n for n in templated.ep.graph.nodes if n.target is not replica), origin)
+    outer = _fx_import(templated.ep, ctx)
+    linalg_copies.declare_calls(outer, [c.template for c in templated.copies])
+    texts = [outer.operation.get_asm(enable_debug_info=True)]
+    texts += [_fx_import(t, ctx).operation.get_asm(enable_debug_info=True) for t in templated.templates]
+    lowered = lower_parts(texts, [True] + [False] * len(templated.templates))
+    if lowered is None:
+        raise NotReplicable("a block or the model around it did not lower alone")
+    blocks = [linalg_copies.cut(text, outermost_frame(t)) for text, t in zip(lowered[1:], templated.templates)]
+    try:
+        module = ir.Module.parse(linalg_copies.splice(lowered[0], blocks, templated.copies, ctx), context=ctx)
+    except ir.MLIRError as e:
+        raise NotReplicable(f"the spliced module did not parse: {str(e).splitlines()[0]}") from None
+    linalg_copies.merge_shared(module)
+    return module
 
 
 def import_model(
@@ -217,17 +260,22 @@ def import_model(
         if t.dtype != torch.float32:
             notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
     lifted = Lifted(model, len(args), state_names).eval()
-    ep = None
-    if adapt is None and replicate:  # identical blocks traced once (`replicate.py`)
+    ep, templated = None, None
+    if adapt is None and replicate:  # identical blocks traced and lowered once (`replicate.py`)
         try:
-            ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
+            templated = export_templated(model, len(args), state_names, inputs, _decomposed)
+            ep = templated.ep
         except Exception as e:  # anything replication cannot copy is exported whole
             log.debug("identical blocks not replicated: %s", e)
-            ep = None
     if ep is None:
         ep = _decomposed(model, len(args), state_names, inputs)
     traced = None if (adapt is not None or implied) else traced_outputs(ep)
-    module, sparse_results, eyes = _to_linalg(ep, verbose)
+    try:
+        module, sparse_results, eyes = _to_linalg(ep, verbose, templated)
+    except NotReplicable as e:  # the blocks are copied before lowering instead
+        log.debug("identical blocks not lowered once: %s", e)
+        ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
+        module, sparse_results, eyes = _to_linalg(ep, verbose)
     eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
     graph_names = all_names + list(eye_values)
     graph_inputs = inputs + [torch.zeros(n, n) for n in eyes]

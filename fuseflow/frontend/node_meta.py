@@ -13,7 +13,11 @@ ORIGIN = "fuseflow_origin"
 
 def module_path(node) -> str:
     """The innermost nn.Module path of an FX node, relative to the user's model."""
-    stack = node.meta.get("nn_module_stack") or {}
+    return stack_path(node.meta.get("nn_module_stack") or {})
+
+
+def stack_path(stack: dict) -> str:
+    """`module_path` of a node with this ``nn_module_stack``."""
     paths = [p for p, _ in stack.values()]
     path = paths[-1] if paths else ""
     if path == "model":

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from fuseflow.frontend.node_meta import ORIGIN, origin
+from fuseflow.frontend.node_meta import ORIGIN, module_path, origin, stack_path
 
 _KEY = "fuseflow_origin_key"  # which source op a node came from, unique in the whole model
 
@@ -191,8 +191,77 @@ def export_replicated(
     return ep
 
 
-def _export_level(model, n_args: int, state_names: list[str], inputs: list[torch.Tensor], export: Exporter):
-    """`model` exported with its groups' members replaced by copies of each group's first."""
+@dataclass
+class Copy:
+    """One call of a block left in the program (`export_templated`): which template it runs and
+    what the whole-model trace would call each of its nodes."""
+
+    template: int  # index into `Templated.templates`
+    names: dict[str, str]  # template node name -> this copy's location name, "node|module path|origin"
+    frames: list[tuple[str, int]] | None  # the call's frames (file, line), outermost first; None: no trace
+
+
+@dataclass
+class Templated:
+    """A program whose outermost repeated blocks stay calls of ``fuseflow::replica`` (each call's
+    arguments: its activations then the member's state), with each distinct block's program and,
+    per call, the names its copy takes: what `_splice` and `_rename` would have produced."""
+
+    ep: Any
+    templates: list[Any]
+    copies: list[Copy]
+
+
+@dataclass
+class _Kept:
+    template: Any
+    index: int  # which template
+    k: int  # the call's number at its level (the copies' keys)
+    stack: dict  # the call's module stack, ending in the block's own class
+
+
+def export_templated(
+    model: torch.nn.Module,
+    n_args: int,
+    state_names: list[str],
+    inputs: list[torch.Tensor],
+    export: Exporter,
+) -> Templated:
+    """`export_replicated` without copying the outermost blocks: the caller lowers each template
+    once and splices its lowered copies (`linalg_copies`). Raises `NotReplicable` as it does."""
+    if not find_groups(model):
+        raise NotReplicable("no repeated blocks")
+    kept: dict[Any, _Kept] = {}
+    templates: list[Any] = []
+    ep = _export_level(model, n_args, state_names, inputs, export, kept, templates)
+    names = _rename(ep, kept)
+    copies = []
+    for call, c in kept.items():
+        copies.append(Copy(c.index, names[call], _call_frames(call.meta.get("stack_trace"))))
+    return Templated(ep, templates, copies)
+
+
+def _call_frames(trace: str | None) -> list[tuple[str, int]] | None:
+    """The frames of a call's trace without the stub's own (`_nest_trace`'s cut)."""
+    if not trace:
+        return None
+    frames = [(f, int(line)) for f, line in re.findall(r"""File "([^"]+)", line ([0-9]+),""", trace)]
+    while len(frames) > 1 and frames[-1][0] == __file__:
+        frames.pop()
+    return frames
+
+
+def _export_level(
+    model,
+    n_args: int,
+    state_names: list[str],
+    inputs: list[torch.Tensor],
+    export: Exporter,
+    kept: dict | None = None,
+    kept_templates: list | None = None,
+):
+    """`model` exported with its groups' members replaced by copies of each group's first; with
+    `kept`, the calls stay (reading the member's state too) and are recorded there instead."""
     groups = find_groups(model)
     if not groups:
         ep = export(model, n_args, state_names, inputs)
@@ -222,7 +291,16 @@ def _export_level(model, n_args: int, state_names: list[str], inputs: list[torch
             first = [value[f"{g.paths[0]}.{n}"] for n in g.state_names]
             templates[key] = _export_level(g.members[0], len(xs), g.state_names, acts + first, export)
         state = [f"{g.paths[index]}.{n}" for n in g.state_names]
-        _splice(ep, node, templates[key], k, state, by_name, type(g.members[index]))
+        if kept is None or kept_templates is None:
+            _splice(ep, node, templates[key], k, state, by_name, type(g.members[index]))
+            continue
+        template = templates[key]
+        if not any(template is t for t in kept_templates):
+            template.graph.eliminate_dead_code()  # a copy's dead nodes are gone after splicing too
+            kept_templates.append(template)
+        at = next(i for i, t in enumerate(kept_templates) if t is template)
+        kept[node] = _Kept(template, at, k, _block_stack(node, type(g.members[index])))
+        _bind_state(ep, node, template, state, by_name)
     ep.graph.eliminate_dead_code()
     _order_inputs(ep, user[:n_args] + [by_name[n] for n in state_names])
     ep.graph.lint()  # the program is imported, never run: its Python code is not regenerated
@@ -275,15 +353,7 @@ def _splice(ep, call, template, k: int, state: list[str], by_name: dict, kind: t
     g = ep.graph
     inputs = _user_placeholders(template)
     placeholders = [p for p in template.graph.nodes if p.op == "placeholder"]
-    # the wrapped module's own state is lifted too but unread (`Lifted` passes it as inputs)
-    if len(inputs) != len(xs) + len(state) or any(p.users for p in placeholders if p not in inputs):
-        raise NotReplicable("a block reads tensors other than its inputs and state")
-    last = [n for n in g.nodes if n.op == "placeholder"][-1]
-    for name, p in zip(state, inputs[len(xs) :]):
-        if name not in by_name:
-            with g.inserting_after(last):
-                last = by_name[name] = g.placeholder(name)
-            last.meta = dict(p.meta)
+    _state_placeholders(ep, call, template, state, by_name)
     val_map = dict.fromkeys(placeholders)
     val_map.update(zip(inputs, list(xs) + [by_name[n] for n in state]))
     with g.inserting_before(call):
@@ -291,10 +361,7 @@ def _splice(ep, call, template, k: int, state: list[str], by_name: dict, kind: t
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
     if len(outs) != 1:
         raise NotReplicable("a block returns several tensors")
-    stack = dict(call.meta.get("nn_module_stack") or {})
-    if stack:  # the call ran in the stub: the block's own class
-        last_key = list(stack)[-1]
-        stack[last_key] = (stack[last_key][0], f"{kind.__module__}.{kind.__qualname__}")
+    stack = _block_stack(call, kind)
     for src, dst in val_map.items():
         if src.op == "placeholder" or dst is None:
             continue
@@ -306,6 +373,42 @@ def _splice(ep, call, template, k: int, state: list[str], by_name: dict, kind: t
         if getattr(spec.arg, "name", None) == call.name:
             spec.arg.name = outs[0].name
     g.erase_node(call)
+
+
+def _state_placeholders(ep, call, template, state: list[str], by_name: dict) -> None:
+    """The member's state as the program's placeholders (made on first use, kept in `by_name`)."""
+    xs = call.args[0]
+    g = ep.graph
+    inputs = _user_placeholders(template)
+    placeholders = [p for p in template.graph.nodes if p.op == "placeholder"]
+    # the wrapped module's own state is lifted too but unread (`Lifted` passes it as inputs)
+    if len(inputs) != len(xs) + len(state) or any(p.users for p in placeholders if p not in inputs):
+        raise NotReplicable("a block reads tensors other than its inputs and state")
+    out = next(n for n in reversed(template.graph.nodes) if n.op == "output").args[0]
+    if len(out if isinstance(out, (tuple, list)) else [out]) != 1:
+        raise NotReplicable("a block returns several tensors")
+    last = [n for n in g.nodes if n.op == "placeholder"][-1]
+    for name, p in zip(state, inputs[len(xs) :]):
+        if name not in by_name:
+            with g.inserting_after(last):
+                last = by_name[name] = g.placeholder(name)
+            last.meta = dict(p.meta)
+
+
+def _bind_state(ep, call, template, state: list[str], by_name: dict) -> None:
+    """A kept call reads the member's state after its activations: ``replica(xs + state, ...)``."""
+    _state_placeholders(ep, call, template, state, by_name)
+    xs, gid, index = call.args
+    call.args = (list(xs) + [by_name[n] for n in state], gid, index)
+
+
+def _block_stack(call, kind: type) -> dict:
+    """The call's module stack: it ran in the stub, so its last entry is given the block's class."""
+    stack = dict(call.meta.get("nn_module_stack") or {})
+    if stack:
+        last_key = list(stack)[-1]
+        stack[last_key] = (stack[last_key][0], f"{kind.__module__}.{kind.__qualname__}")
+    return stack
 
 
 def _nest_stack(outer: dict, inner: dict) -> dict:
@@ -346,27 +449,57 @@ def _numbered(base: str, used: set[str], count: dict[str, int]) -> str:
     raise AssertionError("unreachable")
 
 
-def _rename(ep) -> None:
+def _rename(ep, kept: dict | None = None) -> dict:
     """Name nodes and source ops in graph order, as one trace of the whole model does, and
-    record each node's origin and path for the importer's locations."""
+    record each node's origin and path for the importer's locations. A kept call (`kept`)
+    stands for its template's nodes: they take the names a copy would, returned per call as
+    {template node name: "node|module path|origin"}."""
     g = ep.graph
     nodes = list(g.nodes)
+    kept = kept or {}
     used = {n.name for n in nodes if n.op in ("placeholder", "output")}
     count: dict[str, int] = {}
     names = {n: n.name if n.op in ("placeholder", "output") else "" for n in nodes}
-    for n in nodes:
-        if not names[n]:
-            names[n] = _numbered(_SUFFIX.sub("", n.name), used, count)
     origins: dict[tuple, str] = {}
     o_used: set[str] = set()
     o_count: dict[str, int] = {}
-    for n in nodes:
-        key = n.meta.get(_KEY)
-        if key is None:
-            continue
+
+    def origin_of(key: tuple) -> str:
         if key not in origins:
             origins[key] = _numbered(_SUFFIX.sub("", key[-1]), o_used, o_count)
-        n.meta[ORIGIN] = origins[key]
+        return origins[key]
+
+    copies: dict = {}
+    for n in nodes:
+        c = kept.get(n)
+        if c is not None:
+            copies[n] = {
+                t.name: "|".join(
+                    (
+                        _numbered(_SUFFIX.sub("", t.name), used, count),
+                        stack_path(_nest_stack(c.stack, t.meta.get("nn_module_stack") or {})),
+                        origin_of((("copy", c.k),) + t.meta[_KEY]),
+                    )
+                )
+                for t in c.template.graph.nodes
+                if t.op not in ("placeholder", "output")
+            }
+            # the block's arguments and return become the call's operands and result: their names label nothing
+            copies[n].update(
+                {
+                    t.name: f"{t.name}|{module_path(t)}|{origin(t)}"
+                    for t in c.template.graph.nodes
+                    if t.op in ("placeholder", "output")
+                }
+            )
+            continue
+        if not names[n]:
+            names[n] = _numbered(_SUFFIX.sub("", n.name), used, count)
+        key = n.meta.get(_KEY)
+        if key is not None:
+            n.meta[ORIGIN] = origin_of(key)
+    for k, n in enumerate(copies):  # outside the numbering: a call is not a node of the whole trace
+        names[n] = f"fuseflow_copy_call_{k}"
     old_out = {n.name: names[n] for n in nodes}
     # two passes: FX keeps every name it ever gave out, so move everything aside first
     for i, n in enumerate(nodes):
@@ -380,3 +513,21 @@ def _rename(ep) -> None:
         arg = spec.arg
         if hasattr(arg, "name") and arg.name in old_out:
             arg.name = old_out[arg.name]
+    return copies
+
+
+def outermost_frame(template) -> tuple[str, int] | None:
+    """The frame (file, line) every op of a block's trace starts from: its exported wrapper's,
+    which a copy's locations replace by the call's frames. None when no op has a trace."""
+    firsts = set()
+    for n in template.graph.nodes:
+        if n.op != "call_function":
+            continue
+        trace = n.meta.get("stack_trace")
+        frame = re.search(r"""File "([^"]+)", line ([0-9]+),""", trace) if trace else None
+        if frame is None:  # its copy would carry the call's own trace: not a renaming of this one
+            raise NotReplicable(f"{n.name} has no stack trace")
+        firsts.add((frame.group(1), int(frame.group(2))))
+    if len(firsts) > 1:
+        raise NotReplicable("a block's ops start from different frames")
+    return next(iter(firsts), None)

@@ -9,10 +9,13 @@ The pipelines are the ones ``torch_mlir.fx.export_and_import`` runs for ``linalg
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fuseflow.errors import FuseflowError, UnsupportedError
@@ -90,8 +93,7 @@ def first_location(stderr: str) -> str | None:
 def lower_to_linalg(text: str, verbose: bool = False) -> str:
     """Both steps in one child process (no intermediate module printed and parsed again); when
     that fails, one child process per step, so that the error names the step it happened in."""
-    both = "builtin.module(" + ",".join(_inner(pipeline) for _, pipeline in STEPS) + ")"
-    proc = _run(text, both)
+    proc = _run(text, _both())
     if proc.returncode == 0:
         err = proc.stderr.decode(errors="replace")
         if (verbose or os.environ.get("FUSEFLOW_VERBOSE")) and err:
@@ -100,6 +102,42 @@ def lower_to_linalg(text: str, verbose: bool = False) -> str:
     for step, pipeline in STEPS:
         text = run_step(text, step, pipeline, verbose)
     return text
+
+
+def lower_parts(texts: Sequence[str], unverified: Sequence[bool]) -> list[str] | None:
+    """Several modules lowered at once, one child process each (run side by side): a model
+    whose repeated blocks are calls, and each block. A module marked `unverified` skips the
+    linalg backend contract (its calls are not linalg; they are spliced away afterwards). None
+    when any fails: the caller lowers the model whole, which reports the failure as usual."""
+    pipelines = [_unverified_pipeline() if u else _both() for u in unverified]
+    with ThreadPoolExecutor(max_workers=min(len(texts), os.cpu_count() or 1) or 1) as pool:
+        procs = list(pool.map(_run, texts, pipelines))
+    if any(p.returncode != 0 for p in procs):
+        return None
+    return [p.stdout.decode() for p in procs]
+
+
+def _both() -> str:
+    return "builtin.module(" + ",".join(_inner(pipeline) for _, pipeline in STEPS) + ")"
+
+
+@functools.cache
+def _unverified_pipeline() -> str:
+    """Both steps, spelled out by torch-mlir-opt itself, without the final contract check."""
+    proc = subprocess.run(
+        [str(opt_binary()), f"--pass-pipeline={_both()}", "--dump-pass-pipeline", "-o", os.devnull, "-"],
+        input=b"module {}",
+        capture_output=True,
+    )
+    dumped = proc.stderr.decode()
+    start = dumped.find("builtin.module(")
+    if proc.returncode != 0 or start < 0:
+        raise FuseflowError(f"torch-mlir-opt did not print its pipeline: {first_error(dumped)}")
+    text = " ".join(dumped[start:].split())
+    verify = "torch-verify-linalg-on-tensors-backend-contract"
+    if verify not in text:
+        raise FuseflowError("torch-mlir's linalg pipeline no longer ends in its contract check")
+    return text.replace(", " + verify, "").replace(verify, "")
 
 
 def _inner(pipeline: str) -> str:

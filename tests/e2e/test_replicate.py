@@ -1,9 +1,14 @@
-"""Identical blocks exported once and copied (`frontend/replicate.py`).
+"""Identical blocks exported and lowered once, their copies spliced (`frontend/replicate.py`,
+`frontend/linalg_copies.py`).
 
-The replicated export must give the very module the whole-model export gives: the same linalg
-text with the same locations (node names, module paths, source ops), so every schedule, digest
-and golden figure is unchanged. Where replication cannot copy a block, the model is exported
-whole, and the compiled program still matches eager PyTorch (`SimResult.check`'s tolerance)."""
+The replicated import must give the very module the whole-model import gives: the same linalg
+text with the same op locations (node names, module paths, source ops, frames), so every
+schedule, digest and golden figure is unchanged. Two kinds of location may differ, and nothing
+reads either (`_ops_only`): a ``linalg.generic`` body's block arguments (torch-mlir names them
+after the torch value feeding the op, which for a copy's input is the block's argument rather
+than the outer op) and constants the copies share. Where a block cannot be lowered once, it is copied before lowering;
+where it cannot be copied, the model is exported whole; the compiled program still matches
+eager PyTorch (`SimResult.check`'s tolerance)."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.frontend import replicate
+from fuseflow.frontend import linalg_copies, replicate
 from fuseflow.frontend.export import import_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -24,32 +29,87 @@ import gpt_bigbird  # noqa: E402
 
 
 def _text(model, args, formats, replicate_blocks: bool, locations: bool = True) -> str:
+    """The imported module, locations inline (alias numbers follow where a location is first
+    printed, block arguments included), block arguments' locations left out (`_ops_only`)."""
     imported = import_model(model, args, formats, replicate=replicate_blocks)
-    return imported.module.operation.get_asm(enable_debug_info=locations)
+    return _ops_only(imported.module.operation.get_asm(enable_debug_info=locations, use_local_scope=True))
+
+
+def _ops_only(text: str) -> str:
+    """`text` without the locations of block arguments (``^bb0(%in: f32 loc(...), ...)``) and of
+    constants (a constant the copies share keeps the first copy's location where torch-mlir's
+    folder, uniquing it over the whole model, may leave none)."""
+    return "\n".join(
+        _without_locations(ln) if ln.lstrip().startswith("^bb") or " = arith.constant " in ln else ln
+        for ln in text.split("\n")
+    )
+
+
+def _without_locations(line: str) -> str:
+    """`line` without its `` loc(...)`` parts (nested parentheses; quoted strings hold none)."""
+    out, at = [], 0
+    while (start := line.find(" loc(", at)) >= 0:
+        out.append(line[at:start])
+        depth, i = 0, start + 4
+        while True:
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            i += 1
+            if depth == 0:
+                break
+        at = i
+    return "".join(out) + line[at:]
 
 
 def _spy(monkeypatch) -> list[str]:
-    """The modules `export_replicated` exports (it raises when it cannot replicate)."""
+    """The modules whose blocks were lowered once (``once``) or copied before lowering (``copied``)."""
     seen: list[str] = []
-    real = replicate.export_replicated
+    templated, copied = replicate.export_templated, replicate.export_replicated
+    splice = linalg_copies.splice
 
-    def spy(model, *a, **k):
-        ep = real(model, *a, **k)
+    def spy_templated(model, *a, **k):
+        out = templated(model, *a, **k)
         seen.append(type(model).__name__)
+        return out
+
+    def spy_splice(*a, **k):
+        out = splice(*a, **k)
+        seen[-1] += " once"
+        return out
+
+    def spy_copied(model, *a, **k):
+        ep = copied(model, *a, **k)
+        seen.append(type(model).__name__ + " copied")
         return ep
 
-    monkeypatch.setattr("fuseflow.frontend.export.export_replicated", spy)
+    monkeypatch.setattr("fuseflow.frontend.export.export_templated", spy_templated)
+    monkeypatch.setattr("fuseflow.frontend.export.export_replicated", spy_copied)
+    monkeypatch.setattr(linalg_copies, "splice", spy_splice)
     return seen
 
 
 def test_decoders_and_heads_replicated_give_the_whole_models_module(monkeypatch):
-    """Three decoders of two heads each: decoders and heads are copies, and the module (text and
-    locations) is byte for byte the one exporting the whole model gives."""
+    """Three decoders of two heads each: decoders and heads are copies, the decoder is lowered
+    once, and the module (text and op locations) is the one importing the whole model gives."""
     model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, block=8, layers=3)
     whole = _text(model, args, formats, False)
     seen = _spy(monkeypatch)
     assert _text(model, args, formats, True) == whole
-    assert seen == ["Decoder"]  # replicated, not exported whole after a failure
+    assert seen == ["Decoder once"]  # lowered once, not copied or exported whole after a failure
+
+
+def test_a_block_that_cannot_be_lowered_alone_is_copied_before_lowering(monkeypatch):
+    """When splicing refuses (here: a lowered block of an unexpected shape), the blocks are
+    copied before lowering, and the module is still the whole model's."""
+    model, args, formats = gpt_bigbird.build(seq=16, d_model=8, heads=2, d_ff=8, block=4, layers=2)
+    whole = _text(model, args, formats, False)
+
+    def refuse(text, outermost):
+        raise replicate.NotReplicable("refused by the test")
+
+    monkeypatch.setattr(linalg_copies, "cut", refuse)
+    seen = _spy(monkeypatch)
+    assert _text(model, args, formats, True) == whole
+    assert seen == ["Decoder", "Decoder copied"]
 
 
 def test_replicated_decoders_match_pytorch():
@@ -109,7 +169,7 @@ def test_members_called_on_different_shapes(monkeypatch):
     whole = _text(model, args, {}, False, locations=False)
     seen = _spy(monkeypatch)
     assert _text(model, args, {}, True, locations=False) == whole
-    assert seen == ["TwoShapes"]
+    assert seen == ["TwoShapes once"]
     fuseflow.compile(model, args, schedule="unfused").simulate(*args).check()
 
 
