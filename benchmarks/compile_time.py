@@ -32,9 +32,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="the test-size transformer only")
     ap.add_argument("--decoders", help="GPT-3 Small (seq 1024) with these numbers of decoders, e.g. 1,12")
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="with --decoders: measure each count this many times, alternating"
+    )
     a = ap.parse_args()
     if a.decoders:
-        _decoders([int(x) for x in a.decoders.split(",")])
+        _decoders([int(x) for x in a.decoders.split(",")], a.rounds)
         return
     gpt_opts = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16) if a.quick else {}
     cases = [("gcn", gcn, {}), ("graphsage", graphsage, {}), ("sae", sae, {}), ("gpt_bigbird", gpt_bigbird, gpt_opts)]
@@ -66,11 +69,11 @@ def main() -> None:
     Console(width=120).print(t)
 
 
-def _decoders(counts: list[int]) -> None:
+def _decoders(counts: list[int], rounds: int = 1) -> None:
     """GPT-3 Small unfused with N decoders: the frontend (torch.export + torch-mlir) and
     fuseflow's lowering timed apart, after a warm-up compile of a small model (imports paid),
     and the time spent in garbage collections. Identical decoders share their order search and
-    ranking."""
+    ranking. Each row's compile time is also given over the first count's in its round."""
     from fuseflow.compiler import lower_program
     from fuseflow.frontend.export import import_model
     from fuseflow.heap import old_objects_frozen
@@ -92,7 +95,7 @@ def _decoders(counts: list[int]) -> None:
     lower_program(
         small, small_args, warm, warm.module.operation.get_asm(enable_debug_info=True), "unfused", 100_000, None, None
     )
-    for n in counts:
+    for n in [c for _ in range(rounds) for c in counts]:
         model, args, formats = gpt_bigbird.build(gpt3_small=True, layers=n)
         collected.clear()
         with old_objects_frozen():  # as compile() runs
@@ -107,19 +110,21 @@ def _decoders(counts: list[int]) -> None:
                 "decoders": n,
                 "regions": len(prog.graphs),
                 "orders": len(set(prog.orders.values())),
-                "frontend_s": round(t1 - t0, 1),
-                "lowering_s": round(t2 - t1, 1),
-                "compile_s": round(t2 - t0, 1),
+                "frontend_s": round(t1 - t0, 2),
+                "lowering_s": round(t2 - t1, 2),
+                "compile_s": round(t2 - t0, 2),
                 "gc_s": round(sum(collected), 2),
             }
         )
+        first = rows[len(rows) - 1 - (len(rows) - 1) % len(counts)]  # this round's first count
+        rows[-1]["over_first"] = round(rows[-1]["compile_s"] / first["compile_s"], 2)
         print(json.dumps(rows[-1]), flush=True)
     gc.callbacks.remove(timed)
-    print("| decoders | regions | frontend s | lowering s | compile s | in the collector s |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(f"| decoders | regions | frontend s | lowering s | compile s | in the collector s | x {counts[0]} |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        cells = (r["decoders"], r["regions"], r["frontend_s"], r["lowering_s"], r["compile_s"], r["gc_s"])
-        print("| " + " | ".join(map(str, cells)) + " |")
+        keys = ("decoders", "regions", "frontend_s", "lowering_s", "compile_s", "gc_s", "over_first")
+        print("| " + " | ".join(str(r[k]) for k in keys) + " |")
 
 
 if __name__ == "__main__":

@@ -190,6 +190,7 @@ def run_pipeline(
 
     def flush(mod):
         if upstream:
+            ctx.lowered = None  # the module changes: a lowering kept for it no longer holds
             pipeline = "builtin.module(" + ",".join(upstream) + ")"
             try:
                 pm = PassManager.parse(pipeline, context=mod.context)
@@ -204,6 +205,8 @@ def run_pipeline(
     for s in steps:
         if s.options is not None:
             module = flush(module)
+            if s.name != "lower-to-sam":  # only lower-to-sam reads what fuseflow-order kept
+                ctx.lowered = None
             module = PASSES[s.name].run(module, s.options, ctx) or module
             if print_after_all:
                 print(f"// -----// IR Dump After {s.name} //----- //\n{module}", file=sys.stderr)

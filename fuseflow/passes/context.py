@@ -26,6 +26,7 @@ class PassContext:
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Any] = field(default_factory=dict)  # region -> the chosen order Candidate
     assigns: dict[str, list] = field(default_factory=dict)  # region -> its outputs in index notation
-    # (linalg fingerprint, sam text, summary, assigns, typed graphs, distinct graphs' texts)
-    lowered: tuple[str, str, dict, dict, list, list] | None = None
+    # (the module fuseflow-order lowered, sam text, summary, assigns, typed graphs, distinct
+    # graphs' texts); `run_pipeline` drops it when any other pass runs before lower-to-sam
+    lowered: tuple[Any, str, dict, dict, list, list] | None = None
     typed: list | None = None  # the typed graphs (SamGraph) of the module lower-to-sam returned

@@ -59,5 +59,5 @@ def run(module, options: Options, ctx: PassContext | None = None):
         )
         func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
         ctx.chosen.update(chosen)
-        ctx.lowered = (str(module), text, summary, assigns, typed, distinct)
+        ctx.lowered = (module, text, summary, assigns, typed, distinct)
     return module

@@ -41,7 +41,7 @@ def lower(module, options: Options, ctx: PassContext | None = None) -> tuple[str
         func = main_func(module)
         ensure_regions(func)
         stash, ctx.lowered = ctx.lowered, None
-        if stash is not None and stash[0] == str(module) and options.node_budget == ctx.node_budget:
+        if stash is not None and stash[0] is module and options.node_budget == ctx.node_budget:
             text, summary, assigns, typed, distinct = stash[1:]  # fuseflow-order just lowered it
         else:
             typed, distinct = [], []
