@@ -162,11 +162,23 @@ def splice(outer: str, blocks: Sequence[Block], copies: Sequence[Copy], context:
     calls = list(_CALL.finditer(outer))
     if len(calls) != len(copies):
         raise NotReplicable(f"{len(calls)} block calls lowered, {len(copies)} expected")
-    pieces: list[str] = []
+    # The model's own leading constants, cut out and put back around the blocks' ones: the
+    # canonicalizer lists a function's constants in the order the program first uses them.
+    head = outer.index("\n", outer.index("func.func @main(")) + 1
+    head_end = head
+    while (end := outer.find("\n", head_end)) >= 0 and _CONSTANT.match(outer[head_end:end]):
+        head_end = end + 1
+    first_call = calls[0].start() if calls else len(outer)
+    early: list[str] = []
+    late: list[str] = []
+    for line in outer[head:head_end].splitlines(keepends=True):
+        name = re.escape(line.split("=", 1)[0].strip())
+        use = re.compile(name + r"(?![\w$.-])").search(outer, head_end)
+        (early if use is not None and use.start() < first_call else late).append(line)
+    pieces: list[str] = [outer[:head], "", outer[head_end : calls[0].start() if calls else len(outer)]]
     tops: list[str] = []
     constants: list[str] = []
     bottoms: list[str] = []
-    at = 0
     with context:
         for k, (call, copy) in enumerate(zip(calls, copies)):
             block = blocks[copy.template]
@@ -177,17 +189,16 @@ def splice(outer: str, blocks: Sequence[Block], copies: Sequence[Copy], context:
                 raise NotReplicable("a block call's operands do not match its block")
             leaf = None if copy.frames is None else _frames(copy.frames)
             top, consts, body, bottom = _renamed(block, k, operands, call.group("res"), copy.names, leaf)
-            pieces += [outer[at : call.start()], body]
+            if k:
+                pieces.append(outer[calls[k - 1].end() : call.start()])
+            pieces.append(body)
             tops.append(top)
             constants.append(consts)
             bottoms.append(bottom)
-            at = call.end()
-    pieces.append(outer[at:])
+    if calls:
+        pieces.append(outer[calls[-1].end() :])
+    pieces[1] = "".join(early + constants + late)
     text = _DECLARATION.sub("", "".join(pieces))
-    main = text.index("\n", text.index("func.func @main(")) + 1
-    while (end := text.find("\n", main)) >= 0 and _CONSTANT.match(text[main:end]):
-        main = end + 1
-    text = text[:main] + "".join(constants) + text[main:]
     start = text.index("\nmodule") + 1 if not text.startswith("module") else 0
     return text[:start] + "".join(tops) + text[start:] + "".join(bottoms)
 

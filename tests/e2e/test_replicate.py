@@ -224,3 +224,45 @@ def test_random_stacks_replicate_to_the_whole_models_module(depth, width, act, s
     torch.manual_seed(seed)
     model, args = Stack(depth, width, act).eval(), (torch.randn(3, width),)
     assert _text(model, args, {}, True) == _text(model, args, {}, False)
+
+
+class Clamped(torch.nn.Module):
+    """A block with constants of its own (scale, bound, offset)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.clamp(self.lin(x) * 0.25, min=-3.0) + 1.5
+
+
+class Around(torch.nn.Module):
+    """Ops of the model before and after its blocks: the blocks' constants are not the first
+    ones of the function, and the spliced blocks sit between the model's own ops."""
+
+    def __init__(self, width: int, depth: int):
+        super().__init__()
+        self.pre = torch.nn.Linear(width, width)
+        self.blocks = torch.nn.ModuleList(Clamped(width) for _ in range(depth))
+
+    def forward(self, x):
+        x = torch.relu(self.pre(x)) * 0.75
+        for b in self.blocks:
+            x = b(x)
+        return torch.tanh(x) * 2.0
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(depth=st.integers(2, 3), width=st.integers(2, 5), seed=st.integers(0, 99))
+def test_blocks_between_the_models_own_ops_are_spliced_where_a_whole_import_puts_them(depth, width, seed):
+    """The blocks' constants are hoisted beside the model's, as torch-mlir's canonicalizer puts
+    them; the spliced module is the whole import's; the program matches PyTorch."""
+    torch.manual_seed(seed)
+    model, args = Around(width, depth).eval(), (torch.randn(3, width),)
+    whole = _text(model, args, {}, False)
+    with pytest.MonkeyPatch.context() as mp:
+        seen = _spy(mp)
+        assert _text(model, args, {}, True) == whole
+    assert seen == ["Around once"]
+    assert fuseflow.compile(model, args, schedule="unfused").simulate(*args).check() < 1e-5
