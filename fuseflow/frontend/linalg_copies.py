@@ -11,12 +11,15 @@ in the printed linalg, by the block's lowered body:
 - its location names (``node|module path|origin``) the copy's, as a trace of the whole model
   names them (`replicate.Copy.names`);
 - the outermost frame of its locations (the exported wrapper's) replaced by the call's frames,
-  which is where a whole-model trace puts the block's frames.
+  which is where a whole-model trace puts the block's frames;
+- its leading constants hoisted among the model's, in the order the program first uses them
+  (where the canonicalizer of a whole-model lowering lists them).
 
 CSE then merges what the copies share (constants, empty tensors, ops on the same inputs), as
-torch-mlir's CSE does over the whole model. The module is the whole-model lowering's up to where
-the shared constants and empty tensors sit (tests/e2e/test_replicate.py). Anything outside this
-shape raises `NotReplicable`, and the caller copies the blocks before lowering instead.
+torch-mlir's CSE does over the whole model. The module is the whole-model lowering's up to the
+locations of generic bodies' block arguments and of shared constants, which nothing reads
+(tests/e2e/test_replicate.py). Anything outside this shape raises `NotReplicable`, and the
+caller copies the blocks before lowering instead.
 """
 
 from __future__ import annotations
