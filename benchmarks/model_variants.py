@@ -18,7 +18,10 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
 - `bypass`: `series`, only where the feeder's tokens also reach a node below the consumer by
   another path;
 - `blend`: the worst node's stall plus `--alpha` of what summing along the worst chain of
-  directly connected memory nodes would add (a fitted partial overlap).
+  directly connected memory nodes would add (a fitted partial overlap);
+- `uncovered`: the model's chains, where the nodes of a chain (`--feeder-only`: the node
+  behind its feeder) wait each line's full latency, at most the FIFO's streaming rate, without
+  the FIFO's cover.
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -129,7 +132,41 @@ class _Worst(cycle_model._Model):
         return max(own.values(), default=0.0)
 
 
+class _Uncovered(cycle_model._Model):
+    """The model's chains, where a node in series with its feeder (and the feeder) pay their
+    lines without the FIFO's cover: the FIFO between them is full while the feeder waits on its
+    own line, so it hides nothing. Each still streams at most at the FIFO's rate (a line per
+    latency, `fifo_depth` tokens in flight)."""
+
+    BOTH = True  # the feeder too (False: only the node behind it)
+
+    def memory_stalls(self) -> float:
+        own = self.node_stalls()
+        latency = float(self.t.memory.get("latency", 0)) if self.t.memory else 0.0
+        depth = float(max(self.t.fifo_depth, 1))
+
+        def bare(i: int) -> float:
+            steps = max((s.tokens for s in self.outs[i]), default=0.0)
+            return min(self.misses[i] * latency, steps * latency / depth)
+
+        chain: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):
+            if i not in own:
+                continue
+            feeders = [s for s, _ in node.inputs if s in chain and self._in_series(s, i)]
+            if feeders:
+                f = max(feeders, key=lambda s: chain[s])
+                chain[i] = max(own[i], bare(i)) + chain[f]
+                if self.BOTH:  # the feeder's own stalls, uncovered too
+                    chain[i] += max(bare(f) - own[f], 0.0)
+            else:
+                chain[i] = own[i]
+            self.nodes[i].busy += own[i]
+        return max(chain.values(), default=0.0)
+
+
 RULES: dict[str, type[cycle_model._Model]] = {
+    "uncovered": _Uncovered,
     "model": cycle_model._Model,
     "worst": _Worst,
     "series": _Series,
@@ -192,10 +229,12 @@ def main() -> None:
         help="series/bypass: the feeder's tokens between "
         "line changes, as a fraction of the FIFO depth, at which stalls add",
     )
+    ap.add_argument("--feeder-only", action="store_true", help="uncovered: only the node behind its feeder")
     ap.add_argument("--alpha", type=float, default=_Blend.ALPHA, help="blend: the share of the chain's sum that adds")
     a = ap.parse_args()
     _Series.FILL = a.fill
     _Blend.ALPHA = a.alpha
+    _Uncovered.BOTH = not a.feeder_only
     data = pickle.loads(Path(a.capture).read_bytes())
     regions = data["regions"]
     out = {}
