@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -206,8 +207,7 @@ def summary(scored: list[tuple[dict, float]]) -> dict:
     for model, cfgs in totals.items():
         if len(cfgs) >= 3:
             sim, est = zip(*cfgs.values(), strict=True)
-            rx, ry = np.argsort(np.argsort(sim)), np.argsort(np.argsort(est))
-            rank[model] = round(float(np.corrcoef(rx, ry)[0, 1]), 3)
+            rank[model] = round(float(spearmanr(sim, est).statistic), 3)  # ties: average ranks
     return {
         "regions": int(errs.size),
         "median": round(float(np.median(errs)), 4),
