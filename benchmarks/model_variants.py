@@ -21,7 +21,9 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   directly connected memory nodes would add (a fitted partial overlap);
 - `uncovered`: the model's chains, where the nodes of a chain (`--feeder-only`: the node
   behind its feeder) wait each line's full latency, at most the FIFO's streaming rate, without
-  the FIFO's cover.
+  the FIFO's cover;
+- `barrier`: the model's chains, and a memory node below an accumulator (`--barriers` kinds)
+  waits behind the worst chain of memory nodes above it.
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -166,7 +168,35 @@ class _Uncovered(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
+class _Barrier(cycle_model._Model):
+    """The model's chains, and a memory node below an accumulator (`spacc`, `reduce`) waits
+    behind every memory node above it: the accumulator emits a fiber's result only once its
+    inputs' last tokens for it arrived, so the stages before and after it take turns."""
+
+    KINDS = ("spacc", "reduce")
+
+    def memory_stalls(self) -> float:
+        own = self.node_stalls()
+        up: dict[int, float] = {}  # node -> the worst chain of memory nodes above it (itself included)
+        bar: dict[int, float] = {}  # node -> the chains it waits behind, across accumulators above it
+        chain: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):
+            srcs = [s for s, _ in node.inputs]
+            bar[i] = max(
+                [bar.get(s, 0.0) for s in srcs]
+                + [up.get(s, 0.0) for s in srcs if self.spec.nodes[s].kind in self.KINDS],
+                default=0.0,
+            )
+            if i in own:
+                behind = [chain[s] for s in srcs if s in chain and self._in_series(s, i)]
+                chain[i] = own[i] + max(behind + [bar[i]])
+                self.nodes[i].busy += own[i]
+            up[i] = max([up.get(s, 0.0) for s in srcs] + [chain.get(i, 0.0)], default=0.0)
+        return max(chain.values(), default=0.0)
+
+
 RULES: dict[str, type[cycle_model._Model]] = {
+    "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,
     "worst": _Worst,
@@ -229,12 +259,16 @@ def main() -> None:
         help="series/bypass: the feeder's tokens between "
         "line changes, as a fraction of the FIFO depth, at which stalls add",
     )
+    ap.add_argument(
+        "--barriers", default="spacc,reduce", help="barrier: the accumulator kinds stages take turns across"
+    )
     ap.add_argument("--feeder-only", action="store_true", help="uncovered: only the node behind its feeder")
     ap.add_argument("--alpha", type=float, default=_Blend.ALPHA, help="blend: the share of the chain's sum that adds")
     a = ap.parse_args()
     _Series.FILL = a.fill
     _Blend.ALPHA = a.alpha
     _Uncovered.BOTH = not a.feeder_only
+    _Barrier.KINDS = tuple(a.barriers.split(","))
     data = pickle.loads(Path(a.capture).read_bytes())
     regions = data["regions"]
     out = {}
