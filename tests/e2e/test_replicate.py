@@ -266,3 +266,36 @@ def test_blocks_between_the_models_own_ops_are_spliced_where_a_whole_import_puts
         assert _text(model, args, {}, True) == whole
     assert seen == ["Around once"]
     assert fuseflow.compile(model, args, schedule="unfused").simulate(*args).check() < 1e-5
+
+
+class TopKBlock(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.lin = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.topk(self.lin(x), 2, dim=1).values.sum(1, keepdim=True) + x  # the line the error names
+
+
+class TopKStack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(TopKBlock(4) for _ in range(3))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def test_an_unsupported_op_inside_repeated_blocks_is_reported_as_for_the_whole_model():
+    """The blocks are checked before anything is lowered once; the error is the one importing
+    the model whole gives: the op and the block's own source line."""
+    model, args = TopKStack().eval(), (torch.randn(3, 4),)
+    with pytest.raises(fuseflow.UnsupportedError) as whole:
+        import_model(model, args, {}, replicate=False)
+    with pytest.raises(fuseflow.UnsupportedError) as once:
+        fuseflow.compile(model, args, schedule="unfused")
+    line = TopKBlock.forward.__code__.co_firstlineno + 1
+    assert str(once.value) == str(whole.value)
+    assert str(once.value).startswith(f"{__file__}:{line}:0: error: aten.topk is not supported"), str(once.value)
