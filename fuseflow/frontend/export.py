@@ -272,9 +272,15 @@ def import_model(
     traced = None if (adapt is not None or implied) else traced_outputs(ep)
     try:
         module, sparse_results, eyes = _to_linalg(ep, verbose, templated)
-    except NotReplicable as e:  # the blocks are copied before lowering instead
+    except Exception as e:  # the blocks are copied before lowering instead, which reports any error
+        if templated is None:
+            raise
         log.debug("identical blocks not lowered once: %s", e)
-        ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
+        try:
+            ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
+        except Exception as copy_error:
+            log.debug("identical blocks not replicated: %s", copy_error)
+            ep = _decomposed(model, len(args), state_names, inputs)
         module, sparse_results, eyes = _to_linalg(ep, verbose)
     eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
     graph_names = all_names + list(eye_values)

@@ -97,14 +97,19 @@ def test_decoders_and_heads_replicated_give_the_whole_models_module(monkeypatch)
     assert seen == ["Decoder once"]  # lowered once, not copied or exported whole after a failure
 
 
-def test_a_block_that_cannot_be_lowered_alone_is_copied_before_lowering(monkeypatch):
-    """When splicing refuses (here: a lowered block of an unexpected shape), the blocks are
-    copied before lowering, and the module is still the whole model's."""
+@pytest.mark.parametrize(
+    "failure",
+    [replicate.NotReplicable("refused by the test"), ValueError("an unforeseen failure, raised by the test")],
+    ids=["refused", "unforeseen"],
+)
+def test_a_block_that_cannot_be_lowered_alone_is_copied_before_lowering(monkeypatch, failure):
+    """When splicing refuses (a lowered block of an unexpected shape) or fails in a way nobody
+    foresaw, the blocks are copied before lowering, and the module is still the whole model's."""
     model, args, formats = gpt_bigbird.build(seq=16, d_model=8, heads=2, d_ff=8, block=4, layers=2)
     whole = _text(model, args, formats, False)
 
     def refuse(text, outermost):
-        raise replicate.NotReplicable("refused by the test")
+        raise failure
 
     monkeypatch.setattr(linalg_copies, "cut", refuse)
     seen = _spy(monkeypatch)
