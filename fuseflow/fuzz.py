@@ -2,6 +2,7 @@
 
 ``python -m fuseflow.fuzz --cases 10000`` draws programs (einsum chains, elementwise mixes,
 row reductions, softmax and masked softmax, sparse activations, transposes, slices,
+identical blocks with their own parameters repeated in an ``nn.ModuleList``,
 concatenations, reshapes into heads, full sums, pass-through outputs) over random
 integer-valued sparse inputs of ranks 1-4 (leading batch dims, size-1 and size-0 dims,
 all-zero inputs) in random storage: named formats, per-level
@@ -53,6 +54,18 @@ UNARY = {  # ops that keep the running tensor's shape and read nothing else
     "rowmax": "h - torch.amax(h, dim=-1, keepdim=True)",
     "softmax": "torch.softmax(h, dim=-1)",
 }
+BLOCK_OPS = {  # a repeated block's statements over `h`, each reading at most one parameter of its own
+    "linear": ("h = h @ self.w{i}", "square"),
+    "gain": ("h = h * self.w{i}", "row"),
+    "relu": ("h = torch.relu(h)", None),
+    "scale": ("h = h * 0.5", None),
+    "exp": ("h = torch.exp(h * 0.1)", None),
+    "rowsum": ("h = h + h.sum(dim=-1, keepdim=True)", None),
+    "softmax": ("h = torch.softmax(h, dim=-1)", None),
+}
+"""Ops of the identical blocks a case may end in (`Case.repeat` copies in an `nn.ModuleList`):
+shape-preserving, so the copies chain, each with its own parameters (the frontend exports and
+lowers one block and copies it, `frontend/replicate.py`)."""
 FORMATS = ("dense", "csr", "csc", "dcsr", "dcsc", "coo")
 """The named formats of 2-D inputs (`storage_choices` lists every choice at every rank)."""
 TORCH_LAYOUTS = {  # how build() converts a dense input (`_same_batches`: torch's batched CSR rule)
@@ -105,8 +118,12 @@ class Case:
     vector: bool = False  # rank 1: no row dimension
     passthrough: bool = False  # also return the input x unchanged
     empty: bool = False  # the row dimension has size 0
+    blocks: list[str] = field(default_factory=list)  # a repeated block's ops (`BLOCK_OPS`)
+    repeat: int = 0  # copies of that block after the ops (0: none)
     inputs: list[tuple[str, tuple[int, int], str]] = field(default_factory=list)  # (name, shape, kind)
     body: list[str] = field(default_factory=list)
+    block_body: list[str] = field(default_factory=list)
+    block_params: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._build()
@@ -154,6 +171,14 @@ class Case:
             elif op == "split_heads" and m % 2 == 0 and m > 1:  # (.., m) -> (.., 2, m / 2), summed back
                 self.body.append(f"h = h.reshape(*h.shape[:-1], 2, {m // 2}).sum(-2)")
                 m //= 2
+        self.block_body, self.block_params = [], []
+        if self.repeat >= 2 and self.blocks:
+            for i, op in enumerate(self.blocks):
+                line, param = BLOCK_OPS[op]
+                self.block_body.append(line.format(i=i))
+                if param is not None:
+                    self.block_params.append((f"w{i}", (m, m) if param == "square" else (m,)))
+            self.body.append("for b in self.blocks: h = b(h)")
         if self.final_sum:
             self.body.append("h = h.sum()")
 
@@ -180,7 +205,32 @@ class Case:
             f"ORDER = {self.order!r}",
             "",
             "",
-            "class Fuzzed(torch.nn.Module):",
+        ]
+        if self.block_body:
+            lines += [
+                "class Block(torch.nn.Module):",
+                "    def __init__(self, g):",
+                "        super().__init__()",
+                *[
+                    f"        self.{nm} = torch.nn.Parameter("
+                    f"torch.randint(-2, 3, {shape!r}, generator=g).float() * 0.5)"
+                    for nm, shape in self.block_params
+                ],
+                "",
+                "    def forward(self, h):",
+                *[f"        {s}" for s in self.block_body],
+                "        return h",
+                "",
+                "",
+                "class Fuzzed(torch.nn.Module):",
+                "    def __init__(self, g):",
+                "        super().__init__()",
+                f"        self.blocks = torch.nn.ModuleList(Block(g) for _ in range({self.repeat}))",
+                "",
+            ]
+        else:
+            lines.append("class Fuzzed(torch.nn.Module):")
+        lines += [
             f"    def forward(self, {', '.join(names)}):",
             *[f"        {s}" for s in self.body],
             f"        return {ret}",
@@ -214,7 +264,8 @@ class Case:
                 )
                 conv = TORCH_LAYOUTS[store].format(t="t") if str(store).startswith("torch:") else "t"
                 lines.append(f"    args.append({conv})")
-        lines += [f"    return Fuzzed(), tuple(args), {fmts!r}", ""]
+        model = "Fuzzed(g)" if self.block_body else "Fuzzed()"
+        lines += [f"    return {model}, tuple(args), {fmts!r}", ""]
         return "\n".join(lines)
 
 
@@ -304,6 +355,8 @@ def cases():
             vector=draw(st.booleans()) if nd else False,
             passthrough=draw(st.booleans()),
             empty=draw(st.sampled_from([False] * 7 + [True])) if nd else False,  # a size-0 row dim: refused
+            blocks=draw(st.lists(st.sampled_from(sorted(BLOCK_OPS)), min_size=1, max_size=3)),
+            repeat=draw(st.sampled_from([0, 0, 2, 3])),
         )
 
     return draw_case()

@@ -122,3 +122,25 @@ def test_a_summed_product_with_an_empty_sparse_factor_is_zero_not_nan():
                 _SoftmaxTimesSparse(), (x, wv), formats={"w": "csc"}, schedule="full", order="plain"
             )
             prog.simulate().check()
+
+
+def test_a_case_ending_in_repeated_blocks_matches_pytorch_under_every_schedule():
+    """Identical blocks with parameters of their own (exported and lowered once, copied), after
+    a sparse product: the simulated output is PyTorch's under each schedule."""
+    for schedule in fuzz.SCHEDULES:
+        case = fuzz.Case(
+            ops=["matmul", "relu"],
+            rows=3,
+            cols=4,
+            widths=[4, 4],
+            densities=[0.5, 0.5],
+            formats=["csr", "dense"],
+            final_sum=False,
+            schedule=schedule,
+            order="auto",
+            seed=1,
+            blocks=["linear", "gain", "softmax"],
+            repeat=3,
+        )
+        assert "torch.nn.ModuleList(Block(g) for _ in range(3))" in case.source()
+        assert fuzz.run_case(case) == "ok", schedule
