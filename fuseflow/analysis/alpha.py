@@ -37,19 +37,26 @@ def share_equivalent(e: Expr, apart: frozenset[tuple] = frozenset()) -> Expr:
     (`nests.SharedInTwoNests`)."""
     seen: dict[tuple, Reduce] = {}
     shared = [False]
+    met: dict[int, Reduce] = {}  # id(reduction of `e`) -> what it became, unless kept apart
 
     def walk(x: Expr) -> Expr:
         if isinstance(x, Call):
             return Call(x.op, tuple(walk(a) for a in x.args))
         if isinstance(x, Reduce):
+            again = met.get(id(x))
+            if again is not None:  # one object read twice: its first visit's result, shared
+                shared[0] = True
+                return again
             r = Reduce(x.kind, x.vars, walk(x.body))
             k = _key(r, {})
             if k in apart:
                 return r
             if k in seen:
                 shared[0] = True
-                return seen[k]
-            seen[k] = r
+                r = seen[k]
+            else:
+                seen[k] = r
+            met[id(x)] = r
             return r
         return x
 
