@@ -44,7 +44,7 @@ _CONSTANT = re.compile(r"^\s*%[\w$.-]+ = arith\.constant [^\n]*$")
 _RETURN = re.compile(r"^\s*(?:func\.)?return %([\w$.-]+) : [^\n]*$")
 
 
-def declare_calls(module: ir.Module, templates: Sequence[int], result_types: Sequence[ir.Type] | None = None) -> None:
+def declare_calls(module: ir.Module, templates: Sequence[int]) -> None:
     """Replace the imported ``fuseflow.replica`` operators of `module`'s ``main`` (in order) by
     calls of ``fuseflow_copy_<template>`` on the list's elements, each callee declared private."""
     main = module.body.operations[0]

@@ -33,6 +33,7 @@ import torch
 from fuseflow.frontend.node_meta import ORIGIN, module_path, origin, stack_path
 
 _KEY = "fuseflow_origin_key"  # which source op a node came from, unique in the whole model
+_FRAME = re.compile(r"""File "([^"]+)", line ([0-9]+),""")  # a trace's frames, as torch-mlir's importer reads them
 
 
 class NotReplicable(Exception):
@@ -245,7 +246,7 @@ def _call_frames(trace: str | None) -> list[tuple[str, int]] | None:
     """The frames of a call's trace without the stub's own (`_nest_trace`'s cut)."""
     if not trace:
         return None
-    frames = [(f, int(line)) for f, line in re.findall(r"""File "([^"]+)", line ([0-9]+),""", trace)]
+    frames = [(f, int(line)) for f, line in _FRAME.findall(trace)]
     while len(frames) > 1 and frames[-1][0] == __file__:
         frames.pop()
     return frames
@@ -295,10 +296,10 @@ def _export_level(
             _splice(ep, node, templates[key], k, state, by_name, type(g.members[index]))
             continue
         template = templates[key]
-        if not any(template is t for t in kept_templates):
+        at = next((i for i, t in enumerate(kept_templates) if t is template), len(kept_templates))
+        if at == len(kept_templates):
             template.graph.eliminate_dead_code()  # a copy's dead nodes are gone after splicing too
             kept_templates.append(template)
-        at = next(i for i, t in enumerate(kept_templates) if t is template)
         kept[node] = _Kept(template, at, k, _block_stack(node, type(g.members[index])))
         _bind_state(ep, node, template, state, by_name)
     ep.graph.eliminate_dead_code()
@@ -358,9 +359,7 @@ def _splice(ep, call, template, k: int, state: list[str], by_name: dict, kind: t
     val_map.update(zip(inputs, list(xs) + [by_name[n] for n in state]))
     with g.inserting_before(call):
         out = g.graph_copy(template.graph, val_map)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    if len(outs) != 1:
-        raise NotReplicable("a block returns several tensors")
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]  # one (`_state_placeholders`)
     stack = _block_stack(call, kind)
     for src, dst in val_map.items():
         if src.op == "placeholder" or dst is None:
@@ -524,7 +523,7 @@ def outermost_frame(template) -> tuple[str, int] | None:
         if n.op != "call_function":
             continue
         trace = n.meta.get("stack_trace")
-        frame = re.search(r"""File "([^"]+)", line ([0-9]+),""", trace) if trace else None
+        frame = _FRAME.search(trace) if trace else None
         if frame is None:  # its copy would carry the call's own trace: not a renaming of this one
             raise NotReplicable(f"{n.name} has no stack trace")
         firsts.add((frame.group(1), int(frame.group(2))))

@@ -79,3 +79,23 @@ def test_reorder_keeps_the_schedules_regions():
     again = prog.reorder("plain")
     assert list(again.summary) == list(prog.summary) and again.mlir("sam") == prog.mlir("sam")
     assert "loc(" not in prog.mlir("linalg")
+
+
+def test_lower_to_sam_lowers_again_when_a_pass_runs_after_fuseflow_order(monkeypatch, tmp_path, capsys):
+    """`lower-to-sam` reuses `fuseflow-order`'s lowering only when nothing ran between them: any
+    other pass may have changed the module, so the kept lowering is dropped."""
+    from fuseflow.passes import lower_to_sam
+
+    calls = []
+    real = lower_to_sam.lower_module
+    monkeypatch.setattr(lower_to_sam, "lower_module", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    src = tmp_path / "in.mlir"
+    src.write_text(import_model(model, args, formats).module.operation.get_asm(enable_debug_info=True))
+    head = "builtin.module(fuseflow-partition{schedule=full},fuseflow-order{order=0}"
+    assert opt.main([str(src), f"--pass-pipeline={head},lower-to-sam)"]) == 0
+    direct = capsys.readouterr().out
+    assert calls == []
+    assert opt.main([str(src), f"--pass-pipeline={head},canonicalize,lower-to-sam)"]) == 0
+    assert calls == [1]
+    assert capsys.readouterr().out == direct  # canonicalize changed nothing here: the same sam
