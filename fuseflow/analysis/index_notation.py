@@ -31,21 +31,41 @@ class Const:
     value: float
 
 
+class _HashedOnce:
+    """A node's hash, computed once: a fused decoder's expressions are DAGs thousands of nodes
+    deep, and a frozen dataclass hashes its whole subtree on every dict lookup. The cached
+    hash is left out of pickles (string hashes differ between processes)."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))  # type: ignore[attr-defined]
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
 @dataclass(frozen=True)
-class Call:
+class Call(_HashedOnce):
     """An elementwise ALU op (sam.alu names: add, sub, mul, div, max, min, exp, relu, ...)."""
 
     op: str
     args: tuple[Expr, ...]
 
+    __hash__ = _HashedOnce.__hash__
+
 
 @dataclass(frozen=True)
-class Reduce:
+class Reduce(_HashedOnce):
     """Reduction (sum or max) of `body` over `vars`."""
 
     kind: str
     vars: tuple[str, ...]
     body: Expr
+
+    __hash__ = _HashedOnce.__hash__
 
 
 Expr = Access | Const | Call | Reduce

@@ -186,7 +186,8 @@ def plan(
     chains = chains_of(expr, storage_vars)
     given = list(order) if order is not None else None
     if given is not None:
-        missing = [v for v in _first_use(expr) if v not in given]
+        placed = set(given)
+        missing = [v for v in _first_use(expr) if v not in placed]
         if missing:
             raise UnrealisableOrder(f"order {','.join(given)} does not place variable(s) {', '.join(missing)}", loc)
     p = NestPlan(tuple(_root_order(expr, out_vars, chains, given, loc)))
@@ -245,6 +246,8 @@ class _Nests:
 
     def __init__(self, p: NestPlan, chains, storage_vars, given: list[str] | None, loc: str | None):
         self.p, self.chains, self.storage_vars, self.given, self.loc = p, chains, storage_vars, given, loc
+        # each variable's place in the given order: a fused decoder's order has thousands
+        self.place = {v: k for k, v in enumerate(given)} if given is not None else {}
         # Every nest recorded, in walk order; a revisited DAG node adds the number of the log span
         # its first visit recorded instead of copying it. A spacc reads its body's span back as a
         # set (`_recorded`): appending to every open body's list was quadratic in the depth.
@@ -310,7 +313,7 @@ class _Nests:
             fv = free_vars(e)
             ordered = [v for v in ctx if v in fv]
             if self.given is not None:
-                spacc = _follow_order(e, ordered, self.given, masked, self.loc, self.p.renamed)
+                spacc = _follow_order(e, ordered, self.given, self.place, masked, self.loc, self.p.renamed)
             else:
                 spacc = None if masked else _spacc_candidate(e, ordered)
             if spacc is not None:
@@ -426,28 +429,36 @@ class UnrealisableOrder(UnsupportedError):
 
 
 def _follow_order(
-    e: Reduce, ordered: list[str], given: list[str], masked: bool, loc: str | None, renamed: dict[str, str]
+    e: Reduce,
+    ordered: list[str],
+    given: list[str],
+    places: dict[str, int],
+    masked: bool,
+    loc: str | None,
+    renamed: dict[str, str],
 ) -> str | None:
     """The Gustavson variable a nested reduction must use under the given order, or None for an
     inner product; raises when the order asks for a dataflow the lowering does not build. A
     variable renamed for an enclosing spacc sits where its original does in the order."""
 
     def place(v: str) -> int:
-        return given.index(renamed.get(v, v))
+        return places[renamed.get(v, v)]
 
     local = sorted(set(ordered) | set(e.vars), key=place)
-    if all(local.index(r) > local.index(f) for r in e.vars for f in ordered):
+    at = {v: k for k, v in enumerate(local)}
+    if all(at[r] > at[f] for r in e.vars for f in ordered):
         return None
-    shown = f"order {','.join(given)}"
     if masked or e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 1 or local[-2] != e.vars[0]:
         raise UnrealisableOrder(
-            f"{shown}: the reduction over {','.join(e.vars)} would need an "
+            f"order {','.join(given)}: the reduction over {','.join(e.vars)} would need an "
             "outer-product accumulation the lowering does not build here",
             loc,
         )
     if len(ordered) < 2:
         raise UnrealisableOrder(
-            f"{shown}: the sparse accumulation over {e.vars[0]} does not line up with its consumer's loop nest", loc
+            f"order {','.join(given)}: the sparse accumulation over {e.vars[0]} "
+            "does not line up with its consumer's loop nest",
+            loc,
         )
     return ordered[-1]
 

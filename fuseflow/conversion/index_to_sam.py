@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, replace
 
 from fuseflow.analysis.absent import absent, identity
-from fuseflow.analysis.alpha import share_equivalent
+from fuseflow.analysis.alpha import AlphaKeys, share_equivalent
 from fuseflow.analysis.index_notation import COMMUTATIVE, UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.analysis.nests import NestPlan, SharedInTwoNests, plan
 from fuseflow.analysis.storage_order import storage_vars
@@ -272,14 +272,15 @@ class SamLowering:
         only that one: unsharing everything re-plans every softmax statistic of a fused
         decoder separately. Shared copies that land in different nests unshare everything."""
         snapshot = (dict(self.tensors), dict(self.aliases), list(self.notes))
-        apart: frozenset[tuple] = frozenset()
+        apart: frozenset[int] = frozenset()
+        keys = AlphaKeys()
         while True:
-            shared = share_equivalent(asg.expr, apart)
+            shared = share_equivalent(asg.expr, apart, keys)
             try:
                 p = self._plan_concordant(shared, out_vars, asg, order)
             except SharedInTwoNests:  # shared copies land in different nests: keep them apart
                 break
-            bad = shared_over_renamed(shared, p.renamed) if shared is not asg.expr else set()
+            bad = shared_over_renamed(shared, p.renamed, keys) if shared is not asg.expr else set()
             if not bad:
                 return p
             apart |= bad

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fuseflow.analysis.absent import absent, identity
-from fuseflow.analysis.alpha import alpha_key
+from fuseflow.analysis.alpha import AlphaKeys
 from fuseflow.analysis.index_notation import Access, Call, Const, Expr, Reduce
 from fuseflow.analysis.nests import free_vars
 
@@ -148,20 +148,20 @@ def product_factors(e: Expr) -> list[Expr]:
     return [e]
 
 
-def shared_over_renamed(e: Expr, renamed: dict[str, str]) -> set[tuple]:
+def shared_over_renamed(e: Expr, renamed: dict[str, str], keys: AlphaKeys) -> set[int]:
     """The reductions occurring twice in `e` (alpha sharing) with a free variable that a
-    Gustavson body renames (``j`` -> ``j_k``), as `alpha_key`s. A copy inside that body reads
+    Gustavson body renames (``j`` -> ``j_k``), as their `keys` classes. A copy inside that body reads
     other coordinates than the one outside, and one subgraph cannot serve both (a stream
     protocol violation, found by fuseflow.fuzz)."""
     originals = set(renamed.values())
     seen: dict[int, int] = {}
-    bad: set[tuple] = set()
+    bad: set[int] = set()
 
     def walk(x: Expr) -> None:
         if isinstance(x, Reduce):
             seen[id(x)] = seen.get(id(x), 0) + 1
             if seen[id(x)] == 2 and free_vars(x) & originals:
-                bad.add(alpha_key(x))
+                bad.add(keys.of(x))
             if seen[id(x)] == 1:
                 walk(x.body)
         elif isinstance(x, Call):

@@ -91,12 +91,15 @@ class RegionVars:
     @property
     def variables(self) -> list[str]:
         """Every index variable of the region, in first-use order."""
-        out: list[str] = []
+        out: dict[str, None] = {}
+        reduced: set[int] = set()  # DAG nodes walked (a node met again adds no new variable)
+        read: set[int] = set()
         for a in self.assigns:
-            for v in list(a.vars) + _reduced(a.expr) + [u for acc in accesses(a.expr) for u in acc.vars]:
-                if v != UNIT and v not in out:
-                    out.append(v)
-        return out
+            out.update(dict.fromkeys(a.vars))
+            out.update(dict.fromkeys(_reduced(a.expr, reduced)))
+            out.update(dict.fromkeys(u for acc in _accesses(a.expr, read) for u in acc.vars))
+        out.pop(UNIT, None)
+        return list(out)
 
     def dims(self) -> dict[str, int]:
         """Each index variable's extent."""
@@ -115,11 +118,30 @@ class RegionVars:
         return out
 
 
-def _reduced(e: Expr) -> list[str]:
+def _reduced(e: Expr, seen: set[int] | None = None) -> list[str]:
+    """Reduced variables of `e` in preorder; with `seen`, each DAG node is walked once."""
+    if seen is not None:
+        if id(e) in seen:
+            return []
+        seen.add(id(e))
     if isinstance(e, Reduce):
-        return list(e.vars) + _reduced(e.body)
+        return list(e.vars) + _reduced(e.body, seen)
     if isinstance(e, Call):
-        return [v for x in e.args for v in _reduced(x)]
+        return [v for x in e.args for v in _reduced(x, seen)]
+    return []
+
+
+def _accesses(e: Expr, seen: set[int]) -> list[Access]:
+    """`accesses`, walking each DAG node once (those met again were listed already)."""
+    if id(e) in seen:
+        return []
+    seen.add(id(e))
+    if isinstance(e, Access):
+        return [e]
+    if isinstance(e, Call):
+        return [a for x in e.args for a in _accesses(x, seen)]
+    if isinstance(e, Reduce):
+        return _accesses(e.body, seen)
     return []
 
 
@@ -224,7 +246,8 @@ def _plans(rv: RegionVars, order: Sequence[str], cache: dict | None = None) -> l
             views = cache.get(("views", i))
             if views is None:
                 views = cache[("views", i)] = _order_views(a)
-            key = (i, tuple([tuple([v for v in sub if v in s]) for s in views]))
+            at = {v: k for k, v in enumerate(sub)}
+            key = (i, tuple([tuple(sorted([v for v in s if v in at], key=at.__getitem__)) for s in views]))
             hit = cache.get(key)
         if hit is None:
             try:
@@ -408,8 +431,9 @@ def _default_order(rv: RegionVars) -> tuple[str, ...] | None:
     default nests of different assignments disagree)."""
     import networkx as nx
 
+    first = {v: k for k, v in enumerate(rv.variables)}
     g = nx.DiGraph()
-    g.add_nodes_from(rv.variables)
+    g.add_nodes_from(first)
     for a in rv.assigns:
         try:
             p = plan(a.expr, tuple(v for v in a.vars if v != UNIT), lambda acc: [], a.loc, None)
@@ -419,7 +443,7 @@ def _default_order(rv: RegionVars) -> tuple[str, ...] | None:
             names = [p.renamed.get(v, v) for v in nest if v != UNIT]
             g.add_edges_from((x, y) for x, y in zip(names, names[1:]) if x in g and y in g)
     try:
-        return tuple(nx.lexicographical_topological_sort(g, key=rv.variables.index))
+        return tuple(nx.lexicographical_topological_sort(g, key=first.__getitem__))
     except nx.NetworkXUnfeasible:
         return None
 
