@@ -46,6 +46,7 @@ def region_values(
     for a in assigns:
         dims.update(a.dims)
     ev = _Evaluator(env, dims, limit)
+    ev.count_uses(assigns)
     return {a.out: ev.output(a) for a in assigns}
 
 
@@ -89,9 +90,40 @@ class _Evaluator:
         self.limit = limit
         self.dense: dict[str, np.ndarray] = {}
         self.memo: dict[Expr, Term] = {}
+        # uses of each subexpression not yet evaluated (`count_uses`): an intermediate is
+        # dropped after its last consumer, so a fused decoder at paper size holds its live
+        # arrays only, not every one it computed
+        self.uses: dict[Expr, int] = {}
+
+    def count_uses(self, assigns: list[Assign]) -> None:
+        """Count each subexpression's consumers, as `eval` will meet them (a sum's product tree
+        is one einsum: its factors are the consumed nodes)."""
+        seen: set[Expr] = set()
+        stack: list[Expr] = []
+        for a in assigns:
+            self.uses[a.expr] = self.uses.get(a.expr, 0) + 1  # its output's
+            stack.append(a.expr)
+        while stack:
+            e = stack.pop()
+            if e in seen:
+                continue
+            seen.add(e)
+            for c in _children(e):
+                self.uses[c] = self.uses.get(c, 0) + 1
+                stack.append(c)
+
+    def _used(self, e: Expr) -> None:
+        left = self.uses.get(e)
+        if left is not None:
+            if left <= 1:
+                del self.uses[e]
+                self.memo.pop(e, None)
+            else:
+                self.uses[e] = left - 1
 
     def output(self, asg: Assign) -> np.ndarray:
         arr, vs = self.eval(asg.expr)
+        self._used(asg.expr)
         real = tuple(v for v in asg.vars if v != UNIT)
         arr = _align(arr, vs, real)
         full = tuple(self.dims[v] for v in real)
@@ -112,6 +144,8 @@ class _Evaluator:
             return np.asarray(e.value, dtype=np.float32), ()
         if isinstance(e, Call):
             terms = [self.eval(a) for a in e.args]
+            for a in e.args:
+                self._used(a)
             vs = _union(t[1] for t in terms)
             _budget(vs, self.dims, self.limit)
             args = [_align(a, v, vs) for a, v in terms]
@@ -147,8 +181,10 @@ class _Evaluator:
         return self.dense[name]
 
     def _reduce(self, e: Reduce) -> Term:
-        factors = _factors(e.body) if e.kind == "sum" else [e.body]
+        factors = _children(e)
         terms = [self.eval(f) for f in factors]
+        for f in factors:
+            self._used(f)
         inner = _union(t[1] for t in terms)
         free = tuple(v for v in inner if v not in e.vars)
         dims = self.dims
@@ -170,6 +206,15 @@ class _Evaluator:
         else:
             raise ValueError(f"unknown reduction {e.kind!r}")
         return np.asarray(out, dtype=np.float32), free
+
+
+def _children(e: Expr) -> list[Expr]:
+    """What `_Evaluator.eval` evaluates to compute `e`."""
+    if isinstance(e, Call):
+        return list(e.args)
+    if isinstance(e, Reduce):
+        return _factors(e.body) if e.kind == "sum" else [e.body]
+    return []
 
 
 def _factors(e: Expr) -> list[Expr]:
