@@ -246,14 +246,20 @@ class _Nests:
 
     def __init__(self, p: NestPlan, chains, storage_vars, given: list[str] | None, loc: str | None):
         self.p, self.chains, self.storage_vars, self.given, self.loc = p, chains, storage_vars, given, loc
-        # each variable's place in the given order: a fused decoder's order has thousands
-        self.place = {v: k for k, v in enumerate(given)} if given is not None else {}
+        self._place: dict[str, int] | None = None
         # Every nest recorded, in walk order; a revisited DAG node adds the number of the log span
         # its first visit recorded instead of copying it. A spacc reads its body's span back as a
         # set (`_recorded`): appending to every open body's list was quadratic in the depth.
         self.log: list[tuple[str, ...] | int] = []
         self.spans: list[tuple[int, int]] = []  # span number -> (start, end) in the log
         self.memo: dict[tuple[int, tuple[str, ...], bool], tuple[Expr, int]] = {}
+
+    @property
+    def place(self) -> dict[str, int]:
+        """Each variable's place in the given order (a fused decoder's order has thousands)."""
+        if self._place is None:
+            self._place = {v: k for k, v in enumerate(self.given or ())}
+        return self._place
 
     def record(self, nest: tuple[str, ...]) -> None:
         self.log.append(nest)

@@ -327,37 +327,43 @@ def estimate(rv: RegionVars, plans: list[NestPlan], relayouts: Sequence[str]) ->
     one ALU op per operator per innermost point, bytes of every value and coordinate read."""
     dims = rv.dims()
     visits = flops = nbytes = 0.0
+    ops: dict[int, tuple[Expr, int]] = {}
     for _, p in zip(rv.assigns, plans):
         dens = _Density(rv, {**dims, **{k: dims[v] for k, v in p.renamed.items() if v in dims}})
         nests: dict[tuple[str, ...], Expr] = {}
         assert p.expr is not None  # a plan always holds its expression
         _collect(p.expr, p, nests)
         seen: dict[tuple[str, ...], float] = {}
+        renamed: dict = {}  # one renaming per plan: nests share bodies, and `dens` memoises by node
         for nest, body in nests.items():
-            plain = _unrename(body, p)
+            plain = _unrename(body, p, renamed)
             for k in range(1, len(nest) + 1):
                 pre = nest[:k]
                 bound = frozenset(p.renamed.get(v, v) for v in pre) | frozenset(pre)
                 pts = math.prod(dens.dim(v) for v in pre) * dens.of(plain, bound)
                 seen[pre] = max(seen.get(pre, 0.0), pts)
             full = seen.get(nest, 1.0)  # an empty nest (a scalar) is one point
-            flops += full * max(1, _ops(body))
+            flops += full * max(1, _ops(body, ops))
         visits += sum(seen.values())
         for _, nest in p.access_nest.items():
             nbytes += 8.0 * seen.get(nest, 0.0)
     moved = 0.0
+    shapes = _shapes(rv, dims) if relayouts else {}
     for t in relayouts:
-        nnz = rv.density.get(t, 1.0) * math.prod(_shape_of(rv, t, dims))
+        nnz = rv.density.get(t, 1.0) * math.prod(shapes.get(t, [1]))
         moved += 2.0 * nnz * max(1.0, math.log2(max(nnz, 2.0)))
     return Estimate(visits, flops, nbytes, moved)
 
 
-def _shape_of(rv: RegionVars, t: str, dims: Mapping[str, int]) -> list[int]:
+def _shapes(rv: RegionVars, dims: Mapping[str, int]) -> dict[str, list[int]]:
+    """Each tensor's shape as its first access in the region reads it."""
+    out: dict[str, list[int]] = {}
+    read: set[int] = set()
     for a in rv.assigns:
-        for acc in accesses(a.expr):
-            if acc.tensor == t:
-                return [dims.get(v, 1) for v in acc.vars if v != UNIT]
-    return [1]
+        for acc in _accesses(a.expr, read):
+            if acc.tensor not in out:
+                out[acc.tensor] = [dims.get(v, 1) for v in acc.vars if v != UNIT]
+    return out
 
 
 def _collect(e: Expr, p: NestPlan, out: dict) -> None:
@@ -373,18 +379,23 @@ def _collect(e: Expr, p: NestPlan, out: dict) -> None:
             stack.extend(x.args)
 
 
-def _unrename(e: Expr, p: NestPlan) -> Expr:
+def _unrename(e: Expr, p: NestPlan, memo: dict) -> Expr:
+    """`e` with the plan's renamed variables back to their originals (`memo`: one per plan)."""
     from fuseflow.analysis.nests import rename
 
-    return rename(e, {k: v for k, v in p.renamed.items()}) if p.renamed else e
+    return rename(e, p.renamed, memo) if p.renamed else e
 
 
-def _ops(e: Expr) -> int:
-    if isinstance(e, Call):
-        return 1 + sum(_ops(a) for a in e.args)
-    if isinstance(e, Reduce):
-        return 1 + _ops(e.body)
-    return 0
+def _ops(e: Expr, memo: dict[int, tuple[Expr, int]]) -> int:
+    """Operators of `e` as a tree (a shared subexpression counts at each use)."""
+    if not isinstance(e, (Call, Reduce)):
+        return 0
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    n = 1 + (sum(_ops(a, memo) for a in e.args) if isinstance(e, Call) else _ops(e.body, memo))
+    memo[id(e)] = (e, n)
+    return n
 
 
 def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
