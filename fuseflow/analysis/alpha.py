@@ -28,9 +28,10 @@ class AlphaKeys:
         self._nodes: dict[int, tuple[Expr, int, tuple[str, ...]]] = {}
         self._memo: dict[tuple[int, tuple], int] = {}  # (structure, binders of its free variables) -> key
 
-    def of(self, r: Reduce) -> int:
-        """The alpha-equivalence class of `r`."""
-        return self._key(r, {}, 0)
+    def of(self, e: Expr) -> int:
+        """The alpha-equivalence class of `e` (a reduction, or any subexpression: its free
+        variables keep their names, so one class is one value over the same axes)."""
+        return self._key(e, {}, 0)
 
     def _shape(self, e: Expr) -> tuple[int, tuple[str, ...]]:
         """A number for `e`'s structure (equal subtrees, distinct objects: one number) and its

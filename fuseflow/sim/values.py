@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse
 
 from fuseflow import views
+from fuseflow.analysis.alpha import AlphaKeys
 from fuseflow.analysis.index_notation import UNIT, Access, Assign, Call, Const, Expr, Reduce
 from fuseflow.primitives import ALU
 
@@ -35,6 +36,15 @@ Term = tuple[np.ndarray, tuple[str, ...]]  # an array with one axis per variable
 ESTIMATE_ELEMENTS = 1 << 24
 """Largest array the cycle model's evaluation of intermediates builds (64 MiB of float32): an
 estimate must stay far cheaper than a simulation."""
+
+BLAS_SPEEDUP = 50.0
+"""How much faster a point of a sum of products runs in einsum's BLAS call than an element of a
+numpy elementwise op (57x measured: a 1024 x 768 x 3072 matmul against an add of 1024 x 768)."""
+
+ESTIMATE_WORK = 2e9
+"""Most element operations (`work`) the cycle model's evaluation of a region spends (a few
+seconds of numpy): a fused decoder at GPT-3 Small's size is thousands of arrays of a million elements each,
+minutes to evaluate, for statistics its dense outputs do not need."""
 
 
 def region_values(
@@ -57,11 +67,57 @@ def evaluate_into(env: dict, assigns: list[Assign], limit: int = ESTIMATE_ELEMEN
     zeros are dropped there, which no structural prediction sees."""
     if any(not views.has(env, name) for name in tensors_read(assigns)):
         return False  # no data for an input (a hand-written .mlir): nothing to evaluate on
+    if work(assigns) > ESTIMATE_WORK:
+        return False
     try:
         env.update(region_values(assigns, env, limit))
     except Unevaluable:
         return False
     return True
+
+
+def work(assigns: list[Assign], keys: AlphaKeys | None = None) -> float:
+    """Element operations evaluating a region takes (each distinct subexpression once): an
+    elementwise op or a max its array's elements, a sum of products its iteration space over
+    `BLAS_SPEEDUP` (einsum's contractions run on BLAS)."""
+    keys = AlphaKeys() if keys is None else keys
+    dims: dict[str, int] = {}
+    for a in assigns:
+        dims.update(a.dims)
+    free: dict[Expr, tuple[str, ...]] = {}
+
+    def vars_of(e: Expr) -> tuple[str, ...]:
+        hit = free.get(e)
+        if hit is None:
+            if isinstance(e, Access):
+                hit = tuple(v for v in dict.fromkeys(e.vars) if v != UNIT)
+            elif isinstance(e, Reduce):
+                hit = tuple(v for v in _union(vars_of(c) for c in _children(e)) if v not in e.vars)
+            else:
+                hit = _union(vars_of(c) for c in _children(e))
+            free[e] = hit
+        return hit
+
+    total = 0.0
+    seen: set[int] = set()
+    stack: list[Expr] = [a.expr for a in assigns]
+    while stack:
+        e = stack.pop()
+        k = keys.of(e)
+        if k in seen:
+            continue
+        seen.add(k)
+        kids = _children(e)
+        stack.extend(kids)
+        if isinstance(e, Reduce):
+            space = _union([e.vars, *(vars_of(c) for c in kids)])
+        elif isinstance(e, Call):
+            space = vars_of(e)
+        else:
+            continue
+        size = float(np.prod([dims.get(v, 1) for v in space], dtype=np.float64))
+        total += size / BLAS_SPEEDUP if isinstance(e, Reduce) and e.kind == "sum" else size
+    return total
 
 
 def tensors_read(assigns: list[Assign]) -> set[str]:
@@ -89,37 +145,45 @@ class _Evaluator:
         self.dims = dims  # every variable's extent (the parser's)
         self.limit = limit
         self.dense: dict[str, np.ndarray] = {}
-        self.memo: dict[Expr, Term] = {}
-        # uses of each subexpression not yet evaluated (`count_uses`): an intermediate is
-        # dropped after its last consumer, so a fused decoder at paper size holds its live
-        # arrays only, not every one it computed
-        self.uses: dict[Expr, int] = {}
+        # values by alpha class: the parser names each copy of a recomputed intermediate's
+        # reductions afresh (a fused decoder reads its FFN once per projection after it)
+        self.keys = AlphaKeys()
+        self.memo: dict[int, Term] = {}
+        # uses of each class not yet evaluated (`count_uses`): an intermediate is dropped
+        # after its last consumer, so a fused decoder at paper size holds its live arrays
+        # only, not every one it computed
+        self.uses: dict[int, int] = {}
 
     def count_uses(self, assigns: list[Assign]) -> None:
         """Count each subexpression's consumers, as `eval` will meet them (a sum's product tree
         is one einsum: its factors are the consumed nodes)."""
-        seen: set[Expr] = set()
+        keys, uses = self.keys, self.uses
+        seen: set[int] = set()
         stack: list[Expr] = []
         for a in assigns:
-            self.uses[a.expr] = self.uses.get(a.expr, 0) + 1  # its output's
+            k = keys.of(a.expr)
+            uses[k] = uses.get(k, 0) + 1  # its output's
             stack.append(a.expr)
         while stack:
             e = stack.pop()
-            if e in seen:
+            k = keys.of(e)
+            if k in seen:
                 continue
-            seen.add(e)
+            seen.add(k)
             for c in _children(e):
-                self.uses[c] = self.uses.get(c, 0) + 1
+                kc = keys.of(c)
+                uses[kc] = uses.get(kc, 0) + 1
                 stack.append(c)
 
     def _used(self, e: Expr) -> None:
-        left = self.uses.get(e)
+        k = self.keys.of(e)
+        left = self.uses.get(k)
         if left is not None:
             if left <= 1:
-                del self.uses[e]
-                self.memo.pop(e, None)
+                del self.uses[k]
+                self.memo.pop(k, None)
             else:
-                self.uses[e] = left - 1
+                self.uses[k] = left - 1
 
     def output(self, asg: Assign) -> np.ndarray:
         arr, vs = self.eval(asg.expr)
@@ -132,9 +196,10 @@ class _Evaluator:
         return out.reshape(shape)
 
     def eval(self, e: Expr) -> Term:
-        hit = self.memo.get(e)
+        k = self.keys.of(e)
+        hit = self.memo.get(k)
         if hit is None:
-            hit = self.memo[e] = self._eval(e)
+            hit = self.memo[k] = self._eval(e)
         return hit
 
     def _eval(self, e: Expr) -> Term:

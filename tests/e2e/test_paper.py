@@ -118,9 +118,9 @@ def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_a
 def test_only_selects_figure12_points_in_the_order_given_and_names_the_tier_points_when_one_is_unknown(paper):
     points = paper.TIERS["paper"]["12"]
     todo = paper.tasks(("12", "17"), "paper", ("sae:1024x1024", "gcn"))
-    picked = [points[k] for _, f, k in todo if f == "12"]
+    picked = [points[k] for _, f, k, _ in todo if f == "12"]
     assert picked == [("sae", "1024x1024")] + [p for p in points if p[0] == "gcn"]
-    assert ("paper", "17", None) in todo
+    assert ("paper", "17", None, None) in todo
     with pytest.raises(ValueError, match="no Figure 12 point 'gcn:nowhere'.*gcn:cora"):
         paper.tasks(("12",), "paper", ("gcn:nowhere",))
 
@@ -139,3 +139,33 @@ def test_a_page_merged_from_several_runs_lists_each_run_and_the_rows_of_all(pape
     assert "- `python benchmarks/paper.py --figure 17 --tier paper` (12 s, peak 1.5 GB resident)" in page
     assert "--only gcn:cora` (30 s; x)" in page
     assert "## Figure 12" in page and "## Figure 17" in page and "| gcn | cora | full over op | 0.3 |" in page
+
+
+def test_reuse_takes_a_saved_runs_cycles_and_extends_it(paper, monkeypatch):
+    """`--reuse`: the schedules a saved run simulated for a Figure 12 point are not run again,
+    the rows come out the same (noted as reused), and the saved run's rows of that point are
+    replaced by this run's, the others kept."""
+    real, calls = paper._run, []
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(paper, "_run", counted)
+    first = paper.figure12_point("smoke", 0, lambda msg: None)
+    ran = len(calls)
+    saved = {"tier": "smoke", "wall_s": 1.0, "rows": first + [paper._row("17", "x", "y", "z", 1.0, None)]}
+    app, dataset = paper.TIERS["smoke"]["12"][0]
+    reused = paper._reused(saved)[f"{app}:{dataset}"]
+    assert set(reused) == {"unfused", "op", "layer", "full"}
+    calls.clear()
+    again = paper.figure12_point("smoke", 0, lambda msg: None, reused)
+    assert len(calls) == ran - 4  # the four schedules of the point's own model were not simulated
+    main = [r for r in first if r["note"].startswith("ours: ")]
+    by = {r["config"]: r for r in again}
+    for r in main:
+        assert by[r["config"]]["ours"] == r["ours"]
+        assert "cycles from the saved run (--reuse)" in by[r["config"]]["note"]
+    merged = paper._merged(saved, again)
+    assert [r["config"] for r in merged] == [r["config"] for r in saved["rows"]]
+    assert merged[0] is by[first[0]["config"]] and merged[-1]["figure"] == "17"

@@ -56,3 +56,34 @@ def test_outputs_sharing_a_subexpression_are_each_right():
     np.testing.assert_allclose(out["a"], np.exp(x), rtol=1e-6)
     np.testing.assert_allclose(out["b"], np.exp(x).max(axis=1), rtol=1e-6)
     np.testing.assert_allclose(out["c"], np.exp(x) ** 2, rtol=1e-5)
+
+
+def test_the_work_of_a_region_counts_each_subexpression_once():
+    x = Access("X", ("i", "j"), 0)
+    shared = Call("exp", (x,))  # 6 x 5 = 30 elements, read twice, evaluated once
+    matmul = Reduce("sum", ("j",), Call("mul", (shared, Access("W", ("j", "k"), 0))))  # i, j, k: 6 x 5 x 4
+    asg = Assign(
+        "out", ("i", "k"), Call("add", (matmul, Reduce("max", ("j",), shared))), {"i": 6, "j": 5, "k": 4}, None
+    )
+    # exp 30, the einsum 120 points (a BLAS call), the max 30, the add over (i, k) 24
+    assert values.work([asg]) == 30 + 120 / values.BLAS_SPEEDUP + 30 + 24
+
+
+def test_copies_named_apart_are_evaluated_once():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    # the parser names each copy of a recomputed row sum afresh: one value, one evaluation
+    rows = [Reduce("sum", (v,), Call("exp", (Access("X", ("i", v), 0),))) for v in ("j", "r", "s")]
+    asg = Assign(
+        "out", ("i",), Call("add", (Call("add", (rows[0], rows[1])), rows[2])), {"i": 4, "j": 5, "r": 5, "s": 5}, None
+    )
+    one = Assign("out", ("i",), rows[0], asg.dims, None)
+    assert values.work([asg]) == values.work([one]) + 2 * 4  # the two adds over i
+    calls: list[int] = []
+    ev = values._Evaluator({"X": x}, asg.dims)
+    ev.count_uses([asg])
+    reduce = ev._reduce
+    ev._reduce = lambda e: calls.append(1) or reduce(e)  # type: ignore[method-assign]
+    out = ev.output(asg)
+    assert len(calls) == 1
+    np.testing.assert_allclose(out, 3 * np.exp(x).sum(axis=1), rtol=1e-5)
