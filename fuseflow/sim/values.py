@@ -13,7 +13,7 @@ Every subexpression is evaluated once, over its own free variables only; a sum o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import scipy.sparse
@@ -99,16 +99,8 @@ def work(assigns: list[Assign], keys: AlphaKeys | None = None) -> float:
         return hit
 
     total = 0.0
-    seen: set[int] = set()
-    stack: list[Expr] = [a.expr for a in assigns]
-    while stack:
-        e = stack.pop()
-        k = keys.of(e)
-        if k in seen:
-            continue
-        seen.add(k)
+    for e in _classes([a.expr for a in assigns], keys):
         kids = _children(e)
-        stack.extend(kids)
         if isinstance(e, Reduce):
             space = _union([e.vars, *(vars_of(c) for c in kids)])
         elif isinstance(e, Call):
@@ -158,22 +150,13 @@ class _Evaluator:
         """Count each subexpression's consumers, as `eval` will meet them (a sum's product tree
         is one einsum: its factors are the consumed nodes)."""
         keys, uses = self.keys, self.uses
-        seen: set[int] = set()
-        stack: list[Expr] = []
         for a in assigns:
             k = keys.of(a.expr)
             uses[k] = uses.get(k, 0) + 1  # its output's
-            stack.append(a.expr)
-        while stack:
-            e = stack.pop()
-            k = keys.of(e)
-            if k in seen:
-                continue
-            seen.add(k)
+        for e in _classes([a.expr for a in assigns], keys):
             for c in _children(e):
                 kc = keys.of(c)
                 uses[kc] = uses.get(kc, 0) + 1
-                stack.append(c)
 
     def _used(self, e: Expr) -> None:
         k = self.keys.of(e)
@@ -271,6 +254,20 @@ class _Evaluator:
         else:
             raise ValueError(f"unknown reduction {e.kind!r}")
         return np.asarray(out, dtype=np.float32), free
+
+
+def _classes(roots: list[Expr], keys: AlphaKeys) -> Iterator[Expr]:
+    """One node of each alpha class reachable from `roots` through `_children`."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        e = stack.pop()
+        k = keys.of(e)
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.extend(_children(e))
+        yield e
 
 
 def _children(e: Expr) -> list[Expr]:
