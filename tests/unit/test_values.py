@@ -87,3 +87,14 @@ def test_copies_named_apart_are_evaluated_once():
     out = ev.output(asg)
     assert len(calls) == 1
     np.testing.assert_allclose(out, 3 * np.exp(x).sum(axis=1), rtol=1e-5)
+
+
+def test_the_cycle_model_skips_a_region_past_the_work_limit(monkeypatch):
+    x = np.ones((6, 5), dtype=np.float32)
+    asg = Assign("out", ("i", "j"), Call("exp", (Access("X", ("i", "j"), 0),)), {"i": 6, "j": 5}, None)
+    env: dict = {"X": x}
+    monkeypatch.setattr(values, "ESTIMATE_WORK", 29.0)  # the region is 30 element operations
+    assert not values.evaluate_into(env, [asg]) and "out" not in env
+    monkeypatch.setattr(values, "ESTIMATE_WORK", 30.0)
+    assert values.evaluate_into(env, [asg])
+    np.testing.assert_allclose(env["out"], np.exp(x), rtol=1e-6)
