@@ -4,7 +4,10 @@
         --md docs/paper.md --plots docs/results/paper --jobs 2
 
 Points (each Figure 12 application and dataset, each other figure) run on the `fuseflow dse`
-executors: `--jobs N` worker processes, or `--executor ray [--address ...]`.
+executors: `--jobs N` worker processes, or `--executor ray [--address ...]`. A long tier is run
+in parts: `--only` picks Figure 12 points, and `--reuse SAVED.json -o SAVED.json` extends a saved
+run (the Figure 12 schedules it simulated are not run again; its rows of the points run now are
+replaced, and its `runs` list this command).
 
 Figures (the paper's numbers: `benchmarks/paper/numbers.json`, from the artifact's plotting
 defaults, with their source):
