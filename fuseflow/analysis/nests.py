@@ -14,6 +14,7 @@ trie node, so streams that meet are aligned by construction.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -258,7 +259,7 @@ class _Nests:
     def place(self) -> dict[str, int]:
         """Each variable's place in the given order (a fused decoder's order has thousands)."""
         if self._place is None:
-            self._place = {v: k for k, v in enumerate(self.given or ())}
+            self._place = _positions(tuple(self.given or ()))
         return self._place
 
     def record(self, nest: tuple[str, ...]) -> None:
@@ -432,6 +433,12 @@ class SharedInTwoNests(UnsupportedError):
 
 class UnrealisableOrder(UnsupportedError):
     """A dataflow order this lowering cannot build (e.g. an outer-product spacc nested in a region)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _positions(order: tuple[str, ...]) -> dict[str, int]:
+    """Each variable's place in `order` (shared by the plans of one order search: read only)."""
+    return {v: k for k, v in enumerate(order)}
 
 
 def _follow_order(
