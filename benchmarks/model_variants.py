@@ -44,7 +44,7 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fuseflow.planning import cycle_model  # noqa: E402
+from fuseflow.planning import cycle_model, memory_stalls  # noqa: E402
 
 
 class _Series(cycle_model._Model):
@@ -264,7 +264,14 @@ def main() -> None:
     )
     ap.add_argument("--feeder-only", action="store_true", help="uncovered: only the node behind its feeder")
     ap.add_argument("--alpha", type=float, default=_Blend.ALPHA, help="blend: the share of the chain's sum that adds")
+    ap.add_argument(
+        "--rewalked",
+        type=float,
+        default=memory_stalls._REWALKED,
+        help="the share of its tokens a feeder may walk again and still add its stalls to its consumer's (every rule)",
+    )
     a = ap.parse_args()
+    memory_stalls._REWALKED = a.rewalked
     _Series.FILL = a.fill
     _Blend.ALPHA = a.alpha
     _Uncovered.BOTH = not a.feeder_only
