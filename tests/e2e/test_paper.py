@@ -169,3 +169,21 @@ def test_reuse_takes_a_saved_runs_cycles_and_extends_it(paper, monkeypatch):
     merged = paper._merged(saved, again)
     assert [r["config"] for r in merged] == [r["config"] for r in saved["rows"]]
     assert merged[0] is by[first[0]["config"]] and merged[-1]["figure"] == "17"
+
+
+def test_reuse_from_the_command_line_writes_the_saved_run_extended(paper, tmp_path):
+    """`--reuse SAVED -o OUT`: OUT is SAVED with this run's rows in place of the same rows, its
+    other rows kept, its wall time summed and this command added to its `runs`."""
+    first, out = tmp_path / "first.json", tmp_path / "out.json"
+    assert paper.main(["--figure", "17", "--tier", "smoke", "-o", str(first)]) == 0
+    saved = json.loads(first.read_text())
+    saved["rows"].append(paper._row("16", "attention", "seq 8", "kept", 2.0, None))
+    first.write_text(json.dumps(saved))
+    assert paper.main(["--figure", "17", "--tier", "smoke", "--reuse", str(first), "-o", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert [r["config"] for r in got["rows"]] == [r["config"] for r in saved["rows"]]
+    assert got["rows"][-1]["config"] == "kept"
+    assert len(got["runs"]) == 2 and "--reuse" in got["runs"][1]["command"]
+    assert got["wall_s"] >= saved["wall_s"]
+    with pytest.raises(SystemExit):  # another tier's run cannot be extended
+        paper.main(["--figure", "17", "--tier", "quick", "--reuse", str(first), "-o", str(out)])
