@@ -103,9 +103,9 @@ ABLATING = ("quick", "medium")
 PAPER_ARCH = {"max_cycles": 10**12, "max_fifo_mib": 16384}
 """The paper tier's machine: the default one with a cycle limit past its largest points
 (SAE 1024x1024 full fusion ~1.75e9 cycles, GPT-3 Small's regions 10^9-10^10) and room for 16 GiB
-of queued tokens: GPT-3 Small's cross-block region queues its FFN's bias and residual streams a
+of queued tokens. GPT-3 Small's cross-block region queues its FFN's bias and residual streams a
 whole matrix ahead of the matmuls they meet (256-512 MiB at seq 256 and d_model 128, growing
-with seq x d_model: 6-12 GiB at seq 1024, d_model 768)."""
+about with seq x d_model) and passes even that at seq 1024, d_model 768."""
 
 
 GPT_GEOMETRY = {"seq": 64, "d_model": 32, "heads": 2, "d_ff": 128, "layers": 2}
