@@ -23,7 +23,10 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   behind its feeder) wait each line's full latency, at most the FIFO's streaming rate, without
   the FIFO's cover;
 - `barrier`: the model's chains, and a memory node below an accumulator (`--barriers` kinds)
-  waits behind the worst chain of memory nodes above it.
+  waits behind the worst chain of memory nodes above it;
+- `tail`: the model's chains, and a memory node below an accumulator ends at least one fiber's
+  share of its own chain after the worst chain above it (the stages overlap but the last
+  fiber's work below waits).
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -195,7 +198,38 @@ class _Barrier(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
+class _Tail(cycle_model._Model):
+    """The model's chains, and a memory node below an accumulator (`spacc`, `reduce`) ends at
+    least one fiber's share of its own chain after the worst chain above the accumulator: the
+    accumulator emits a fiber's result once that fiber's inputs are in, so the stages overlap
+    (unlike `barrier`) but the last fiber's work below starts only when the chain above ends."""
+
+    KINDS = ("spacc", "reduce")
+
+    def memory_stalls(self) -> float:
+        own = self.node_stalls()
+        up: dict[int, float] = {}  # node -> the worst chain of memory nodes above it (itself included)
+        bar: dict[int, tuple[float, float]] = {}  # node -> (chain above an accumulator above it, its fibers)
+        chain: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):
+            srcs = [s for s, _ in node.inputs]
+            cands = [bar.get(s, (0.0, 1.0)) for s in srcs]
+            for s in srcs:
+                if self.spec.nodes[s].kind in self.KINDS and self.outs[s]:
+                    counts = self.outs[s][0].counts
+                    cands.append((up.get(s, 0.0), max(counts[-2] if len(counts) >= 2 else 1.0, 1.0)))
+            bar[i] = max(cands, key=lambda c: c[0], default=(0.0, 1.0))
+            if i in own:
+                behind = [chain[s] for s in srcs if s in chain and self._in_series(s, i)]
+                mine = own[i] + max(behind, default=0.0)
+                chain[i] = max(mine, bar[i][0] + mine / bar[i][1])
+                self.nodes[i].busy += own[i]
+            up[i] = max([up.get(s, 0.0) for s in srcs] + [chain.get(i, 0.0)], default=0.0)
+        return max(chain.values(), default=0.0)
+
+
 RULES: dict[str, type[cycle_model._Model]] = {
+    "tail": _Tail,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,
