@@ -104,14 +104,19 @@ def call(op: str, *args: Expr) -> Expr:
     return Call(op, tuple(args))
 
 
-def accesses(e: Expr) -> list[Access]:
-    """Every tensor access of `e`, in evaluation order."""
+def accesses(e: Expr, seen: set[int] | None = None) -> list[Access]:
+    """Every tensor access of `e`, in evaluation order; with `seen` (ids of nodes walked, shared
+    across calls), each DAG node once: those met again were listed already."""
+    if seen is not None:
+        if id(e) in seen:
+            return []
+        seen.add(id(e))
     if isinstance(e, Access):
         return [e]
     if isinstance(e, Call):
-        return [a for x in e.args for a in accesses(x)]
+        return [a for x in e.args for a in accesses(x, seen)]
     if isinstance(e, Reduce):
-        return accesses(e.body)
+        return accesses(e.body, seen)
     return []
 
 

@@ -97,7 +97,7 @@ class RegionVars:
         for a in self.assigns:
             out.update(dict.fromkeys(a.vars))
             out.update(dict.fromkeys(_reduced(a.expr, reduced)))
-            out.update(dict.fromkeys(u for acc in _accesses(a.expr, read) for u in acc.vars))
+            out.update(dict.fromkeys(u for acc in accesses(a.expr, read) for u in acc.vars))
         out.pop(UNIT, None)
         return list(out)
 
@@ -128,20 +128,6 @@ def _reduced(e: Expr, seen: set[int] | None = None) -> list[str]:
         return list(e.vars) + _reduced(e.body, seen)
     if isinstance(e, Call):
         return [v for x in e.args for v in _reduced(x, seen)]
-    return []
-
-
-def _accesses(e: Expr, seen: set[int]) -> list[Access]:
-    """`accesses`, walking each DAG node once (those met again were listed already)."""
-    if id(e) in seen:
-        return []
-    seen.add(id(e))
-    if isinstance(e, Access):
-        return [e]
-    if isinstance(e, Call):
-        return [a for x in e.args for a in _accesses(x, seen)]
-    if isinstance(e, Reduce):
-        return _accesses(e.body, seen)
     return []
 
 
@@ -360,7 +346,7 @@ def _shapes(rv: RegionVars, dims: Mapping[str, int]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     read: set[int] = set()
     for a in rv.assigns:
-        for acc in _accesses(a.expr, read):
+        for acc in accesses(a.expr, read):
             if acc.tensor not in out:
                 out[acc.tensor] = [dims.get(v, 1) for v in acc.vars if v != UNIT]
     return out

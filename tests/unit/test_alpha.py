@@ -102,3 +102,16 @@ def test_nested_binders_are_keyed_relative_to_their_own_binder():
     assert keys.of(inner) == alone
     assert keys.of(rename(inner, {"k": "z"})) == alone
     assert keys.of(rename(inner, {"i": "z"})) != alone  # i is free in `inner`
+
+
+def test_a_cached_hash_stays_out_of_pickles():
+    """Nodes cache their hash; string hashes differ between processes (PYTHONHASHSEED), so a
+    pickle (a worker process, a memo on disk) must carry the fields only."""
+    import pickle
+
+    r = Reduce("sum", ("j",), Call("mul", (Access("A", ("i", "j"), 0), Access("B", ("j",), 0))))
+    before = hash(r)
+    assert "_hash" in r.__dict__ and "_hash" in r.body.__dict__
+    back = pickle.loads(pickle.dumps(r))
+    assert "_hash" not in back.__dict__ and "_hash" not in back.body.__dict__
+    assert back == r and hash(back) == before and {r: 1}[back] == 1
