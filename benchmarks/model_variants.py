@@ -10,7 +10,10 @@ regions and the Spearman rank correlation per model (program totals over the cap
 
 Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one measured):
 - `model`: the model's own rule: the worst chain of memory nodes, where a node adds its
-  stalls to a feeder's that streams and also feeds an accumulator below it (`_in_series`);
+  stalls to a feeder's that streams and also feeds an accumulator below it (`_in_series`), and
+  a memory node below an accumulator ends at least one fiber's share of its own chain after the
+  worst chain above it (the stages overlap but the last fiber's work below waits);
+- `chains`: the model's chains without that last term (below an accumulator, full overlap);
 - `worst`: the region waits for its worst memory node alone (the rule before the chains);
 - `series`: a memory node fed directly by another memory node whose lines change at most once
   per FIFO's worth of tokens (`--fill` x fifo_depth) pays its own stalls after the feeder's
@@ -24,9 +27,6 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   the FIFO's cover;
 - `barrier`: the model's chains, and a memory node below an accumulator (`--barriers` kinds)
   waits behind the worst chain of memory nodes above it;
-- `tail`: the model's chains, and a memory node below an accumulator ends at least one fiber's
-  share of its own chain after the worst chain above it (the stages overlap but the last
-  fiber's work below waits).
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -198,38 +198,16 @@ class _Barrier(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
-class _Tail(cycle_model._Model):
-    """The model's chains, and a memory node below an accumulator (`spacc`, `reduce`) ends at
-    least one fiber's share of its own chain after the worst chain above the accumulator: the
-    accumulator emits a fiber's result once that fiber's inputs are in, so the stages overlap
-    (unlike `barrier`) but the last fiber's work below starts only when the chain above ends."""
+class _Chains(cycle_model._Model):
+    """The model's chains without the tail below an accumulator (the model before its eleventh
+    rule): memory nodes below an accumulator overlap the ones above it entirely."""
 
-    KINDS = ("spacc", "reduce")
-
-    def memory_stalls(self) -> float:
-        own = self.node_stalls()
-        up: dict[int, float] = {}  # node -> the worst chain of memory nodes above it (itself included)
-        bar: dict[int, tuple[float, float]] = {}  # node -> (chain above an accumulator above it, its fibers)
-        chain: dict[int, float] = {}
-        for i, node in enumerate(self.spec.nodes):
-            srcs = [s for s, _ in node.inputs]
-            cands = [bar.get(s, (0.0, 1.0)) for s in srcs]
-            for s in srcs:
-                if self.spec.nodes[s].kind in self.KINDS and self.outs[s]:
-                    counts = self.outs[s][0].counts
-                    cands.append((up.get(s, 0.0), max(counts[-2] if len(counts) >= 2 else 1.0, 1.0)))
-            bar[i] = max(cands, key=lambda c: c[0], default=(0.0, 1.0))
-            if i in own:
-                behind = [chain[s] for s in srcs if s in chain and self._in_series(s, i)]
-                mine = own[i] + max(behind, default=0.0)
-                chain[i] = max(mine, bar[i][0] + mine / bar[i][1])
-                self.nodes[i].busy += own[i]
-            up[i] = max([up.get(s, 0.0) for s in srcs] + [chain.get(i, 0.0)], default=0.0)
-        return max(chain.values(), default=0.0)
+    def _after_accumulator(self, feeders, above, tail) -> tuple[float, float]:
+        return (0.0, 1.0)
 
 
 RULES: dict[str, type[cycle_model._Model]] = {
-    "tail": _Tail,
+    "chains": _Chains,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,

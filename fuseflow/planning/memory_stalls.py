@@ -38,16 +38,41 @@ class MemoryStalls:
         c` cycles, and a node whose lines change more than once per FIFO's worth of tokens
         streams at fifo_depth / latency tokens per cycle. The graph waits for its worst chain
         of memory nodes: stalls of different nodes overlap, except along a memory node that
-        feeds another one it must wait behind (`_in_series`), where they add."""
+        feeds another one it must wait behind (`_in_series`), where they add, and below an
+        accumulator (`_after_accumulator`)."""
         own = self.node_stalls()
-        for i, stall in own.items():
-            self.nodes[i].busy += stall
         chain: dict[int, float] = {}
+        above: dict[int, float] = {}  # node -> the worst chain of memory nodes at or above it
+        tail: dict[int, tuple[float, float]] = {}  # node -> (chain above an accumulator above it, its fibers)
         for i, node in enumerate(self.spec.nodes):  # topological order: feeders first
+            feeders = [s for s, _ in node.inputs]
+            tail[i] = self._after_accumulator(feeders, above, tail)
             if i in own:
-                behind = (chain[s] for s, _ in node.inputs if s in chain and self._in_series(s, i))
-                chain[i] = own[i] + max(behind, default=0.0)
+                self.nodes[i].busy += own[i]
+                behind = (chain[s] for s in feeders if s in chain and self._in_series(s, i))
+                mine = own[i] + max(behind, default=0.0)
+                before, fibers = tail[i]
+                chain[i] = max(mine, before + mine / fibers)
+            above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
+
+    _ACCUMULATORS = ("spacc", "reduce")
+
+    def _after_accumulator(
+        self, feeders: list[int], above: dict[int, float], tail: dict[int, tuple[float, float]]
+    ) -> tuple[float, float]:
+        """The worst chain of memory nodes above an accumulator that feeds this node (directly or
+        through others), and how many fibers that accumulator emits. An accumulator emits a
+        fiber's result once the fiber's inputs are in, so the memory nodes below it overlap the
+        ones above, but the last fiber's share of their work starts only when the chain above
+        ends (SAE's fused decoder after its encoder, docs/cycle-model.md "Below an accumulator")."""
+        cands = [tail.get(s, (0.0, 1.0)) for s in feeders]
+        for s in feeders:
+            if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+                counts = self.outs[s][0].counts
+                fibers = counts[-2] if len(counts) >= 2 else 1.0
+                cands.append((above.get(s, 0.0), max(fibers, 1.0)))
+        return max(cands, key=lambda c: c[0], default=(0.0, 1.0))
 
     def _in_series(self, feeder: int, node: int) -> bool:
         """Whether memory node `node`'s stalls come after those of `feeder`, which feeds it:
