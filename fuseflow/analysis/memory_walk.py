@@ -25,12 +25,15 @@ class Walk(NamedTuple):
     jump: float = 1.0
     free: float = 0.0
     step: float = 1.0
+    inline: float = 0.0
+    """Tokens that step on inside a fiber lying in one line (an aligned short row): no new
+    line, whether the fiber was reached by a jump or by moving on (unlike `free`, not a re-walk)."""
 
     def line_changes(self, per_line: float) -> float:
         """Expected fraction of tokens that need a new line, `per_line` elements per line."""
         if per_line <= 1.0:
             return 1.0 - self.same
-        rest = max(1.0 - self.jump - self.same - self.free, 0.0)
+        rest = max(1.0 - self.jump - self.same - self.free - self.inline, 0.0)
         return min(self.jump + rest * min(self.step / per_line, 1.0), 1.0)
 
     def walked(self, refs: float, fiber: float, span: float, aligned: bool = False) -> Walk:
@@ -49,6 +52,12 @@ class Walk(NamedTuple):
         onward = max(1.0 - self.jump - self.same, 0.0)
         free = starts * self.same * one_line * (n / starts)
         jumps = starts * (self.jump + self.same * (1.0 - one_line))
+        within = n - free - jumps - starts * onward  # steps inside a fiber
+        if aligned and span <= LINE_ELEMS:
+            # each fiber is one line's share (an aligned short row): the steps inside it change no
+            # line, even after a jump to the fiber, and moving on moves a whole span (a new line
+            # when the row fills one; a level walked below then starts its fibers afresh)
+            return Walk.of(n, 0.0, jumps, free, [(starts * onward, max(self.step, 1.0) * span)], inline=within)
         return Walk.of(
             n,
             0.0,
@@ -56,7 +65,7 @@ class Walk(NamedTuple):
             free,
             [
                 (starts * onward, self.step * span - max(fiber - 1.0, 0.0) * inner),  # last of one to first of next
-                (n - free - jumps - starts * onward, inner),
+                (within, inner),
             ],
         )
 
@@ -67,14 +76,20 @@ class Walk(NamedTuple):
         same = self.same / thin
         jumps = min(self.jump, max(n - same, 0.0))
         free = min(self.free / thin, max(n - same - jumps, 0.0))
-        return Walk.of(n, same, jumps, free, [(n - same - jumps - free, self.step * thin)])
+        inline = min(self.inline / thin, max(n - same - jumps - free, 0.0))
+        rest = n - same - jumps - free - inline
+        return Walk.of(n, same, jumps, free, [(rest, self.step * thin)], inline=inline)
 
     def repeated(self, copies: float) -> Walk:
         """Each reference `copies` times in a row (a repeat node)."""
-        return Walk(1.0 - (1.0 - self.same) / copies, self.jump / copies, self.free / copies, self.step)
+        return Walk(
+            1.0 - (1.0 - self.same) / copies, self.jump / copies, self.free / copies, self.step, self.inline / copies
+        )
 
     @staticmethod
-    def of(n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]]) -> Walk:
+    def of(
+        n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]], inline: float = 0.0
+    ) -> Walk:
         """From token counts; a step of a line or more is a jump (it changes line, and a level
         walked under it does not continue where the last fiber ended)."""
         total = 0.0
@@ -88,7 +103,13 @@ class Walk(NamedTuple):
                 total += count * max(step, 1.0)
                 moving += count
         n = max(n, 1e-9)
-        return Walk(min(same / n, 1.0), min(jumps / n, 1.0), min(free / n, 1.0), total / moving if moving else 1.0)
+        return Walk(
+            min(same / n, 1.0),
+            min(jumps / n, 1.0),
+            min(free / n, 1.0),
+            total / moving if moving else 1.0,
+            min(inline / n, 1.0),
+        )
 
 
 UNKNOWN_WALK = Walk()
