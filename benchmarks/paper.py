@@ -103,13 +103,9 @@ ABLATING = ("quick", "medium")
 PAPER_ARCH = {"max_cycles": 10**12, "max_fifo_mib": 16384}
 """The paper tier's machine: the default one with a cycle limit past its largest points
 (SAE 1024x1024 full fusion ~1.75e9 cycles, GPT-3 Small's regions 10^9-10^10) and room for 16 GiB
-of queued tokens."""
-GPT_FULL_FIFO_DEPTH = 65_536
-"""FIFO depth for GPT-3 Small's cross-block schedule at the paper tier. With unbounded FIFOs its
-region queues the FFN's bias and residual streams a whole matrix ahead of the matmuls they meet
-(256-512 MiB at seq 256 and d_model 128, more than 16 GiB at GPT-3 Small's size); 65,536-token
-FIFOs bound that and keep the window engine (it hands 8,192-token ones to the event engine,
-13x slower). At seq 256, d_model 128 both give 40,504,794 cycles."""
+of queued tokens. GPT-3 Small's cross-block region queues its FFN's bias and residual streams a
+whole matrix ahead of the matmuls they meet (256-512 MiB at seq 256 and d_model 128, growing
+about with seq x d_model) and passes even that at seq 1024, d_model 768."""
 
 
 GPT_GEOMETRY = {"seq": 64, "d_model": 32, "heads": 2, "d_ff": 128, "layers": 2}
@@ -169,18 +165,18 @@ def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
     }
 
 
-def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=None, archs=None) -> tuple[dict, dict]:
+def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=None) -> tuple[dict, dict]:
     """`_run` of each named schedule; a schedule refused or stopped at this size (the cycle limit,
     a fused expression too large) is recorded in the second dict with its reason's first line,
     so that its rows say why instead of the whole run stopping. A schedule in `reused` (cycles
-    a saved run simulated, `--reuse`) is taken from there; one in `archs` runs on that arch."""
+    a saved run simulated, `--reuse`) is taken from there."""
     runs, failed = {}, {}
     for k, s in schedules.items():
         if reused and k in reused:
             runs[k] = reused[k]
             continue
         try:
-            runs[k] = (run or _run)(model, args, formats, s, (archs or {}).get(k, arch))
+            runs[k] = (run or _run)(model, args, formats, s, arch)
         except fuseflow.FuseflowError as e:
             failed[k] = str(e).splitlines()[0]
     return runs, failed
@@ -306,8 +302,7 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None) -> list[dict]
         "partial": gpt_bigbird.transformer_schedule(),
         "full": gpt_bigbird.fuseflow_full_schedule(geo["layers"]),
     }
-    archs = {"full": {**PAPER_ARCH, "fifo_depth": GPT_FULL_FIFO_DEPTH}} if tier == "paper" else {}
-    runs, failed = _runs(model, args, formats, schedules, _arch(tier), run=_run_gpt, reused=reused, archs=archs)
+    runs, failed = _runs(model, args, formats, schedules, _arch(tier), run=_run_gpt, reused=reused)
     paper = PAPER["figure12"]["gpt3"]
     at = paper["datasets"].index(dataset)
     cycles = {k: v["cycles"] for k, v in runs.items()}
@@ -328,8 +323,7 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None) -> list[dict]
                     f"{config} over {base}",
                     runs[base]["cycles"] / runs[config]["cycles"],
                     theirs,
-                    note=f"ours at {size}; the speedup is compared, not the cycles"
-                    + (f"; {config} with {GPT_FULL_FIFO_DEPTH:,}-token FIFOs" if config in archs else ""),
+                    note=f"ours at {size}; the speedup is compared, not the cycles",
                     cycles=cycles,
                     max_abs_error=max(runs[k]["max_abs_error"] or 0.0 for k in (base, config)),
                 )

@@ -63,8 +63,7 @@ def test_the_paper_numbers_give_the_speedups_the_paper_states():
 
 def test_the_paper_tier_runs_gpt3_small_on_a_raised_cycle_limit_and_reports_a_refused_schedule(paper, monkeypatch):
     """The paper tier: every figure has points, GPT runs at GPT-3 Small's geometry (here shrunk),
-    with the cycle limit raised (the cross-block schedule on bounded FIFOs), and a schedule
-    refused at that size is a row saying why."""
+    with the cycle limit raised, and a schedule refused at that size is a row saying why."""
     assert set(paper.TIERS["paper"]) == set(paper.FIGURES)
     assert ("sae", "1024x1024") in paper.TIERS["paper"]["12"] and ("gcn", "ogbn-mag") in paper.TIERS["paper"]["12"]
     assert len(paper.tasks(paper.FIGURES, "paper")) == len(paper.TIERS["paper"]["12"]) + len(paper.FIGURES) - 1
@@ -81,8 +80,7 @@ def test_the_paper_tier_runs_gpt3_small_on_a_raised_cycle_limit_and_reports_a_re
 
     monkeypatch.setattr(paper, "_run_gpt", run_gpt)
     rows = paper._gpt_rows("block16", "paper")
-    bounded = {**paper.PAPER_ARCH, "fifo_depth": paper.GPT_FULL_FIFO_DEPTH}  # the cross-block schedule's queues
-    assert arches == [paper.PAPER_ARCH] * 3 + [bounded] and paper.PAPER_ARCH["max_cycles"] >= 10**12
+    assert arches == [paper.PAPER_ARCH] * 4 and paper.PAPER_ARCH["max_cycles"] >= 10**12
     by = {r["config"]: r for r in rows}
     for base in ("op", "unfused"):
         ok, refused = by[f"partial over {base}"], by[f"full over {base}"]
