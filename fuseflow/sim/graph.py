@@ -211,10 +211,11 @@ ENGINES = ("auto", "event", "window")
 in windows while its consumer is far enough behind, else the run goes to the event engine at that
 window (a run's engine is then ``window+event``); and it falls back to the event engine when a
 run needs it."""
-WINDOW_MIN_FIFO_DEPTH = 1 << 13
+WINDOW_MIN_FIFO_DEPTH = 1 << 9
 """``auto`` tries the window engine only with FIFOs this deep. A full FIFO runs in windows when its
-consumer holds at least 4,096 queued tokens (it runs first, docs/simulator-performance.md); in
-shallower ones backpressure is the event engine's."""
+consumer holds at least four windows' pops (it runs first, docs/simulator-performance.md); the
+window shrinks with the depth (an eighth of it, 64 to 1,024 cycles), so from 512 tokens every
+FIFO that could fill holds that many. In shallower ones backpressure is the event engine's."""
 
 
 def pack_inputs(spec: GraphSpec, data: Mapping[str, np.ndarray]) -> dict:

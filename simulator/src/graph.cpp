@@ -347,12 +347,12 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   // after progress, or, after a stall on input, the next cycle at which a queued input token
   // becomes visible. Tokens visible inside the window were pushed by producers (lower ids)
   // earlier in this pass, so each node sees exactly what it would see cycle by cycle.
-  constexpr uint64_t kWindow = 1024;
+  const uint64_t kWindow = window_cycles(timing_.fifo_depth);
   const int n = static_cast<int>(nodes_.size());
   for (auto& f : fifos_) f->set_scheduler(nullptr);
   // A node pushes at most a few tokens a step into one FIFO (a reduce: a value and a stop); with
   // room for kHandoffRoom in every FIFO, none fills within the window.
-  constexpr size_t kHandoffRoom = 4 * kWindow;
+  const size_t kHandoffRoom = 4 * kWindow;
   next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)
   uint64_t start = 0, next_report = progress_every;
   std::vector<int> ids(n), order;
@@ -411,6 +411,16 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
     if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
       throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
   return kNever;
+}
+
+uint64_t Graph::window_cycles(size_t fifo_depth) {
+  // A FIFO that could fill (less room than 4 windows' pushes) must hold 4 windows' pops to run
+  // consumer first (backpressure_order): both hold when a window is at most an eighth of the
+  // depth. Shorter windows cost the hot loop more per event (docs/simulator-performance.md),
+  // so the window is the longest that allows it, 64 to 1,024 cycles.
+  uint64_t w = 1024;
+  while (w > 64 && w * 8 > fifo_depth) w /= 2;
+  return w;
 }
 
 bool Graph::backpressure_order(const std::vector<Fifo*>& filling, uint64_t reach, std::vector<int>& order) const {

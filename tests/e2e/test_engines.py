@@ -141,9 +141,10 @@ def test_auto_falls_back_to_the_event_engine_when_a_fifo_fills(monkeypatch):
 
 @pytest.mark.parametrize("spans", [False, True], ids=["counters", "spans"])
 def test_auto_hands_the_run_to_the_event_engine_before_a_fifo_fills(spans, monkeypatch):
-    # The SpMM's accumulator lags its scans: with 5,000-token FIFOs a backlog builds up, and at the
-    # window where a FIFO could fill, the event engine takes the run over from the window
-    # engine's state. Everything matches an event-engine run from cycle 0.
+    # The SpMM's accumulator lags its scans: with 400-token FIFOs a backlog builds up, and at the
+    # window where a FIFO could fill (before its consumer is four 64-cycle windows behind), the
+    # event engine takes the run over from the window engine's state. Everything matches an
+    # event-engine run from cycle 0.
     monkeypatch.setattr(sim_graph, "WINDOW_MIN_FIFO_DEPTH", 1)
     handed: list = []
     real = sim_graph._build
@@ -164,7 +165,7 @@ def test_auto_hands_the_run_to_the_event_engine_before_a_fifo_fills(spans, monke
     monkeypatch.setattr(sim_graph, "_build", build)
     model, args, formats = kernels.build(kernel="spmm", n=200, k=200, density=0.2)
     prog = fuseflow.compile(model, args, formats=formats, schedule="full")
-    arch = {"fifo_depth": 5000}
+    arch = {"fifo_depth": 400}
     ev = prog.simulate(arch=arch, engine="event", spans=spans)
     handed.clear()
     got = prog.simulate(arch=arch, spans=spans)
@@ -194,13 +195,32 @@ def test_the_window_engine_runs_backpressure_when_the_full_fifos_consumers_are_b
     assert [r.engine for r in win.regions] == ["window"]
     assert_same_runs(ev, win)
     assert (prog.simulate(arch=arch).regions[0].engine, sim_graph.WINDOW_MIN_FIFO_DEPTH <= 10_000) == ("window", True)
-    # 6,000 tokens: the decoder's bias scan fills before its consumer is that far behind
-    shallow = {"fifo_depth": 6_000}
-    with pytest.raises(fuseflow.SimulationError, match="a FIFO filled up at node 'scan33_decoder.bias_j'"):
+    # 500 tokens: even the shortest window (64 cycles) needs a filling FIFO to hold 256 tokens
+    # more than its consumer has popped, and a FIFO fills before that
+    shallow = {"fifo_depth": 500}
+    with pytest.raises(fuseflow.SimulationError, match="a FIFO filled up at node"):
         prog.simulate(arch=shallow, engine="window")
     got = prog.simulate(arch=shallow)  # auto: below WINDOW_MIN_FIFO_DEPTH the event engine runs it
-    assert [r.engine for r in got.regions] == ["event"]
+    assert [r.engine for r in got.regions] == ["event"] and sim_graph.WINDOW_MIN_FIFO_DEPTH > 500
     win.check()
+
+
+@pytest.mark.parametrize("depth", [600, 2_000, 6_000])
+def test_shallower_fifos_run_in_shorter_windows_exactly(depth):
+    """The window shrinks with the FIFO depth (an eighth of it, at least 64 cycles), so a FIFO
+    that could fill in a window still holds more than its consumer pops in one: SAE's fused
+    decoder at 600-6,000-token FIFOs (0.75-2.2M node-cycles stalled on output) runs on the
+    window engine alone, every counter as the event engine's."""
+    import sae
+
+    model, args, formats = sae.build(batch=8, n_in=4096, n_hidden=256)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="full")
+    arch = {"fifo_depth": depth}
+    ev = prog.simulate(arch=arch, engine="event")
+    assert sum(nd["stall_output"] for r in ev.regions for nd in r.nodes) > 700_000
+    got = prog.simulate(arch=arch)
+    assert [r.engine for r in got.regions] == ["window"]
+    assert_same_runs(ev, got)
 
 
 def test_unknown_engine_is_named():

@@ -85,6 +85,8 @@ class Graph {
   void run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                  uint64_t progress_every, const Release& release, const Resume* resume = nullptr);
   template <class Loop> void start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle);
+  // The window engine's window for FIFOs of this depth (cycles; Graph::run_window).
+  static uint64_t window_cycles(size_t fifo_depth);
   // Returns kNever when the run ended, or (with `handoff`) the cycle from which the event engine
   // continues, `next` then holding the cycle each node is stepped next (kNever: when an input arrives).
   // The order of one window's nodes with each `filling` FIFO's consumer before its producer, when
