@@ -761,6 +761,32 @@ def _merged(saved: dict, rows: list[dict]) -> list[dict]:
     return out + [r for r in rows if key(r) in new]
 
 
+def _runs_of(saved: dict) -> list[dict]:
+    """The runs a saved JSON was made from (one, for a JSON no `--reuse` extended)."""
+    return saved.get("runs") or [{k: saved[k] for k in ("wall_s", "peak_rss_gb") if k in saved}]
+
+
+def merge_extensions(saved: dict, extended: list[dict]) -> dict:
+    """`saved` with what each of `extended` added to it: JSONs that runs with `--reuse` of the
+    same saved run wrote side by side (points run in separate processes). Each one's rows that
+    differ from `saved`'s replace them or are appended, its runs after `saved`'s are appended,
+    and the wall times add up. A JSON that did not extend `saved` is refused."""
+    base = _runs_of(saved)
+    out = {**saved, "runs": list(base), "rows": list(saved["rows"])}
+    key = lambda r: (r["figure"], r["app"], r["dataset"], r["config"])  # noqa: E731
+    original = {key(r): r for r in saved["rows"]}
+    for ext in extended:
+        runs = _runs_of(ext)
+        if ext.get("tier") != saved.get("tier") or runs[: len(base)] != base or len(runs) == len(base):
+            raise ValueError("a JSON to merge must be written with --reuse of the saved run, at its tier")
+        out["rows"] = _merged(out, [r for r in ext["rows"] if original.get(key(r)) != r])
+        new_runs = runs[len(base) :]
+        out["runs"] += new_runs
+        out["wall_s"] = round(out["wall_s"] + sum(r.get("wall_s", 0.0) for r in new_runs), 1)
+        out["peak_rss_gb"] = max([out.get("peak_rss_gb") or 0] + [r.get("peak_rss_gb") or 0 for r in new_runs])
+    return out
+
+
 def tasks(figures: tuple[str, ...], tier: str, only: tuple[str, ...] = (), reuse: dict | None = None) -> list[tuple]:
     """The independent points of `figures`: one per Figure 12 application and dataset (those
     `only` names, as ``app`` or ``app:dataset``, in its order, when given), one per other figure.
@@ -814,6 +840,11 @@ def main(argv: list[str] | None = None) -> int:
         help="Figure 12 points to run, in this order: app or app:dataset, comma-separated (e.g. gcn,sae:1024x1024)",
     )
     ap.add_argument(
+        "--merge",
+        help="JSONs (comma-separated) that runs with --reuse of the same saved run wrote side by side: "
+        "-o writes the saved run with what each added, running nothing",
+    )
+    ap.add_argument(
         "--reuse",
         help="a JSON this script wrote at this tier: Figure 12 schedules it simulated are not run again, and "
         "-o writes it extended (this run's rows replace its rows of the same point and config)",
@@ -846,6 +877,15 @@ def main(argv: list[str] | None = None) -> int:
     earlier = json.loads(Path(a.reuse).read_text()) if a.reuse else None
     if earlier is not None and earlier["tier"] != a.tier:
         ap.error(f"--reuse {a.reuse} is a {earlier['tier']} run, not {a.tier}")
+    if a.merge:
+        if earlier is None or not a.output:
+            ap.error("--merge needs --reuse (the saved run they extended) and -o")
+        try:
+            merged = merge_extensions(earlier, [json.loads(Path(p).read_text()) for p in a.merge.split(",")])
+        except ValueError as e:
+            ap.error(str(e))
+        Path(a.output).write_text(json.dumps(merged, indent=1))
+        return 0
     try:
         todo = tasks(figures, a.tier, tuple(a.only.split(",")) if a.only else (), _reused(earlier) if earlier else None)
     except ValueError as e:

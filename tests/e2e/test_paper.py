@@ -187,3 +187,49 @@ def test_reuse_from_the_command_line_writes_the_saved_run_extended(paper, tmp_pa
     assert got["wall_s"] >= saved["wall_s"]
     with pytest.raises(SystemExit):  # another tier's run cannot be extended
         paper.main(["--figure", "17", "--tier", "quick", "--reuse", str(first), "-o", str(out)])
+
+
+def test_merge_combines_runs_that_extended_one_saved_run_side_by_side(paper, tmp_path):
+    """`--reuse SAVED --merge A,B -o OUT`: A and B each extended SAVED in its own process; OUT is
+    SAVED with A's and B's changed and new rows, both runs listed, their wall times added. A JSON
+    that did not extend SAVED is refused with a one-line error."""
+    saved = {
+        "tier": "smoke",
+        "wall_s": 10.0,
+        "peak_rss_gb": 1.0,
+        "runs": [{"command": "first", "wall_s": 10.0, "peak_rss_gb": 1.0}],
+        "rows": [
+            paper._row("12", "gcn", "cora", "full over op", 0.3, 0.3),
+            paper._row("16", "attention", "seq 8", "b16", 2.0, None),
+        ],
+    }
+
+    def extended(command, wall, peak, rows):
+        return {
+            **saved,
+            "runs": saved["runs"] + [{"command": command, "wall_s": wall, "peak_rss_gb": peak}],
+            "rows": saved["rows"] + rows,
+        }
+
+    a = extended("a", 5.0, 3.0, [paper._row("12", "sage", "cora", "full over op", 0.25, 0.48)])
+    b = extended("b", 7.0, 2.0, [paper._row("12", "gcn", "mag", "full over op", 0.11, None)])
+    b["rows"][0] = paper._row("12", "gcn", "cora", "full over op", 0.31, 0.3)  # b re-ran a point SAVED had
+    paths = []
+    for name, data in (("saved", saved), ("a", a), ("b", b)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(data))
+    out = tmp_path / "out.json"
+    args = ["--tier", "smoke", "--reuse", str(paths[0]), "--merge", f"{paths[1]},{paths[2]}", "-o", str(out)]
+    assert paper.main(args) == 0
+    got = json.loads(out.read_text())
+    assert [(r["app"], r["dataset"], r["ours"]) for r in got["rows"]] == [
+        ("gcn", "cora", 0.31),
+        ("attention", "seq 8", 2.0),
+        ("sage", "cora", 0.25),
+        ("gcn", "mag", 0.11),
+    ]
+    assert [r["command"] for r in got["runs"]] == ["first", "a", "b"]
+    assert got["wall_s"] == 22.0 and got["peak_rss_gb"] == 3.0
+    paths[1].write_text(json.dumps({**a, "runs": [{"command": "elsewhere", "wall_s": 1.0}] * 2}))
+    with pytest.raises(SystemExit):
+        paper.main(args)
