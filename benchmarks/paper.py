@@ -58,7 +58,7 @@ FIGURES = ("12", "14", "15a", "15b", "16", "17")
 PLANETOID = ROOT.parent / "shared" / "data" / "planetoid"
 
 # our dataset -> the paper's name for it (Figure 12 and 14 data keys)
-GRAPH_NAMES = {"cora": "cora", "cora-ml": "cora_ml", "dblp": "dblp", "ogbl-collab": "collab"}
+GRAPH_NAMES = {"cora": "cora", "cora-ml": "cora_ml", "dblp": "dblp", "ogbl-collab": "collab", "ogbn-mag": "mag"}
 SAE_NAMES = {"224x224": "ImageNet", "512x512": "LUNA16", "1024x1024": "NIH-CXR"}
 TIERS: dict[str, dict] = {
     "smoke": {
