@@ -233,3 +233,12 @@ def test_merge_combines_runs_that_extended_one_saved_run_side_by_side(paper, tmp
     paths[1].write_text(json.dumps({**a, "runs": [{"command": "elsewhere", "wall_s": 1.0}] * 2}))
     with pytest.raises(SystemExit):
         paper.main(args)
+
+
+def test_every_paper_tier_graph_has_the_papers_bars(paper):
+    """Each GCN and GraphSAGE graph of the paper tier names one of the artifact's datasets, so
+    its rows carry the paper's speedups (ogbn-mag's had none)."""
+    for app, dataset in paper.TIERS["paper"]["12"]:
+        if app in ("gcn", "sage"):
+            key = "graphsage" if app == "sage" else app
+            assert paper.GRAPH_NAMES.get(dataset) in paper.PAPER["figure12"][key]["datasets"], (app, dataset)
