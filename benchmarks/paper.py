@@ -907,7 +907,7 @@ def main(argv: list[str] | None = None) -> int:
         if earlier is not None:
             this = {"command": "python benchmarks/paper.py " + " ".join(argv if argv is not None else sys.argv[1:])}
             this.update(wall_s=round(wall, 1), peak_rss_gb=peak)
-            runs = earlier.get("runs") or [{k: earlier[k] for k in ("wall_s", "peak_rss_gb") if k in earlier}]
+            runs = _runs_of(earlier)
             saved = {
                 **earlier,
                 "wall_s": round(earlier["wall_s"] + wall, 1),

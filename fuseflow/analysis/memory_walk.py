@@ -91,7 +91,8 @@ class Walk(NamedTuple):
         n: float, same: float, jumps: float, free: float, steps: list[tuple[float, float]], inline: float = 0.0
     ) -> Walk:
         """From token counts; a step of a line or more is a jump (it changes line, and a level
-        walked under it does not continue where the last fiber ended)."""
+        walked under it does not continue where the last fiber ended). `inline` tokens stay in
+        the line they are in and count in neither the steps nor `free`."""
         total = 0.0
         moving = 0.0
         for count, step in steps:

@@ -65,7 +65,8 @@ class MemoryStalls:
         through others), and how many fibers that accumulator emits. An accumulator emits a
         fiber's result once the fiber's inputs are in, so the memory nodes below it overlap the
         ones above, but the last fiber's share of their work starts only when the chain above
-        ends (SAE's fused decoder after its encoder, docs/cycle-model.md "Below an accumulator")."""
+        ends (SAE's fused decoder after its encoder; docs/cycle-model.md, the eleventh rule of
+        "Stalls of several nodes")."""
         cands = [tail.get(s, (0.0, 1.0)) for s in feeders]
         for s in feeders:
             if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:

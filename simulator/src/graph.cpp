@@ -342,31 +342,32 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
 
 uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
                            uint64_t progress_every, bool handoff, std::vector<uint64_t>& next) {
-  // Windows of kWindow cycles. Within one, nodes run in id (topological) order, each through
+  // Windows of `window` cycles (window_cycles: shorter for shallow FIFOs). Within one, nodes
+  // run in id (topological) order, each through
   // every cycle of the window in which the event engine would step it: the cycle its II ends
   // after progress, or, after a stall on input, the next cycle at which a queued input token
   // becomes visible. Tokens visible inside the window were pushed by producers (lower ids)
   // earlier in this pass, so each node sees exactly what it would see cycle by cycle.
-  const uint64_t kWindow = window_cycles(timing_.fifo_depth);
+  const uint64_t window = window_cycles(timing_.fifo_depth);
   const int n = static_cast<int>(nodes_.size());
   for (auto& f : fifos_) f->set_scheduler(nullptr);
   // A node pushes at most a few tokens a step into one FIFO (a reduce: a value and a stop); with
-  // room for kHandoffRoom in every FIFO, none fills within the window.
-  const size_t kHandoffRoom = 4 * kWindow;
+  // room for handoff_room in every FIFO, none fills within the window.
+  const size_t handoff_room = 4 * window;
   next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)
   uint64_t start = 0, next_report = progress_every;
   std::vector<int> ids(n), order;
   for (int i = 0; i < n; ++i) ids[i] = i;
   std::vector<Fifo*> filling, logged;
   while (true) {
-    // A FIFO that could fill in this window (less room than kHandoffRoom): its consumer runs
+    // A FIFO that could fill in this window (less room than handoff_room): its consumer runs
     // first when that is exact (backpressure_order), else the event engine takes over (handoff).
     filling.clear();
     for (auto& f : fifos_)
-      if (f->dst_node >= 0 && f->space() < kHandoffRoom) filling.push_back(f.get());
+      if (f->dst_node >= 0 && f->space() < handoff_room) filling.push_back(f.get());
     const std::vector<int>* run_order = &ids;
     if (!filling.empty()) {
-      if (backpressure_order(filling, kHandoffRoom, order)) {
+      if (backpressure_order(filling, handoff_room, order)) {
         run_order = &order;
         for (Fifo* f : filling) {
           f->log_pops(true);
@@ -377,7 +378,7 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
         return start;
       }
     }
-    const uint64_t end = std::min(start + kWindow, max_cycles);
+    const uint64_t end = std::min(start + window, max_cycles);
     for (int id : *run_order) {
       Node* nd = nodes_[id].get();
       if (nd->finished()) continue;
