@@ -165,15 +165,22 @@ def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
     }
 
 
-def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=None) -> tuple[dict, dict]:
+SKIPPED = "not run (--skip)"
+"""The reason `_runs` records for a schedule the command line skipped."""
+
+
+def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=None, skip=()) -> tuple[dict, dict]:
     """`_run` of each named schedule; a schedule refused or stopped at this size (the cycle limit,
     a fused expression too large) is recorded in the second dict with its reason's first line,
     so that its rows say why instead of the whole run stopping. A schedule in `reused` (cycles
-    a saved run simulated, `--reuse`) is taken from there."""
+    a saved run simulated, `--reuse`) is taken from there; one in `skip` is recorded as `SKIPPED`."""
     runs, failed = {}, {}
     for k, s in schedules.items():
         if reused and k in reused:
             runs[k] = reused[k]
+            continue
+        if k in skip:
+            failed[k] = SKIPPED
             continue
         try:
             runs[k] = (run or _run)(model, args, formats, s, arch)
@@ -182,9 +189,13 @@ def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=Non
     return runs, failed
 
 
-def _failure(failed: dict, *names: str) -> str | None:
-    """Why a row over these runs has no value (the first failed run), or None."""
-    return next((f"{k} failed: {failed[k]}" for k in names if k in failed), None)
+def _failure(failed: dict, *names: str) -> tuple[str, str] | None:
+    """A row over these runs without a value: its source (`skipped` when a run was skipped,
+    else `failed`) and why (the first such run), or None."""
+    for k in names:
+        if failed.get(k) == SKIPPED:
+            return "skipped", f"{k} {SKIPPED}"
+    return next((("failed", f"{k} failed: {failed[k]}") for k in names if k in failed), None)
 
 
 def _row(figure, app, dataset, config, ours, paper, source="simulated", note="", **extra) -> dict:
@@ -210,19 +221,19 @@ def figure12(tier: str, say) -> list[dict]:
     return rows
 
 
-def figure12_point(tier: str, k: int, say, reused: dict | None = None) -> list[dict]:
+def figure12_point(tier: str, k: int, say, reused: dict | None = None, skip: tuple[str, ...] = ()) -> list[dict]:
     """The rows of the tier's k-th Figure 12 point (an application on a dataset); schedules in
-    `reused` (`_reused`) are not run again."""
+    `reused` (`_reused`) are not run again, those in `skip` not at all."""
     app, dataset = TIERS[tier]["12"][k]
     say(f"figure 12: {app} {dataset}")
     if app == "gpt":
-        return _gpt_rows(dataset, tier, reused)
+        return _gpt_rows(dataset, tier, reused, skip)
     try:
         model, args, formats = _build(app, dataset)
     except FileNotFoundError as e:
         return [_row("12", app, dataset, "-", None, None, "skipped", str(e))]
     schedules = {s: s for s in ("unfused", "op", "layer", "full")}
-    runs, failed = _runs(model, args, formats, schedules, _arch(tier), reused=reused)
+    runs, failed = _runs(model, args, formats, schedules, _arch(tier), reused=reused, skip=skip)
     rows: list[dict] = []
     key = "graphsage" if app == "sage" else app
     name = (SAE_NAMES if app == "sae" else GRAPH_NAMES).get(dataset)
@@ -242,9 +253,7 @@ def figure12_point(tier: str, k: int, say, reused: dict | None = None) -> list[d
             stopped = _failure(failed, base_name, ours_name)
             if stopped is not None:
                 rows.append(
-                    _row(
-                        "12", app, dataset, f"{config} over {base_name}", None, paper_speedup(config), "failed", stopped
-                    )
+                    _row("12", app, dataset, f"{config} over {base_name}", None, paper_speedup(config), *stopped)
                 )
                 continue
             rows.append(
@@ -287,7 +296,7 @@ def figure12_point(tier: str, k: int, say, reused: dict | None = None) -> list[d
     return rows
 
 
-def _gpt_rows(dataset: str, tier: str, reused: dict | None = None) -> list[dict]:
+def _gpt_rows(dataset: str, tier: str, reused: dict | None = None, skip: tuple[str, ...] = ()) -> list[dict]:
     """GPT under the paper's two schedules: partial, FuseFlow's split per block (LN + QKV | MHA
     | the rest), and full, its cross-block schedule (the rest of block d fused with the LN + QKV
     of block d + 1), over `op` (the paper's baseline) and `unfused`."""
@@ -302,7 +311,7 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None) -> list[dict]
         "partial": gpt_bigbird.transformer_schedule(),
         "full": gpt_bigbird.fuseflow_full_schedule(geo["layers"]),
     }
-    runs, failed = _runs(model, args, formats, schedules, _arch(tier), run=_run_gpt, reused=reused)
+    runs, failed = _runs(model, args, formats, schedules, _arch(tier), run=_run_gpt, reused=reused, skip=skip)
     paper = PAPER["figure12"]["gpt3"]
     at = paper["datasets"].index(dataset)
     cycles = {k: v["cycles"] for k, v in runs.items()}
@@ -311,9 +320,9 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None) -> list[dict]
     for base in ("op", "unfused"):
         for config in ("partial", "full"):
             theirs = paper["unfused"][at] / paper[config][at]
-            why = _failure(failed, base, config)
-            if why is not None:
-                rows.append(_row("12", "gpt", dataset, f"{config} over {base}", None, theirs, "failed", why))
+            stopped = _failure(failed, base, config)
+            if stopped is not None:
+                rows.append(_row("12", "gpt", dataset, f"{config} over {base}", None, theirs, *stopped))
                 continue
             rows.append(
                 _row(
@@ -488,7 +497,7 @@ def figure14(tier: str, say) -> list[dict]:
                     theirs = paper[paper_key][names.index(c)] / paper[paper_key][names.index("unfused")]
                 stopped = _failure(failed, c, "unfused")
                 if stopped is not None:
-                    rows.append(_row("14", "gcn", dataset, f"{c}: {metric}", None, theirs, "failed", stopped))
+                    rows.append(_row("14", "gcn", dataset, f"{c}: {metric}", None, theirs, *stopped))
                     continue
                 ours = runs[c][key] / runs["unfused"][key]
                 rows.append(
@@ -646,15 +655,18 @@ def markdown(
     here = Path(os.path.relpath(Path(plots).resolve(), Path(md).resolve().parent))
     shown = {"md": os.path.relpath(Path(md).resolve(), ROOT), "plots": os.path.relpath(Path(plots).resolve(), ROOT)}
     stopped = sum(r["source"] == "failed" for r in rows)
+    skipped = sum(r["source"] == "skipped" for r in rows)
     checked = (
         "The paper's numbers are the default data of the artifact's plotting scripts "
         "(`benchmarks/paper/numbers.json` names the commit). Every value of ours is simulated and its "
         "outputs checked against PyTorch"
         + (
-            f"; {stopped} rows have none (`-`): a schedule stopped at that size, the reason in the JSON's `note`."
+            f"; {stopped} rows have none (`-`): a schedule stopped at that size, the reason in the JSON's `note`"
             if stopped
-            else "."
+            else ""
         )
+        + (f"; {skipped} rows were not run (`-`, the JSON's `note` says which)" if skipped else "")
+        + "."
     )
     if runs:
         out = ["# FuseFlow's figures, ours beside the paper's", "", f"The `{tier}` tier, merged from these runs:", ""]
@@ -787,10 +799,16 @@ def merge_extensions(saved: dict, extended: list[dict]) -> dict:
     return out
 
 
-def tasks(figures: tuple[str, ...], tier: str, only: tuple[str, ...] = (), reuse: dict | None = None) -> list[tuple]:
+def tasks(
+    figures: tuple[str, ...],
+    tier: str,
+    only: tuple[str, ...] = (),
+    reuse: dict | None = None,
+    skip: tuple[str, ...] = (),
+) -> list[tuple]:
     """The independent points of `figures`: one per Figure 12 application and dataset (those
     `only` names, as ``app`` or ``app:dataset``, in its order, when given), one per other figure.
-    A Figure 12 point carries the schedules `reuse` (`_reused`) has for it."""
+    A Figure 12 point carries the schedules `reuse` (`_reused`) has for it and those to `skip`."""
     out: list[tuple] = []
     points = TIERS[tier]["12"]
     if only:
@@ -806,20 +824,22 @@ def tasks(figures: tuple[str, ...], tier: str, only: tuple[str, ...] = (), reuse
         if f == "12":
             for k in dict.fromkeys(picked):
                 app, dataset = points[k]
-                out.append((tier, f, k, (reuse or {}).get(f"{app}:{dataset}")))
+                out.append((tier, f, k, (reuse or {}).get(f"{app}:{dataset}"), skip))
         else:
-            out.append((tier, f, None, None))
+            out.append((tier, f, None, None, ()))
     return out
 
 
-def run_task(tier: str, figure: str, k: int | None, reused: dict | None = None) -> list[dict]:
+def run_task(
+    tier: str, figure: str, k: int | None, reused: dict | None = None, skip: tuple[str, ...] = ()
+) -> list[dict]:
     """One point's rows (module-level: executor workers call it)."""
 
     def say(m: str) -> None:
         print(m, file=sys.stderr, flush=True)
 
     if figure == "12" and k is not None:
-        return figure12_point(tier, k, say, reused)
+        return figure12_point(tier, k, say, reused, skip)
     run = {"12": figure12, "14": figure14, "15a": figure15a, "15b": figure15b, "16": figure16, "17": figure17}
     return run[figure](tier, say)
 
@@ -838,6 +858,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         help="Figure 12 points to run, in this order: app or app:dataset, comma-separated (e.g. gcn,sae:1024x1024)",
+    )
+    ap.add_argument(
+        "--skip",
+        help="Figure 12 schedules not to run (comma-separated: op, unfused, layer, partial, full): their rows "
+        "have no value and say so (source `skipped`)",
     )
     ap.add_argument(
         "--merge",
@@ -887,7 +912,13 @@ def main(argv: list[str] | None = None) -> int:
         Path(a.output).write_text(json.dumps(merged, indent=1))
         return 0
     try:
-        todo = tasks(figures, a.tier, tuple(a.only.split(",")) if a.only else (), _reused(earlier) if earlier else None)
+        todo = tasks(
+            figures,
+            a.tier,
+            tuple(a.only.split(",")) if a.only else (),
+            _reused(earlier) if earlier else None,
+            tuple(a.skip.split(",")) if a.skip else (),
+        )
     except ValueError as e:
         ap.error(str(e))
     done: dict[int, list[dict]] = {}

@@ -115,12 +115,33 @@ def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_a
     assert all(r["ours"] > 0 and r["max_abs_error"] < 1e-3 for r in measured)
 
 
+def test_a_skipped_schedule_is_not_run_and_its_rows_say_so_beside_the_measured_ones(paper, monkeypatch):
+    """`--skip full` on GCN at the karate club: full fusion is never compiled, its rows are
+    `skipped` without a value, and partial fusion's rows are simulated."""
+    real, ran = paper._run, []
+
+    def run(model, args, formats, schedule, arch=None):
+        ran.append(schedule)
+        return real(model, args, formats, schedule, arch)
+
+    monkeypatch.setattr(paper, "_run", run)
+    (task,) = paper.tasks(("12",), "smoke", ("gcn",), None, ("full",))
+    rows = paper.run_task(*task)
+    assert "full" not in ran and {"unfused", "op", "layer"} <= set(ran)
+    by = {r["config"]: r for r in rows}
+    for base in ("op", "unfused"):
+        skipped, measured = by[f"full over {base}"], by[f"partial over {base}"]
+        assert skipped["source"] == "skipped" and skipped["ours"] is None and skipped["ratio"] is None
+        assert skipped["note"] == "full not run (--skip)"
+        assert measured["source"] == "simulated" and measured["ours"] > 0 and measured["max_abs_error"] < 1e-3
+
+
 def test_only_selects_figure12_points_in_the_order_given_and_names_the_tier_points_when_one_is_unknown(paper):
     points = paper.TIERS["paper"]["12"]
     todo = paper.tasks(("12", "17"), "paper", ("sae:1024x1024", "gcn"))
-    picked = [points[k] for _, f, k, _ in todo if f == "12"]
+    picked = [points[k] for _, f, k, _, _ in todo if f == "12"]
     assert picked == [("sae", "1024x1024")] + [p for p in points if p[0] == "gcn"]
-    assert ("paper", "17", None, None) in todo
+    assert ("paper", "17", None, None, ()) in todo
     with pytest.raises(ValueError, match="no Figure 12 point 'gcn:nowhere'.*gcn:cora"):
         paper.tasks(("12",), "paper", ("gcn:nowhere",))
 
