@@ -9,6 +9,7 @@ of `simulate()` over `estimate()`. Prints one JSON line per configuration, then 
         [--plot docs/results/estimator_error.png]
     python benchmarks/estimator_accuracy.py --quick        # the small cases only (~1 min)
     python benchmarks/estimator_accuracy.py --quick --random 4 --arch rda --capture build/rda.pkl
+    python benchmarks/estimator_accuracy.py --quick --random 4 --arch rda --fifo-depth 64   # deeper FIFOs
 
 `--capture` pickles every simulated region's graph spec, input statistics, timing and simulated
 cycles, so that a variant of the cycle model re-scores against all of them in seconds
@@ -25,6 +26,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +118,7 @@ def _random_chains(n: int, seed: int = 0):
         yield f"random-{i}", Chain(ops).eval(), (x, *ws), fmts
 
 
-def _measure(prog, arch: str, captured: list | None = None) -> dict:
+def _measure(prog, arch: Any, captured: list | None = None) -> dict:
     t0 = time.perf_counter()
     res = prog.simulate(arch=arch)
     t_sim = time.perf_counter() - t0
@@ -204,17 +206,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small cases only")
     ap.add_argument("--arch", default="comal", help="preset or TOML (the model reads the same parameters)")
+    ap.add_argument(
+        "--fifo-depth", type=int, help="the FIFO depth, in place of the preset's (a finite-FIFO sweep: rda at 8-64)"
+    )
     ap.add_argument("--random", type=int, default=12, help="random chains")
     ap.add_argument("-o", "--output", help="write the JSON here")
     ap.add_argument("--plot", help="write a histogram of region errors (PNG/SVG, needs matplotlib)")
     ap.add_argument("--capture", help="pickle each region's model inputs and simulated cycles here")
     a = ap.parse_args()
+    if a.fifo_depth and a.arch.endswith(".toml"):
+        ap.error("--fifo-depth overrides a preset's depth; set fifo_depth in the TOML instead")
+    arch: Any = {"preset": a.arch, "fifo_depth": a.fifo_depth} if a.fifo_depth else a.arch
     rows = []
     captured: list[dict] | None = [] if a.capture else None
 
     def record(model: str, schedule: str, order: str, prog) -> None:
         try:
-            m = _measure(prog, a.arch, captured)
+            m = _measure(prog, arch, captured)
         except fuseflow.FuseflowError as e:
             print(json.dumps({"model": model, "schedule": schedule, "order": order, "skipped": str(e)}), flush=True)
             return
@@ -226,11 +234,11 @@ def main() -> None:
 
     for name, mod, opts, schedules, sweep in _cases(a.quick):
         model, args, formats = mod.build(**opts)
-        base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain", arch=a.arch)
+        base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order="plain", arch=arch)
         for sched_name in schedules:
             sched = _schedule(mod, sched_name, base)
             for order in ("plain", "auto"):
-                prog = fuseflow.compile(model, args, formats=formats, schedule=sched, order=order, arch=a.arch)
+                prog = fuseflow.compile(model, args, formats=formats, schedule=sched, order=order, arch=arch)
                 record(name, sched_name, order, prog)
                 if sweep and order == "auto" and len(prog.graphs) == 1:
                     region = prog.graphs[0].name
@@ -239,7 +247,7 @@ def main() -> None:
     for name, model, args, formats in _random_chains(a.random):
         for schedule, order in (("full", "auto"), ("full", "plain"), ("unfused", "plain")):
             try:
-                prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, order=order, arch=a.arch)
+                prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, order=order, arch=arch)
             except fuseflow.FuseflowError as e:
                 print(json.dumps({"model": name, "schedule": schedule, "skipped": str(e)}), flush=True)
                 continue
@@ -252,7 +260,7 @@ def main() -> None:
     rank = {m: _spearman([r["cycles"] for r in rs], [r["estimate"] for r in rs]) for m, rs in by_model.items()}
     largest = max(rows, key=lambda r: r["cycles"])
     summary = {
-        "arch": a.arch,
+        "arch": a.arch + (f", fifo_depth {a.fifo_depth}" if a.fifo_depth else ""),
         "configurations": len(rows),
         "regions": int(errs.size),
         "median_abs_error": float(np.median(errs)),
@@ -286,7 +294,7 @@ def main() -> None:
     out = {"summary": summary, "rows": rows}
     if a.capture:
         with open(a.capture, "wb") as f:
-            pickle.dump({"arch": a.arch, "regions": captured, "rows": rows}, f)
+            pickle.dump({"arch": arch, "regions": captured, "rows": rows}, f)
     if a.output:
         Path(a.output).write_text(json.dumps(out, indent=1))
     print(json.dumps(summary, indent=2))

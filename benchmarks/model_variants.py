@@ -27,6 +27,10 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   the FIFO's cover;
 - `barrier`: the model's chains, and a memory node below an accumulator (`--barriers` kinds)
   waits behind the worst chain of memory nodes above it;
+- `floorless`: the model without its round trip under a pair in series (Little's law over the
+  feeder's FIFO to the accumulator);
+- `roundtrip`: the model, with that round trip two latencies long where the feeder's lines hold
+  at least `--theta` x fifo_depth tokens each, and none elsewhere;
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -198,6 +202,29 @@ class _Barrier(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
+class _RoundTrip(cycle_model._Model):
+    """The model, where a pair in series whose feeder's lines hold at least `THETA` x fifo_depth
+    tokens each keeps every token in the feeder's FIFO to the accumulator for both latencies
+    plus the path (a burst of tokens waits for each line), and any other pair adds its nodes'
+    stalls (the twelfth rule's bursty form)."""
+
+    THETA = 0.9
+    _STAY = 2.0
+
+    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+        steps = max((o.tokens for o in self.outs[feeder]), default=0.0)
+        if steps < self.THETA * self.t.fifo_depth * self.misses[feeder]:
+            return 0.0
+        return super()._round_trip(feeder, node, acc, pace)
+
+
+class _Floorless(cycle_model._Model):
+    """The model without the round trip under a pair in series (before its twelfth rule)."""
+
+    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+        return 0.0
+
+
 class _Chains(cycle_model._Model):
     """The model's chains without the tail below an accumulator (the model before its eleventh
     rule): memory nodes below an accumulator overlap the ones above it entirely."""
@@ -208,6 +235,8 @@ class _Chains(cycle_model._Model):
 
 RULES: dict[str, type[cycle_model._Model]] = {
     "chains": _Chains,
+    "roundtrip": _RoundTrip,
+    "floorless": _Floorless,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,
@@ -274,6 +303,13 @@ def main() -> None:
     ap.add_argument(
         "--barriers", default="spacc,reduce", help="barrier: the accumulator kinds stages take turns across"
     )
+    ap.add_argument(
+        "--theta",
+        type=float,
+        default=_RoundTrip.THETA,
+        help="roundtrip: the feeder's tokens per line, as a fraction of the FIFO depth, from which a pair "
+        "waits two latencies a token",
+    )
     ap.add_argument("--feeder-only", action="store_true", help="uncovered: only the node behind its feeder")
     ap.add_argument("--alpha", type=float, default=_Blend.ALPHA, help="blend: the share of the chain's sum that adds")
     ap.add_argument(
@@ -285,6 +321,7 @@ def main() -> None:
     a = ap.parse_args()
     memory_stalls._REWALKED = a.rewalked
     _Series.FILL = a.fill
+    _RoundTrip.THETA = a.theta
     _Blend.ALPHA = a.alpha
     _Uncovered.BOTH = not a.feeder_only
     _Barrier.KINDS = tuple(a.barriers.split(","))

@@ -8,6 +8,7 @@ model's per-primitive rules filled in (`outs`, `nodes`, `misses`) and the arch's
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ class MemoryStalls:
     nodes: list[Any]  # cycle_model.NodeEstimate per node
     misses: dict[int, float]  # node id -> memory lines it waits for (reads)
     _readers: dict[int, list[int]] | None = None
+    _latency: Callable[[Any], float]  # cycle_model._Model._latency: a node's own latency
 
     def memory_stalls(self) -> float:
         """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
@@ -41,6 +43,7 @@ class MemoryStalls:
         feeds another one it must wait behind (`_in_series`), where they add, and below an
         accumulator (`_after_accumulator`)."""
         own = self.node_stalls()
+        pace = max((n.busy for n in self.nodes), default=0.0)  # before the stalls are added
         chain: dict[int, float] = {}
         above: dict[int, float] = {}  # node -> the worst chain of memory nodes at or above it
         tail: dict[int, tuple[float, float]] = {}  # node -> (chain above an accumulator above it, its fibers)
@@ -49,14 +52,22 @@ class MemoryStalls:
             tail[i] = self._after_accumulator(feeders, above, tail)
             if i in own:
                 self.nodes[i].busy += own[i]
-                behind = (chain[s] for s in feeders if s in chain and self._in_series(s, i))
-                mine = own[i] + max(behind, default=0.0)
+                mine = own[i]
+                for s in feeders:
+                    acc = self._series_accumulator(s, i) if s in chain else None
+                    if acc is not None:
+                        mine = max(mine, chain[s] + max(own[i], self._round_trip(s, i, acc, pace) - own.get(s, 0.0)))
                 before, fibers = tail[i]
                 chain[i] = max(mine, before + mine / fibers)
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
 
     _ACCUMULATORS = ("spacc", "reduce")
+    _STAY = 1.5
+    """Memory latencies a token of a pair in series stays in the feeder's FIFO to the
+    accumulator, at least, besides the path from the node to the accumulator: the shortest
+    round trip measured over the swept pairs at 32- and 64-token FIFOs (1.5-2.2 latencies;
+    docs/cycle-model.md, the twelfth rule of "Stalls of several nodes")."""
 
     def _after_accumulator(
         self, feeders: list[int], above: dict[int, float], tail: dict[int, tuple[float, float]]
@@ -75,18 +86,43 @@ class MemoryStalls:
                 cands.append((above.get(s, 0.0), max(fibers, 1.0)))
         return max(cands, key=lambda c: c[0], default=(0.0, 1.0))
 
+    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+        """The stalls of a pair in series by Little's law: every token the feeder pushes into its
+        FIFO to the accumulator `acc` stays there at least `_STAY` latencies plus the path
+        from `node` to `acc`, so the FIFO's depth over that stay bounds the pair's rate, and no
+        line change of the feeder costs more than one stay; the pipeline's pace hides it once
+        (the form of `node_stalls`, with the stay for the latency). Per node, each stall less
+        its own FIFO's cover vanishes at deep FIFOs (a node alone keeps up) though the round
+        trip does not."""
+        mem = self.t.memory or {}
+        depth = float(max(self.t.fifo_depth, 1))
+        steps = max((s.tokens for s in self.outs[feeder]), default=0.0)
+        path = {node: 0.0}
+        for j in range(node + 1, acc + 1):  # the longest latency from node to acc (topological order)
+            ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
+            if ins:
+                path[j] = max(ins) + self._latency(self.spec.nodes[j])
+        stay = self._STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
+        c = max(pace / steps, 1.0) if steps > 0.0 else 1.0
+        return max(min(self.misses[feeder] * (stay - depth * c), steps * (stay / depth - c)), 0.0)
+
     def _in_series(self, feeder: int, node: int) -> bool:
-        """Whether memory node `node`'s stalls come after those of `feeder`, which feeds it:
-        the feeder streams (it walks on through memory, not a fiber again within the line it
-        holds) and its tokens also reach, directly, an accumulator below `node`. The accumulator
-        pops a coordinate only with the product `node`'s line holds up, so the feeder's FIFO to
-        it fills and the feeder asks for its next line only once `node` has its own: two
-        latencies a line (SpMM in order ``j,k,i``; SAE's decoder in its ``plain`` order). A
-        feeder that walks fibers again overlaps (SpMM ``k,j,i``), as does one whose only
-        consumers are `node`'s side of the graph (docs/cycle-model.md, "Stalls of several nodes")."""
+        """Whether memory node `node`'s stalls come after those of `feeder` (`_series_accumulator`)."""
+        return self._series_accumulator(feeder, node) is not None
+
+    def _series_accumulator(self, feeder: int, node: int) -> int | None:
+        """The accumulator through which memory node `node`'s stalls come after those of
+        `feeder`, which feeds it, or None when they overlap: the feeder streams (it walks on
+        through memory, not a fiber again within the line it holds) and its tokens also reach,
+        directly, an accumulator below `node`. The accumulator pops a coordinate only with the
+        product `node`'s line holds up, so the feeder's FIFO to it fills and the feeder asks
+        for its next line only once `node` has its own: two latencies a line (SpMM in order
+        ``j,k,i``; SAE's decoder in its ``plain`` order). A feeder that walks fibers again
+        overlaps (SpMM ``k,j,i``), as does one whose only consumers are `node`'s side of the
+        graph (docs/cycle-model.md, "Stalls of several nodes")."""
         walk = self.outs[feeder][0].walk if self.outs[feeder] else None
         if walk is None or walk.free > _REWALKED or walk.same > _REWALKED:
-            return False
+            return None
         below: set[int] = set()
         todo = [node]
         while todo:
@@ -95,9 +131,12 @@ class MemoryStalls:
                 if c not in below:
                     below.add(c)
                     todo.append(c)
-        return any(
-            self.spec.nodes[c].kind == "spacc" and any(s == feeder for s, _ in self.spec.nodes[c].inputs) for c in below
-        )
+        accs = [
+            c
+            for c in below
+            if self.spec.nodes[c].kind == "spacc" and any(s == feeder for s, _ in self.spec.nodes[c].inputs)
+        ]
+        return min(accs, default=None)
 
     def _consumers(self) -> dict[int, list[int]]:
         """Node id -> the ids of the nodes reading one of its outputs (built once)."""
