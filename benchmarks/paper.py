@@ -167,6 +167,8 @@ def _run(model, args, formats, schedule, arch=None, order=None) -> dict:
 
 SKIPPED = "not run (--skip)"
 """The reason `_runs` records for a schedule the command line skipped."""
+SKIPPABLE = ("op", "unfused", "layer", "partial", "full")
+"""Figure 12's schedule names (`layer` for GCN, GraphSAGE and SAE; `partial` for GPT)."""
 
 
 def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=None, skip=()) -> tuple[dict, dict]:
@@ -911,13 +913,17 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(str(e))
         Path(a.output).write_text(json.dumps(merged, indent=1))
         return 0
+    skip = tuple(a.skip.split(",")) if a.skip else ()
+    unknown = [k for k in skip if k not in SKIPPABLE]
+    if unknown:
+        ap.error(f"--skip {unknown[0]}: not a Figure 12 schedule ({', '.join(SKIPPABLE)})")
     try:
         todo = tasks(
             figures,
             a.tier,
             tuple(a.only.split(",")) if a.only else (),
             _reused(earlier) if earlier else None,
-            tuple(a.skip.split(",")) if a.skip else (),
+            skip,
         )
     except ValueError as e:
         ap.error(str(e))

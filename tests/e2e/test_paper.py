@@ -136,6 +136,13 @@ def test_a_skipped_schedule_is_not_run_and_its_rows_say_so_beside_the_measured_o
         assert measured["source"] == "simulated" and measured["ours"] > 0 and measured["max_abs_error"] < 1e-3
 
 
+def test_an_unknown_schedule_to_skip_is_refused_before_anything_runs(paper, capsys):
+    with pytest.raises(SystemExit) as e:
+        paper.main(["--figure", "12", "--tier", "paper", "--skip", "fulll"])
+    assert e.value.code == 2
+    assert "--skip fulll: not a Figure 12 schedule (op, unfused, layer, partial, full)" in capsys.readouterr().err
+
+
 def test_only_selects_figure12_points_in_the_order_given_and_names_the_tier_points_when_one_is_unknown(paper):
     points = paper.TIERS["paper"]["12"]
     todo = paper.tasks(("12", "17"), "paper", ("sae:1024x1024", "gcn"))
