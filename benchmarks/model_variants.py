@@ -31,6 +31,8 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   feeder's FIFO to the accumulator);
 - `roundtrip`: the model, with that round trip two latencies long where the feeder's lines hold
   at least `--theta` x fifo_depth tokens each, and none elsewhere;
+- `turns`: the model, where across an accumulator whose output fibers outgrow a FIFO the stages
+  above and below take turns for the share the FIFO cannot hold (`--share` of it);
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -218,6 +220,46 @@ class _RoundTrip(cycle_model._Model):
         return super()._round_trip(feeder, node, acc, pace)
 
 
+class _Turns(cycle_model._Model):
+    """The model, where across an accumulator whose output fibers hold more tokens than a FIFO
+    the stages above and below take turns for the share of each fiber the FIFO below cannot
+    hold (`--share` of it): the accumulator accepts the next fiber's inputs only once its
+    output has drained into the FIFO (GPT's fused FFN: the up projection's `spacc` emits a row
+    of d_ff values that the down projection consumes a column at a time)."""
+
+    SHARE = 1.0
+
+    def memory_stalls(self) -> float:
+        own = self.node_stalls()
+        pace = max((n.busy for n in self.nodes), default=0.0)
+        depth = float(max(self.t.fifo_depth, 1))
+        chain: dict[int, float] = {}
+        above: dict[int, float] = {}
+        tail: dict[int, tuple[float, float]] = {}
+        turn: dict[int, float] = {}
+        for i, node in enumerate(self.spec.nodes):
+            feeders = [s for s, _ in node.inputs]
+            tail[i] = self._after_accumulator(feeders, above, tail)
+            turns = [turn.get(s, 0.0) for s in feeders]
+            for s in feeders:
+                if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+                    counts = self.outs[s][0].counts
+                    fiber = counts[-1] / max(counts[-2], 1.0) if len(counts) >= 2 else counts[-1]
+                    turns.append(self.SHARE * max(0.0, 1.0 - depth / max(fiber, 1e-9)) * above.get(s, 0.0))
+            turn[i] = max(turns, default=0.0)
+            if i in own:
+                self.nodes[i].busy += own[i]
+                mine = own[i]
+                for s in feeders:
+                    acc = self._series_accumulator(s, i) if s in chain else None
+                    if acc is not None:
+                        mine = max(mine, chain[s] + max(own[i], self._round_trip(s, i, acc, pace) - own.get(s, 0.0)))
+                before, fibers = tail[i]
+                chain[i] = max(mine, before + mine / fibers, turn[i] + mine)
+            above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
+        return max(chain.values(), default=0.0)
+
+
 class _Floorless(cycle_model._Model):
     """The model without the round trip under a pair in series (before its twelfth rule)."""
 
@@ -237,6 +279,7 @@ RULES: dict[str, type[cycle_model._Model]] = {
     "chains": _Chains,
     "roundtrip": _RoundTrip,
     "floorless": _Floorless,
+    "turns": _Turns,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,
@@ -310,6 +353,9 @@ def main() -> None:
         help="roundtrip: the feeder's tokens per line, as a fraction of the FIFO depth, from which a pair "
         "waits two latencies a token",
     )
+    ap.add_argument(
+        "--share", type=float, default=_Turns.SHARE, help="turns: the share of the turn-taking that is charged"
+    )
     ap.add_argument("--feeder-only", action="store_true", help="uncovered: only the node behind its feeder")
     ap.add_argument("--alpha", type=float, default=_Blend.ALPHA, help="blend: the share of the chain's sum that adds")
     ap.add_argument(
@@ -322,6 +368,7 @@ def main() -> None:
     memory_stalls._REWALKED = a.rewalked
     _Series.FILL = a.fill
     _RoundTrip.THETA = a.theta
+    _Turns.SHARE = a.share
     _Blend.ALPHA = a.alpha
     _Uncovered.BOTH = not a.feeder_only
     _Barrier.KINDS = tuple(a.barriers.split(","))
