@@ -249,11 +249,7 @@ class _Turns(cycle_model._Model):
             turn[i] = max(turns, default=0.0)
             if i in own:
                 self.nodes[i].busy += own[i]
-                mine = own[i]
-                for s in feeders:
-                    acc = self._series_accumulator(s, i) if s in chain else None
-                    if acc is not None:
-                        mine = max(mine, chain[s] + max(own[i], self._round_trip(s, i, acc, pace) - own.get(s, 0.0)))
+                mine = self._behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
                 chain[i] = max(mine, before + mine / fibers, turn[i] + mine)
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])

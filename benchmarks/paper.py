@@ -192,12 +192,14 @@ def _runs(model, args, formats, schedules: dict, arch=None, run=None, reused=Non
 
 
 def _failure(failed: dict, *names: str) -> tuple[str, str] | None:
-    """A row over these runs without a value: its source (`skipped` when a run was skipped,
-    else `failed`) and why (the first such run), or None."""
+    """A row over these runs without a value: its source (`skipped` or `failed`, as the first
+    run without cycles) and why, or None."""
     for k in names:
         if failed.get(k) == SKIPPED:
             return "skipped", f"{k} {SKIPPED}"
-    return next((("failed", f"{k} failed: {failed[k]}") for k in names if k in failed), None)
+        if k in failed:
+            return "failed", f"{k} failed: {failed[k]}"
+    return None
 
 
 def _row(figure, app, dataset, config, ours, paper, source="simulated", note="", **extra) -> dict:

@@ -52,15 +52,24 @@ class MemoryStalls:
             tail[i] = self._after_accumulator(feeders, above, tail)
             if i in own:
                 self.nodes[i].busy += own[i]
-                mine = own[i]
-                for s in feeders:
-                    acc = self._series_accumulator(s, i) if s in chain else None
-                    if acc is not None:
-                        mine = max(mine, chain[s] + max(own[i], self._round_trip(s, i, acc, pace) - own.get(s, 0.0)))
+                mine = self._behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
                 chain[i] = max(mine, before + mine / fibers)
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
+
+    def _behind_feeders(
+        self, node: int, feeders: list[int], own: dict[int, float], chain: dict[int, float], pace: float
+    ) -> float:
+        """Memory node `node`'s chain through its feeders: its own stalls, or behind a feeder in
+        series (`_series_accumulator`) that feeder's chain plus the larger of its own stalls and
+        the pair's round trip less the feeder's (`_round_trip`)."""
+        mine = own[node]
+        for s in feeders:
+            acc = self._series_accumulator(s, node) if s in chain else None
+            if acc is not None:
+                mine = max(mine, chain[s] + max(own[node], self._round_trip(s, node, acc, pace) - own.get(s, 0.0)))
+        return mine
 
     _ACCUMULATORS = ("spacc", "reduce")
     _STAY = 1.5
