@@ -29,8 +29,9 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   waits behind the worst chain of memory nodes above it;
 - `floorless`: the model without its round trip under a pair in series (Little's law over the
   feeder's FIFO to the accumulator);
-- `roundtrip`: the model, with that round trip two latencies long where the feeder's lines hold
-  at least `--theta` x fifo_depth tokens each, and none elsewhere;
+- `pertoken`: the model, with the round trip of a pair in series per token (`--stay`
+  latencies plus the path, Little's law over the feeder's FIFO, every line of the feeder
+  counted) instead of per coordinate line;
 - `turns`: the model, where across an accumulator whose output fibers outgrow a FIFO the stages
   above and below take turns for the share the FIFO cannot hold (`--share` of it);
 
@@ -204,20 +205,25 @@ class _Barrier(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
-class _RoundTrip(cycle_model._Model):
-    """The model, where a pair in series whose feeder's lines hold at least `THETA` x fifo_depth
-    tokens each keeps every token in the feeder's FIFO to the accumulator for both latencies
-    plus the path (a burst of tokens waits for each line), and any other pair adds its nodes'
-    stalls (the twelfth rule's bursty form)."""
+class _PerToken(cycle_model._Model):
+    """The twelfth rule's first form: every token of a pair in series stays `STAY` latencies plus
+    the path in the feeder's FIFO to the accumulator (Little's law per token, all of the
+    feeder's lines counted), where the model charges a round trip per coordinate line."""
 
-    THETA = 0.9
-    _STAY = 2.0
+    STAY = 1.5
 
     def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+        mem = self.t.memory or {}
+        depth = float(max(self.t.fifo_depth, 1))
         steps = max((o.tokens for o in self.outs[feeder]), default=0.0)
-        if steps < self.THETA * self.t.fifo_depth * self.misses[feeder]:
-            return 0.0
-        return super()._round_trip(feeder, node, acc, pace)
+        path = {node: 0.0}
+        for j in range(node + 1, acc + 1):
+            ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
+            if ins:
+                path[j] = max(ins) + self._latency(self.spec.nodes[j])
+        stay = self.STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
+        c = max(pace / steps, 1.0) if steps > 0.0 else 1.0
+        return max(min(self.later_lines(feeder) * (stay - depth * c), steps * (stay / depth - c)), 0.0)
 
 
 class _Turns(cycle_model._Model):
@@ -273,7 +279,7 @@ class _Chains(cycle_model._Model):
 
 RULES: dict[str, type[cycle_model._Model]] = {
     "chains": _Chains,
-    "roundtrip": _RoundTrip,
+    "pertoken": _PerToken,
     "floorless": _Floorless,
     "turns": _Turns,
     "barrier": _Barrier,
@@ -343,11 +349,7 @@ def main() -> None:
         "--barriers", default="spacc,reduce", help="barrier: the accumulator kinds stages take turns across"
     )
     ap.add_argument(
-        "--theta",
-        type=float,
-        default=_RoundTrip.THETA,
-        help="roundtrip: the feeder's tokens per line, as a fraction of the FIFO depth, from which a pair "
-        "waits two latencies a token",
+        "--stay", type=float, default=_PerToken.STAY, help="pertoken: the latencies a token of a pair in series stays"
     )
     ap.add_argument(
         "--share", type=float, default=_Turns.SHARE, help="turns: the share of the turn-taking that is charged"
@@ -363,7 +365,7 @@ def main() -> None:
     a = ap.parse_args()
     memory_stalls._REWALKED = a.rewalked
     _Series.FILL = a.fill
-    _RoundTrip.THETA = a.theta
+    _PerToken.STAY = a.stay
     _Turns.SHARE = a.share
     _Blend.ALPHA = a.alpha
     _Uncovered.BOTH = not a.feeder_only

@@ -257,6 +257,7 @@ class _Model(MemoryStalls, CoordinateOrigins):
         self.loaded: dict[str, float] = {}
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
         self.misses: dict[int, float] = {}  # node id -> memory lines it waits for (reads)
+        self.seg_lines: dict[int, float] = {}  # compressed scan id -> of its misses, the `seg` lines
         self._readers: dict[int, list[int]] | None = None
         CoordinateOrigins.__init__(self)
 
@@ -414,7 +415,8 @@ class _Model(MemoryStalls, CoordinateOrigins):
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
         if node.params.get("format") == "dense":
             return [out, out], steps * ii, 0.0, 0.0
-        self.misses[len(self.outs)] = refs * rw.line_changes(_LINE_ELEMS) + n * walk.line_changes(_LINE_ELEMS)
+        self.seg_lines[len(self.outs)] = refs * rw.line_changes(_LINE_ELEMS)
+        self.misses[len(self.outs)] = self.seg_lines[len(self.outs)] + n * walk.line_changes(_LINE_ELEMS)
         return [out, out], steps * ii, 0.0, 8.0 * refs + 4.0 * n
 
     def joiner(self, node: NodeSpec, ii: int, union: bool):
@@ -560,22 +562,40 @@ class _Model(MemoryStalls, CoordinateOrigins):
             own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
         return float(own)
 
+    def _first_lines(self, i: int, node: NodeSpec) -> float:
+        """Memory latencies before memory node `i`'s first token: a compressed scan reads its
+        fiber's bounds from its `seg` line and only then knows where its coordinates lie, so its
+        `seg` and first coordinate lines come in series (two); a load, one line. Along a chain of
+        memory nodes these add (SpMV's first product waits for a scan's two lines and the load's
+        one; docs/cycle-model.md, "First lines")."""
+        mem = self.t.memory
+        if not mem or i not in self.misses:
+            return 0.0
+        return float(mem.get("latency", 0)) * self.first_line_count(i)
+
+    def first_line_count(self, i: int) -> float:
+        """Memory node `i`'s lines in series before its first token (`_first_lines`); its stalls
+        are charged over the lines after them (`MemoryStalls.later_lines`)."""
+        return min(2.0 if self.spec.nodes[i].kind == "scan" else 1.0, self.misses.get(i, 0.0))
+
     def timeline(self) -> tuple[float, float]:
         """(when the last node finishes, the fill latency). A node starts once its inputs' first
         tokens arrive and works for its busy cycles, and cannot finish before its inputs' last
         tokens arrive plus its tail (what it still emits after its last input: a spacc's final
-        flush). The fill is the latency along the longest path from a root to a writer."""
+        flush). A memory node's first token also waits for its first lines (`_first_lines`).
+        The fill is the latency along the longest path from a root to a writer."""
         n = len(self.nodes)
         start, finish, lat = [0.0] * n, [0.0] * n, [0.0] * n
         for i, node in enumerate(self.spec.nodes):
             own = self._latency(node)
             if node.inputs:
                 srcs = [s for s, _ in node.inputs]
-                start[i] = max(start[s] for s in srcs) + own
+                start[i] = max(start[s] for s in srcs) + own + self._first_lines(i, node)
                 last_in = max(finish[s] for s in srcs) + own + self.tails.get(i, 1.0)
                 lat[i] = own + max(lat[s] for s in srcs)
             else:
                 last_in, lat[i] = 0.0, own
+                start[i] = self._first_lines(i, node)
             finish[i] = max(start[i] + self.nodes[i].busy, last_in)
         return max(finish, default=0.0), max(lat, default=0.0)
 

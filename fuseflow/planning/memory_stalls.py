@@ -27,8 +27,10 @@ class MemoryStalls:
     outs: list[list[Any]]  # each node's output streams (cycle_model.Stream)
     nodes: list[Any]  # cycle_model.NodeEstimate per node
     misses: dict[int, float]  # node id -> memory lines it waits for (reads)
+    seg_lines: dict[int, float]  # compressed scan id -> of its misses, the `seg` lines
     _readers: dict[int, list[int]] | None = None
     _latency: Callable[[Any], float]  # cycle_model._Model._latency: a node's own latency
+    first_line_count: Callable[[int], float]  # cycle_model._Model.first_line_count
 
     def memory_stalls(self) -> float:
         """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
@@ -72,11 +74,10 @@ class MemoryStalls:
         return mine
 
     _ACCUMULATORS = ("spacc", "reduce")
-    _STAY = 1.5
-    """Memory latencies a token of a pair in series stays in the feeder's FIFO to the
-    accumulator, at least, besides the path from the node to the accumulator: the shortest
-    round trip measured over the swept pairs at 32- and 64-token FIFOs (1.5-2.2 latencies;
-    docs/cycle-model.md, the twelfth rule of "Stalls of several nodes")."""
+    _STAY = 2.0
+    """Memory latencies each coordinate line of a pair in series' feeder waits, besides the path
+    from the node to the accumulator: the feeder's line, then the node's (docs/cycle-model.md,
+    the twelfth rule of "Stalls of several nodes")."""
 
     def _after_accumulator(
         self, feeders: list[int], above: dict[int, float], tail: dict[int, tuple[float, float]]
@@ -96,24 +97,31 @@ class MemoryStalls:
         return max(cands, key=lambda c: c[0], default=(0.0, 1.0))
 
     def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
-        """The stalls of a pair in series by Little's law: every token the feeder pushes into its
-        FIFO to the accumulator `acc` stays there at least `_STAY` latencies plus the path
-        from `node` to `acc`, so the FIFO's depth over that stay bounds the pair's rate, and no
-        line change of the feeder costs more than one stay; the pipeline's pace hides it once
-        (the form of `node_stalls`, with the stay for the latency). Per node, each stall less
-        its own FIFO's cover vanishes at deep FIFOs (a node alone keeps up) though the round
-        trip does not."""
+        """The stalls of a pair in series, beyond the pace: each coordinate line of the feeder
+        waits a round trip (`_STAY` latencies: the feeder's line, then the node's, plus the path
+        from `node` to the accumulator `acc`), since the feeder fills its FIFO to `acc` with the
+        line's first `fifo_depth` tokens and asks for its next line only once `acc` has popped
+        them; the line's tokens beyond a FIFO's worth follow at the pace. A line of fewer tokens
+        than the FIFO shares it with the next ones: by Little's law each token then stays one
+        round trip in the FIFO, which bounds the pair at fifo_depth tokens per round trip. Per
+        node, each stall less its own FIFO's cover vanishes at deep FIFOs (a node alone keeps
+        up) though the round trip does not. The feeder's `seg` lines are not counted: a fiber's
+        bounds do not travel to the accumulator."""
         mem = self.t.memory or {}
         depth = float(max(self.t.fifo_depth, 1))
         steps = max((s.tokens for s in self.outs[feeder]), default=0.0)
+        lines = self.misses[feeder] - self.seg_lines.get(feeder, 0.0)
+        if steps <= 0.0 or lines <= 0.0:
+            return 0.0
         path = {node: 0.0}
         for j in range(node + 1, acc + 1):  # the longest latency from node to acc (topological order)
             ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
             if ins:
                 path[j] = max(ins) + self._latency(self.spec.nodes[j])
-        stay = self._STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
-        c = max(pace / steps, 1.0) if steps > 0.0 else 1.0
-        return max(min(self.misses[feeder] * (stay - depth * c), steps * (stay / depth - c)), 0.0)
+        trip = self._STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
+        c = max(pace / steps, 1.0)
+        per_line = trip + max(steps / lines - depth, 0.0) * c
+        return max(min(lines * per_line, steps * trip / depth) - steps * c, 0.0)
 
     def _in_series(self, feeder: int, node: int) -> bool:
         """Whether memory node `node`'s stalls come after those of `feeder` (`_series_accumulator`)."""
@@ -166,13 +174,18 @@ class MemoryStalls:
         depth = float(max(self.t.fifo_depth, 1))
         pace = max((n.busy for n in self.nodes), default=0.0)
         own: dict[int, float] = {}
-        for i, misses in self.misses.items():
+        for i in self.misses:
             steps = max((s.tokens for s in self.outs[i]), default=0.0)
             if steps <= 0.0:
                 continue
             c = max(pace / steps, 1.0)
-            own[i] = min(misses * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
+            own[i] = min(self.later_lines(i) * max(latency - depth * c, 0.0), max(steps * (latency / depth - c), 0.0))
         return own
+
+    def later_lines(self, i: int) -> float:
+        """The lines memory node `i` waits for after its first ones, which the timeline charges
+        (`cycle_model._Model._first_lines`)."""
+        return max(self.misses[i] - self.first_line_count(i), 0.0)
 
     def memory_cycles(self) -> float:
         """With the memory model on: lines over the channels, plus one request's latency."""

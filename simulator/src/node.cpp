@@ -75,14 +75,14 @@ bool Node::follow_parent(int port, int k) {
   protocol_error("parent stream has " + describe(h) + " before its child stream ended");
 }
 
-void Node::request_lines(int slot, int64_t addr, int bytes, bool write) {
+void Node::request_lines(int slot, int64_t addr, int bytes, bool write, uint64_t after) {
   int64_t line = addr / mem_->line_bytes();
   int64_t last = (addr + bytes - 1) / mem_->line_bytes();
-  uint64_t ready = 0;
+  uint64_t ready = after;  // the address itself is known only then
   for (int64_t l = line; l <= last; ++l) {
     auto it = lines_.find(slot);
     if (it != lines_.end() && it->second.first == l) { ready = std::max(ready, it->second.second); continue; }
-    uint64_t done = mem_->request(now_);
+    uint64_t done = mem_->request(std::max(now_, after));
     if (!write) ++c_.mem_lines;
     lines_[slot] = {l, done};
     ready = std::max(ready, done);

@@ -55,7 +55,7 @@ class Scan : public Node {
           emit(0, Token::data(base_ * dim_ + pos_));
           emit(1, Token::data(pos_));
         } else {
-          mem_access(1, pos_ * 4, 4, false);
+          mem_access_after(seg_ready_, 1, pos_ * 4, 4);
           emit(0, Token::data(pos_));
           emit(1, Token::data(crd_[pos_]));
         }
@@ -67,6 +67,7 @@ class Scan : public Node {
       const Token& t = peek(0);
       Token s = Token::stop(0);
       if (t.is_stop()) { s = Token::stop(t.level + 1); take(0); }
+      wait_until(seg_ready_);  // the fiber's end is known once its seg line is in
       emit(0, s);
       emit(1, s);
       in_fiber_ = false;
@@ -82,12 +83,17 @@ class Scan : public Node {
           out_of_range("reference", r, seg_.size() - 1);
         pos_ = seg_[r]; end_ = seg_[r + 1];
         mem_access(0, r * 4, 8, false);
+        seg_ready_ = lines_ready();  // the fiber's bounds: its coordinates are read from then on
       }
       take(0);
       in_fiber_ = true;
       if (timing_ && timing_->scan_emit_on_pop && pos_ < end_ && room(0) && room(1)) {
         if (dense_) { emit(0, Token::data(base_ * dim_ + pos_)); emit(1, Token::data(pos_)); }
-        else { mem_access(1, pos_ * 4, 4, false); emit(0, Token::data(pos_)); emit(1, Token::data(crd_[pos_])); }
+        else {
+          mem_access_after(seg_ready_, 1, pos_ * 4, 4);
+          emit(0, Token::data(pos_));
+          emit(1, Token::data(crd_[pos_]));
+        }
         ++pos_;
       }
       return Step::Progress;
@@ -125,6 +131,7 @@ class Scan : public Node {
  private:
   bool dense_ = false, in_fiber_ = false;
   int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0;
+  uint64_t seg_ready_ = 0;  // when the open fiber's seg line arrives (memory model)
   std::vector<int64_t> seg_, crd_;
 };
 

@@ -48,3 +48,22 @@ def test_two_loads_of_one_array_each_fetch_its_lines():
     res.check()
     sim, _ = _loads(res, prog.estimate(arch="rda"))
     assert sorted(sim.values()) == [n // 16] * len(sim) and len(sim) >= 2
+
+
+def test_a_compressed_scan_asks_for_its_coordinates_once_the_fibers_bounds_arrive():
+    """A scanner learns where a fiber's coordinates lie from its `seg` line, so the coordinates'
+    line is requested only when that line arrives: the load of the values waits two memory
+    latencies, its own line a third, all in series; the cycle model charges the same chain."""
+    a = torch.zeros(4, 64)
+    a[0, 3], a[1, 40], a[3, 7], a[3, 9] = 1.0, 2.0, 3.0, 4.0
+    prog = fuseflow.compile(Scale(), (a.to_sparse_csr(),), schedule="full", arch="rda")
+    for latency in (80, 500):
+        arch = {"preset": "rda", "memory": {"latency": latency}}
+        res = prog.simulate(arch=arch, spans=True)
+        res.check()
+        startup = 20  # the rda preset's memory startup
+        (load,) = [n for r in res.regions for n in r.nodes if n["kind"] == "load"]
+        assert startup + 2 * latency <= load["first_active"] <= startup + 2 * latency + 4
+        assert startup + 3 * latency <= res.cycles <= startup + 3 * latency + 20
+        est = prog.estimate(arch=arch).cycles
+        assert 0.9 <= est / res.cycles <= 1.1, (latency, est, res.cycles)

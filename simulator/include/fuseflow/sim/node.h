@@ -249,7 +249,23 @@ class Node {
     (write ? c_.mem_writes : c_.mem_reads) += bytes;
     if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, write);
   }
-  void request_lines(int slot, int64_t addr, int bytes, bool write);
+  // A read whose address comes from a line that arrives at `after` (a fiber's bounds read from
+  // its `seg` line): its lines are asked for from then on, and this step's outputs wait for it.
+  void mem_access_after(uint64_t after, int slot, int64_t addr, int bytes) {
+    c_.mem_reads += bytes;
+    if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, false, after);
+  }
+  // This step's outputs wait until `ready` (a line an earlier step asked for, whose contents
+  // they depend on).
+  void wait_until(uint64_t ready) {
+    if (ready <= now_) return;
+    mem_ready_ = std::max(mem_ready_, ready);
+    step_costs_ = true;
+    refresh_out_at();
+  }
+  // The cycle the lines this step asked for arrive (0: none).
+  uint64_t lines_ready() const { return mem_ready_; }
+  void request_lines(int slot, int64_t addr, int bytes, bool write, uint64_t after = 0);
   void finish() { finished_ = true; }
   // Aligned value inputs all hold the control token `a` (a stop or D): consume one from each
   // input, forward it once; D finishes the node.
