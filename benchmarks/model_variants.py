@@ -216,12 +216,7 @@ class _PerToken(cycle_model._Model):
         mem = self.t.memory or {}
         depth = float(max(self.t.fifo_depth, 1))
         steps = max((o.tokens for o in self.outs[feeder]), default=0.0)
-        path = {node: 0.0}
-        for j in range(node + 1, acc + 1):
-            ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
-            if ins:
-                path[j] = max(ins) + self._latency(self.spec.nodes[j])
-        stay = self.STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
+        stay = self.STAY * float(mem.get("latency", 0)) + self._path_latency(node, acc)
         c = max(pace / steps, 1.0) if steps > 0.0 else 1.0
         return max(min(self.later_lines(feeder) * (stay - depth * c), steps * (stay / depth - c)), 0.0)
 

@@ -113,15 +113,19 @@ class MemoryStalls:
         lines = self.misses[feeder] - self.seg_lines.get(feeder, 0.0)
         if steps <= 0.0 or lines <= 0.0:
             return 0.0
-        path = {node: 0.0}
-        for j in range(node + 1, acc + 1):  # the longest latency from node to acc (topological order)
-            ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
-            if ins:
-                path[j] = max(ins) + self._latency(self.spec.nodes[j])
-        trip = self._STAY * float(mem.get("latency", 0)) + path.get(acc, 0.0)
+        trip = self._STAY * float(mem.get("latency", 0)) + self._path_latency(node, acc)
         c = max(pace / steps, 1.0)
         per_line = trip + max(steps / lines - depth, 0.0) * c
         return max(min(lines * per_line, steps * trip / depth) - steps * c, 0.0)
+
+    def _path_latency(self, node: int, acc: int) -> float:
+        """The longest latency of a path from `node` down to `acc` (ids in topological order)."""
+        path = {node: 0.0}
+        for j in range(node + 1, acc + 1):
+            ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
+            if ins:
+                path[j] = max(ins) + self._latency(self.spec.nodes[j])
+        return path.get(acc, 0.0)
 
     def _in_series(self, feeder: int, node: int) -> bool:
         """Whether memory node `node`'s stalls come after those of `feeder` (`_series_accumulator`)."""
