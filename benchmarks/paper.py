@@ -686,8 +686,7 @@ def markdown(
         ]
         out = _figures(out, rows, here)
         own = ROOT / "benchmarks" / "paper" / f"findings_{tier}.md"  # what this tier's runs show
-        if own.exists():
-            out.append(own.read_text())
+        out.append((own if own.exists() else ROOT / "benchmarks" / "paper" / "findings.md").read_text())
         return "\n".join(out)
     out = [
         "# FuseFlow's figures, ours beside the paper's",

@@ -167,6 +167,11 @@ def test_a_page_merged_from_several_runs_lists_each_run_and_the_rows_of_all(pape
     assert "- `python benchmarks/paper.py --figure 17 --tier paper` (12 s, peak 1.5 GB resident)" in page
     assert "--only gcn:cora` (30 s; x)" in page
     assert "## Figure 12" in page and "## Figure 17" in page and "| gcn | cora | full over op | 0.3 |" in page
+    findings = paper.ROOT / "benchmarks" / "paper"
+    assert page.rstrip().endswith((findings / "findings_paper.md").read_text().rstrip())
+    # a tier without findings of its own (medium) carries the general ones, as its one-run page does
+    medium = paper.markdown(rows, "medium", 42.4, md=tmp_path / "m.md", plots=tmp_path / "plots", runs=runs)
+    assert medium.rstrip().endswith((findings / "findings.md").read_text().rstrip())
 
 
 def test_reuse_takes_a_saved_runs_cycles_and_extends_it(paper, monkeypatch):
