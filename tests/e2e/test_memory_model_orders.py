@@ -214,10 +214,9 @@ def test_a_pair_in_series_waits_its_round_trip_at_deep_fifos(build, opts, order,
     """A scan feeding the load of the values at its positions and, directly, the accumulator
     below the load: each token waits in the scan's FIFO to the accumulator for both lines, so
     the pair streams at fifo_depth / round trip tokens a cycle whatever the depth. Charged so,
-    the estimate at 64-token FIFOs lies within 0.7-1.3x of the simulation (0.74x and 0.75x: the
-    scan's waits for its `seg` lines, which the round trip does not follow, are the rest); from
-    each node's stalls less its own FIFO's cover alone (nothing at this depth) it falls below
-    0.6x (0.52x and 0.43x)."""
+    the estimate at 64-token FIFOs lies within 0.75-1.25x of the simulation (0.97x and 1.11x);
+    from each node's stalls less its own FIFO's cover alone (nothing at this depth) it falls
+    below 0.7x (0.52x and 0.43x)."""
     from fuseflow.planning import memory_stalls
 
     model, args, formats = build(**opts)
@@ -230,6 +229,6 @@ def test_a_pair_in_series_waits_its_round_trip_at_deep_fifos(build, opts, order,
     def estimate() -> float:
         return next(e.cycles for e in prog.estimate(arch=DEEP).regions if e.name == region)
 
-    assert 0.7 <= estimate() / sim <= 1.3, (order, sim, estimate())
+    assert 0.75 <= estimate() / sim <= 1.25, (order, sim, estimate())
     monkeypatch.setattr(memory_stalls.MemoryStalls, "_round_trip", lambda self, *a: 0.0)
-    assert estimate() / sim < 0.6, (order, sim, estimate())
+    assert estimate() / sim < 0.7, (order, sim, estimate())
