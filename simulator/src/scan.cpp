@@ -55,7 +55,7 @@ class Scan : public Node {
           emit(0, Token::data(base_ * dim_ + pos_));
           emit(1, Token::data(pos_));
         } else {
-          mem_access_after(seg_ready_, 1, pos_ * 4, 4);
+          mem_access(1, pos_ * 4, 4, false, seg_ready_);
           emit(0, Token::data(pos_));
           emit(1, Token::data(crd_[pos_]));
         }
@@ -90,7 +90,7 @@ class Scan : public Node {
       if (timing_ && timing_->scan_emit_on_pop && pos_ < end_ && room(0) && room(1)) {
         if (dense_) { emit(0, Token::data(base_ * dim_ + pos_)); emit(1, Token::data(pos_)); }
         else {
-          mem_access_after(seg_ready_, 1, pos_ * 4, 4);
+          mem_access(1, pos_ * 4, 4, false, seg_ready_);
           emit(0, Token::data(pos_));
           emit(1, Token::data(crd_[pos_]));
         }

@@ -244,16 +244,12 @@ class Node {
     return s;
   }
   // Account a memory access of `bytes` at byte address `addr` of array `slot`; with the memory
-  // model on, this step's outputs wait for the line to arrive.
-  void mem_access(int slot, int64_t addr, int bytes, bool write) {
+  // model on, this step's outputs wait for the line to arrive. An access whose address comes
+  // from a line arriving at `after` (a fiber's bounds, read from its `seg` line) asks for its
+  // lines from then on.
+  void mem_access(int slot, int64_t addr, int bytes, bool write, uint64_t after = 0) {
     (write ? c_.mem_writes : c_.mem_reads) += bytes;
-    if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, write);
-  }
-  // A read whose address comes from a line that arrives at `after` (a fiber's bounds read from
-  // its `seg` line): its lines are asked for from then on, and this step's outputs wait for it.
-  void mem_access_after(uint64_t after, int slot, int64_t addr, int bytes) {
-    c_.mem_reads += bytes;
-    if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, false, after);
+    if (mem_ && mem_->enabled()) request_lines(slot, addr, bytes, write, after);
   }
   // This step's outputs wait until `ready` (a line an earlier step asked for, whose contents
   // they depend on).
