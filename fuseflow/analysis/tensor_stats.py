@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
+PATTERN_ENTRIES = 20_000_000
+"""Largest matrix (stored entries) whose pattern `TensorStats` keeps: 20M entries are ~100 MB."""
+
 
 @dataclass(frozen=True)
 class TensorStats:
@@ -44,6 +47,10 @@ class TensorStats:
     """Exact tensors: a digest per compressed level of the coordinate prefixes stored there
     (levels 0..L), so that two tensors with one pattern (a graph's edge values and its
     normalisation, both on the adjacency) are intersected as one coordinate set."""
+    pattern: scipy.sparse.csr_array | None = field(default=None, compare=False, repr=False)
+    """Matrices up to `PATTERN_ENTRIES` entries: the stored nonzeros as a boolean CSR in storage
+    order, so that the model can count what merging rows selected by another matrix keeps
+    (`cycle_model.row_unions`): real features are correlated, which no per-level count says."""
 
     def weighted_fiber(self, level: int, weights: np.ndarray) -> float | None:
         """Mean entries of a `level` fiber when fibers are visited `weights[c]` times each for
@@ -100,8 +107,15 @@ def level_counts(data, levels: Sequence[str], mode_order: Sequence[int], block: 
         counts.append(parent)
     structure = None if prefixes is None else _digests(prefixes, levels, dims)
     if len(dims) == 2 and not block:
-        lengths, frequencies = _matrix_profile(data, mode_order)
-        return TensorStats(dims, tuple(counts), fiber_lengths=lengths, frequencies=frequencies, structure=structure)
+        lengths, frequencies, pattern = _matrix_profile(data, mode_order)
+        return TensorStats(
+            dims,
+            tuple(counts),
+            fiber_lengths=lengths,
+            frequencies=frequencies,
+            structure=structure,
+            pattern=pattern,
+        )
     return TensorStats(dims, tuple(counts), structure=structure)
 
 
@@ -131,15 +145,19 @@ def _digests(prefixes: Sequence[np.ndarray | None], levels: Sequence[str], dims:
     return tuple(out)
 
 
-def _matrix_profile(data, mode_order: Sequence[int]) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray]]:
-    """A stored matrix's fiber lengths by outer coordinate, and `TensorStats.frequencies`."""
+def _matrix_profile(
+    data, mode_order: Sequence[int]
+) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray], scipy.sparse.csr_array | None]:
+    """A stored matrix's fiber lengths by outer coordinate, `TensorStats.frequencies`, and its
+    pattern (`TensorStats.pattern`; None above `PATTERN_ENTRIES`)."""
     if not scipy.sparse.issparse(data):  # counted on the array: a 768 x 3072 weight took 25 ms through scipy
         mask = np.asarray(data) != 0
         if tuple(mode_order) != (0, 1):
             mask = mask.T
         lengths = np.count_nonzero(mask, axis=1).astype(np.float64)
         inner = np.count_nonzero(mask, axis=0).astype(np.float64)
-        return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}
+        pattern = scipy.sparse.csr_array(mask) if lengths.sum() <= PATTERN_ENTRIES else None
+        return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}, pattern
     m = scipy.sparse.csr_array(data)
     if tuple(mode_order) != (0, 1):
         m = scipy.sparse.csr_array(m.T)
@@ -147,7 +165,10 @@ def _matrix_profile(data, mode_order: Sequence[int]) -> tuple[np.ndarray, dict[t
     m.eliminate_zeros()
     lengths = np.diff(m.indptr).astype(np.float64)
     inner = np.bincount(m.indices, minlength=m.shape[1]).astype(np.float64)
-    return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}
+    pattern = None
+    if m.nnz <= PATTERN_ENTRIES:
+        pattern = scipy.sparse.csr_array((np.ones(m.nnz, dtype=bool), m.indices, m.indptr), shape=m.shape)
+    return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}, pattern
 
 
 def _nonzero_mask(data, block: int) -> np.ndarray:

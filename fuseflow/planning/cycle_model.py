@@ -79,6 +79,7 @@ class Stream(NamedTuple):
     ref: tuple | None = None
     ref_pattern: frozenset | None = None  # the pattern of the coordinates the references sit at
     walk: Walk = UNKNOWN_WALK  # how a reference stream walks memory (unknown: a line per token)
+    parent_visits: Any = None  # a scan's output: visits of each parent coordinate (numpy), if known
 
     @property
     def depth(self) -> int:
@@ -384,6 +385,7 @@ class _Model(MemoryStalls, CoordinateOrigins):
         r = self.inp(node, 0)
         dim = int(node.params.get("dim", 1))
         refs = r.data * r.present
+        weights = None
         if node.params.get("format") == "dense":
             fiber = float(dim)
         else:
@@ -410,7 +412,9 @@ class _Model(MemoryStalls, CoordinateOrigins):
         rows = dense or fiber >= dim - 1e-9
         rw = r.walk
         walk = rw.walked(r.data, fiber, float(dim) if rows else fiber, rows and _LINE_ELEMS % max(dim, 1) == 0)
-        out = Stream(r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern, walk)
+        out = Stream(
+            r.counts + (n,), r.dims + (dim,), 1.0, r.vars + (node.var or "",), pattern, ref, pattern, walk, weights
+        )
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
         if node.params.get("format") == "dense":
@@ -494,7 +498,9 @@ class _Model(MemoryStalls, CoordinateOrigins):
         if order == 1:
             outer, k_per, inner = c[-3], c[-2] / max(c[-3], 1e-9), c[-1] / max(c[-2], 1e-9)
             N = max(d[-1], 1)
-            U = outer * N * union_fraction(inner / N, k_per)
+            U = self.merged_rows(self.inp(node, 0), self.inp(node, 1))
+            if U is None:
+                U = outer * N * union_fraction(inner / N, k_per)
             outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],), 1.0, v.vars[:-2] + v.vars[-1:])] * 2
             flushes = outer
         else:
