@@ -79,6 +79,7 @@ def _cases(quick: bool):
         cora = Path(ROOT.parent / "shared" / "data" / "planetoid" / "cora.npz")
         if cora.exists():
             out.append(("gcn-cora", gcn, dict(graph=str(cora)), ["unfused", "layer", "full"], False))
+            out.append(("graphsage-cora", graphsage, dict(graph=str(cora)), ["unfused", "layer", "full"], False))
     return out
 
 
