@@ -10,7 +10,7 @@ rules that create, translate and carry them across regions (docs/cycle-model.md,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import scipy.sparse
@@ -38,7 +38,7 @@ class CoordinateOrigins:
         self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent
         self.level_freq: dict[tuple, np.ndarray] = {}  # (identity, level, m) -> TensorStats.frequencies
         self.wpatterns: dict[str, dict[int, tuple[frozenset | None, tuple[str, ...]]]] = {}
-        self.atom_rows: dict[tuple, scipy.sparse.csr_array] = {}  # (identity, 1) -> a matrix's pattern
+        self.atom_rows: dict[tuple, scipy.sparse.csr_array | np.ndarray] = {}  # (identity, 1) -> its pattern
 
     def identity(self, tensor: str | None) -> tuple | None:
         """A stored tensor's identity across regions: its source name and level order."""
@@ -173,21 +173,29 @@ class CoordinateOrigins:
         return tuple(out)
 
 
+PatternLike: TypeAlias = scipy.sparse.csr_array | np.ndarray  # `TensorStats.pattern`: CSR, or an array's mask
+
+
+def _sparse(x: PatternLike) -> scipy.sparse.csr_array:
+    return x if scipy.sparse.issparse(x) else scipy.sparse.csr_array(x)
+
+
 ROW_UNION_WORK = 100_000_000
 """Most multiply-adds `row_unions` spends on one pattern product (scipy: about a second)."""
 
 _ROW_UNIONS: dict[tuple, np.ndarray | None] = {}
 
 
-def row_unions(q_key: object, Q: scipy.sparse.csr_array, p_key: object, P: scipy.sparse.csr_array) -> np.ndarray | None:
+def row_unions(q_key: object, Q: PatternLike, p_key: object, P: PatternLike) -> np.ndarray | None:
     """Entries per row of the pattern Q @ P, or None when the product costs more than
     `ROW_UNION_WORK`; memoised when both are named by structure digests (which name content)."""
     named = all(isinstance(k, tuple) and k[:1] == ("structure",) for k in (q_key, p_key))
     key = (q_key, p_key)
     if named and key in _ROW_UNIONS:
         return _ROW_UNIONS[key]
-    work = float(np.bincount(Q.indices, minlength=Q.shape[1]) @ np.diff(P.indptr))
-    out = None if work > ROW_UNION_WORK else np.diff((Q @ P).tocsr().indptr).astype(np.float64)
+    q, p = _sparse(Q), _sparse(P)
+    work = float(np.bincount(q.indices, minlength=q.shape[1]) @ np.diff(p.indptr))
+    out = None if work > ROW_UNION_WORK else np.diff((q @ p).tocsr().indptr).astype(np.float64)
     if named:
         if len(_ROW_UNIONS) > 64:
             _ROW_UNIONS.clear()

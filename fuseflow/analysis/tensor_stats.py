@@ -47,10 +47,11 @@ class TensorStats:
     """Exact tensors: a digest per compressed level of the coordinate prefixes stored there
     (levels 0..L), so that two tensors with one pattern (a graph's edge values and its
     normalisation, both on the adjacency) are intersected as one coordinate set."""
-    pattern: scipy.sparse.csr_array | None = field(default=None, compare=False, repr=False)
-    """Matrices up to `PATTERN_ENTRIES` entries: the stored nonzeros as a boolean CSR in storage
-    order, so that the model can count what merging rows selected by another matrix keeps
-    (`cycle_model.row_unions`): real features are correlated, which no per-level count says."""
+    pattern: scipy.sparse.csr_array | np.ndarray | None = field(default=None, compare=False, repr=False)
+    """Matrices up to `PATTERN_ENTRIES` entries (or mask elements): the stored nonzeros in storage
+    order, a boolean CSR or, for an array, its boolean mask (made sparse only when used), so that
+    the model can count what merging rows selected by another matrix keeps
+    (`coordinates.row_unions`): real features are correlated, which no per-level count says."""
 
     def weighted_fiber(self, level: int, weights: np.ndarray) -> float | None:
         """Mean entries of a `level` fiber when fibers are visited `weights[c]` times each for
@@ -147,7 +148,7 @@ def _digests(prefixes: Sequence[np.ndarray | None], levels: Sequence[str], dims:
 
 def _matrix_profile(
     data, mode_order: Sequence[int]
-) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray], scipy.sparse.csr_array | None]:
+) -> tuple[np.ndarray, dict[tuple[int, int], np.ndarray], scipy.sparse.csr_array | np.ndarray | None]:
     """A stored matrix's fiber lengths by outer coordinate, `TensorStats.frequencies`, and its
     pattern (`TensorStats.pattern`; None above `PATTERN_ENTRIES`)."""
     if not scipy.sparse.issparse(data):  # counted on the array: a 768 x 3072 weight took 25 ms through scipy
@@ -156,7 +157,7 @@ def _matrix_profile(
             mask = mask.T
         lengths = np.count_nonzero(mask, axis=1).astype(np.float64)
         inner = np.count_nonzero(mask, axis=0).astype(np.float64)
-        pattern = scipy.sparse.csr_array(mask) if lengths.sum() <= PATTERN_ENTRIES else None
+        pattern = mask if mask.size <= PATTERN_ENTRIES else None  # already built: kept, not copied
         return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}, pattern
     m = scipy.sparse.csr_array(data)
     if tuple(mode_order) != (0, 1):
