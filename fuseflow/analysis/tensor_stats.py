@@ -157,7 +157,11 @@ def _matrix_profile(
             mask = mask.T
         lengths = np.count_nonzero(mask, axis=1).astype(np.float64)
         inner = np.count_nonzero(mask, axis=0).astype(np.float64)
-        pattern = mask if mask.size <= PATTERN_ENTRIES else None  # already built: kept, not copied
+        pattern: scipy.sparse.csr_array | np.ndarray | None = None
+        if mask.size <= PATTERN_ENTRIES:
+            pattern = mask  # already built: kept, not copied
+        elif lengths.sum() <= PATTERN_ENTRIES:
+            pattern = scipy.sparse.csr_array(mask)
         return lengths, {(0, 0): (lengths > 0).astype(np.float64), (1, 0): lengths, (1, 1): inner}, pattern
     m = scipy.sparse.csr_array(data)
     if tuple(mode_order) != (0, 1):

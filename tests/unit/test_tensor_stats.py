@@ -59,3 +59,24 @@ def test_structure_digests_name_the_pattern_not_the_values_or_the_container(a, m
         assert other[1] != one[1]  # the entries moved
         rows_before, rows_after = set(nz[:, 0]), set(np.argwhere(moved != 0)[:, 0])
         assert (other[0] == one[0]) == (rows_before == rows_after)
+
+
+@settings(max_examples=40, deadline=None)
+@given(matrices(), st.sampled_from([(0, 1), (1, 0)]), st.integers(0, 700))
+def test_the_kept_pattern_is_the_stored_nonzeros_in_storage_order(a, mode_order, limit):
+    """`TensorStats.pattern`: an array's mask while it is small, a CSR of its nonzeros while they
+    are few, nothing beyond (`PATTERN_ENTRIES`, lowered here); the same nonzeros either way."""
+    from unittest import mock
+
+    expected = (a != 0) if mode_order == (0, 1) else (a != 0).T
+    for data in (a, sp.csr_matrix(a)):
+        with mock.patch("fuseflow.analysis.tensor_stats.PATTERN_ENTRIES", limit):
+            got = level_counts(data, ("dense", "compressed"), mode_order).pattern
+        if np.count_nonzero(a) > limit:
+            assert got is None
+            continue
+        assert got is not None
+        if not sp.issparse(data) and a.size > limit:
+            assert sp.issparse(got)  # a large array keeps only its nonzeros
+        dense = got.toarray() if sp.issparse(got) else np.asarray(got)
+        np.testing.assert_array_equal(dense.astype(bool), expected)
