@@ -34,6 +34,8 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
   counted) instead of per coordinate line;
 - `turns`: the model, where across an accumulator whose output fibers outgrow a FIFO the stages
   above and below take turns for the share the FIFO cannot hold (`--share` of it);
+- `undrained`: the model before its fourteenth rule (a load below an accumulator whose fibers
+  outgrow a FIFO waits in series with the chain above while each fiber drains);
 
 A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
 to `RULES`.
@@ -257,6 +259,14 @@ class _Turns(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
+class _Undrained(cycle_model._Model):
+    """The model before its fourteenth rule: a load below an accumulator overlaps the chain
+    above while the accumulator drains its fibers."""
+
+    def _drain_stalls(self, node: int, drain) -> float:
+        return 0.0
+
+
 class _Floorless(cycle_model._Model):
     """The model without the round trip under a pair in series (before its twelfth rule)."""
 
@@ -277,6 +287,7 @@ RULES: dict[str, type[cycle_model._Model]] = {
     "pertoken": _PerToken,
     "floorless": _Floorless,
     "turns": _Turns,
+    "undrained": _Undrained,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
     "model": cycle_model._Model,

@@ -49,16 +49,53 @@ class MemoryStalls:
         chain: dict[int, float] = {}
         above: dict[int, float] = {}  # node -> the worst chain of memory nodes at or above it
         tail: dict[int, tuple[float, float]] = {}  # node -> (chain above an accumulator above it, its fibers)
+        drains: dict[int, tuple[float, float, float]] = {}  # node -> (chain above, fibers, tokens a fiber)
         for i, node in enumerate(self.spec.nodes):  # topological order: feeders first
             feeders = [s for s, _ in node.inputs]
             tail[i] = self._after_accumulator(feeders, above, tail)
+            drain = self._drained(feeders, above, drains)
+            if drain is not None:
+                drains[i] = drain
             if i in own:
                 self.nodes[i].busy += own[i]
                 mine = self._behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
-                chain[i] = max(mine, before + mine / fibers)
+                chain[i] = max(mine, before + mine / fibers, self._drain_stalls(i, drain))
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
+
+    def _drained(
+        self, feeders: list[int], above: dict[int, float], drains: dict[int, tuple[float, float, float]]
+    ) -> tuple[float, float, float] | None:
+        """The accumulator whose output fibers reach this node token for token (directly or
+        through nodes that are not scans): the worst chain of memory nodes above it, its
+        fibers and its output tokens a fiber; None when there is none."""
+        cands = [drains[s] for s in feeders if s in drains and self.spec.nodes[s].kind != "scan"]
+        for s in feeders:
+            if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+                counts = self.outs[s][0].counts
+                fibers = max(counts[-2], 1.0) if len(counts) >= 2 else 1.0
+                cands.append((above.get(s, 0.0), fibers, counts[-1] / fibers))
+        return max(cands, default=None)
+
+    def _drain_stalls(self, node: int, drain: tuple[float, float, float] | None) -> float:
+        """A load below an accumulator whose output fibers hold more tokens than a FIFO, in series
+        with the chain above: the accumulator drains a fiber before it reads the next one, and
+        while the fiber's tokens beyond a FIFO's worth wait for the load's lines (`latency x
+        min(lines per token, 1 / fifo_depth)` a token: a line a token at most, a FIFO's worth
+        of tokens in flight), the stages above wait too. A linear's bias load after its
+        accumulator, once per output row (docs/cycle-model.md, the fourteenth rule of "Stalls of
+        several nodes"). 0 when it does not apply."""
+        mem = self.t.memory or {}
+        if drain is None or self.spec.nodes[node].kind != "load" or self.nodes[node].tokens <= 0.0:
+            return 0.0
+        up, fibers, fiber = drain
+        depth = float(max(self.t.fifo_depth, 1))
+        tokens = self.nodes[node].tokens
+        per_token = float(mem.get("latency", 0)) * min(self.misses.get(node, 0.0) / tokens, 1.0 / depth)
+        per_drained = tokens / fibers / max(fiber, 1e-9) * per_token  # the load's time per drained token
+        extra = fibers * max(fiber - depth, 0.0) * max(per_drained - float(self.t.ii), 0.0)
+        return up + extra if extra > 0.0 else 0.0
 
     def _behind_feeders(
         self, node: int, feeders: list[int], own: dict[int, float], chain: dict[int, float], pace: float
