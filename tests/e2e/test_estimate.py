@@ -260,3 +260,44 @@ def test_a_fused_aggregation_of_shared_features_is_counted_on_the_data(monkeypat
     assert guess.cycles == pytest.approx(region.cycles, rel=0.10)
     monkeypatch.setattr(CoordinateOrigins, "merged_rows", lambda self, inner, outer: None)
     assert prog.estimate().cycles > 1.3 * region.cycles
+
+
+def _matmul():
+    """`a @ b` as a module."""
+    import torch
+
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    return MatMul()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(4, 40),
+    k=st.integers(4, 40),
+    m=st.integers(4, 40),
+    da=st.sampled_from([0.05, 0.2, 0.5]),
+    db=st.sampled_from([0.05, 0.2, 0.5]),
+    seed=st.integers(0, 1000),
+)
+def test_gustavsons_accumulator_is_counted_exactly_on_random_sparse_inputs(n, k, m, da, db, seed):
+    """SpGEMM in Gustavson's order (`i,k,j`: row i of the result merges the rows of B picked
+    by row i of A): the accumulator's output is exactly the pattern of A @ B, so the model's
+    tokens for it equal the simulator's whatever the shapes and densities."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    a = torch.rand(n, k, generator=g) * (torch.rand(n, k, generator=g) < da)
+    b = torch.rand(k, m, generator=g) * (torch.rand(k, m, generator=g) < db)
+    base = fuseflow.compile(_matmul(), (a, b), formats={"a": "csr", "b": "csr"}, schedule="full")
+    prog = base.reorder({base.graphs[0].name: "i,k,j"})
+    res = prog.simulate()
+    res.check()
+    est = prog.estimate()
+    graph = prog.graphs[0]
+    (acc,) = [i for i, node in enumerate(graph.nodes) if node.kind == "spacc"]
+    region = next(r for r in res.regions if r.name == graph.name)
+    guess = next(e for e in est.regions if e.name == graph.name)
+    assert guess.nodes[acc].tokens == pytest.approx(region.nodes[acc]["tokens_out"], abs=0.5)
