@@ -125,7 +125,7 @@ class CoordinateOrigins:
         P picked by the coordinates (`outer`, at ``r, u``) of a stored matrix Q's rows, output fiber
         r holds the entries of row r of the pattern Q @ P: the aggregation of neighbours' features.
         Real neighbours share features (the words of citing papers), so the independent union
-        overstates it (GraphSAGE full fusion on Cora-ML by 1.7x, docs/cycle-model.md)."""
+        overstates it (GraphSAGE full fusion on Cora by 1.7x, docs/cycle-model.md)."""
         if not inner.pattern or not outer.pattern or len(inner.pattern) != 1 or len(outer.pattern) != 1:
             return None
         (q_atom,) = tuple(outer.pattern)
