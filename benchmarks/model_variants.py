@@ -265,49 +265,25 @@ class _Undrained(cycle_model._Model):
     """The model before its fourteenth rule: a load below an accumulator overlaps the chain
     above while the accumulator drains its fibers."""
 
-    def _drain_stalls(self, node: int, drain) -> float:
+    def _drain_stalls(self, node: int, drain, mine: float) -> float:
         return 0.0
 
 
 class _DrainAll(cycle_model._Model):
-    """The model, where the drain rule also covers memory nodes reached through scans below the
-    accumulator, charged their own chain per drained token (GPT's fused FFN: each drained up
-    projection value starts a fiber of the down projection's weight)."""
+    """The model, where the drain rule also follows the drain through scans and covers the
+    memory nodes there, charged their own chain per drained token (GPT's fused FFN: each
+    drained up projection value starts a fiber of the down projection's weight)."""
 
-    def memory_stalls(self) -> float:
-        own = self.node_stalls()
-        pace = max((n.busy for n in self.nodes), default=0.0)
+    _DRAIN_STOPS: tuple[str, ...] = ()
+
+    def _drain_stalls(self, node: int, drain, mine: float) -> float:
+        if drain is None or self.spec.nodes[node].kind == "load":
+            return super()._drain_stalls(node, drain, mine)
+        up, fibers, fiber = drain
         depth = float(max(self.t.fifo_depth, 1))
-        chain: dict[int, float] = {}
-        above: dict[int, float] = {}
-        tail: dict[int, tuple[float, float]] = {}
-        drains: dict[int, tuple[float, float, float]] = {}
-        for i, node in enumerate(self.spec.nodes):
-            feeders = [s for s, _ in node.inputs]
-            tail[i] = self._after_accumulator(feeders, above, tail)
-            cands = [drains[s] for s in feeders if s in drains]
-            for s in feeders:
-                if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
-                    counts = self.outs[s][0].counts
-                    fibers = max(counts[-2], 1.0) if len(counts) >= 2 else 1.0
-                    cands.append((above.get(s, 0.0), fibers, counts[-1] / fibers))
-            drain = max(cands, default=None)
-            if drain is not None:
-                drains[i] = drain
-            if i in own:
-                self.nodes[i].busy += own[i]
-                mine = self._behind_feeders(i, feeders, own, chain, pace)
-                before, fibers = tail[i]
-                drained = self._drain_stalls(i, self._drained(feeders, above, drains))
-                chain[i] = max(mine, before + mine / fibers, drained)
-                if drain is not None and self.spec.nodes[i].kind != "load":
-                    up, fl, n = drain
-                    per = mine / max(fl * n, 1e-9)
-                    extra = fl * max(n - depth, 0.0) * max(per - float(self.t.ii), 0.0)
-                    if extra > 0:
-                        chain[i] = max(chain[i], up + extra)
-            above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
-        return max(chain.values(), default=0.0)
+        per = mine / max(fibers * fiber, 1e-9)
+        extra = fibers * max(fiber - depth, 0.0) * max(per - float(self.t.ii), 0.0)
+        return up + extra if extra > 0.0 else 0.0
 
 
 class _Floorless(cycle_model._Model):

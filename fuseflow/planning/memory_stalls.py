@@ -60,7 +60,7 @@ class MemoryStalls:
                 self.nodes[i].busy += own[i]
                 mine = self._behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
-                chain[i] = max(mine, before + mine / fibers, self._drain_stalls(i, drain))
+                chain[i] = max(mine, before + mine / fibers, self._drain_stalls(i, drain, mine))
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
 
@@ -70,7 +70,7 @@ class MemoryStalls:
         """The accumulator whose output fibers reach this node token for token (directly or
         through nodes that are not scans): the worst chain of memory nodes above it, its
         fibers and its output tokens a fiber; None when there is none."""
-        cands = [drains[s] for s in feeders if s in drains and self.spec.nodes[s].kind != "scan"]
+        cands = [drains[s] for s in feeders if s in drains and self.spec.nodes[s].kind not in self._DRAIN_STOPS]
         for s in feeders:
             if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
                 counts = self.outs[s][0].counts
@@ -78,14 +78,18 @@ class MemoryStalls:
                 cands.append((above.get(s, 0.0), fibers, counts[-1] / fibers))
         return max(cands, default=None)
 
-    def _drain_stalls(self, node: int, drain: tuple[float, float, float] | None) -> float:
+    _DRAIN_STOPS: tuple[str, ...] = ("scan",)
+    """Kinds past which an accumulator's drain is not followed: a scan turns each drained token
+    into a fiber, not one token."""
+
+    def _drain_stalls(self, node: int, drain: tuple[float, float, float] | None, mine: float) -> float:
         """A load below an accumulator whose output fibers hold more tokens than a FIFO, in series
         with the chain above: the accumulator drains a fiber before it reads the next one, and
         while the fiber's tokens beyond a FIFO's worth wait for the load's lines (`latency x
         min(lines per token, 1 / fifo_depth)` a token: a line a token at most, a FIFO's worth
         of tokens in flight), the stages above wait too. A linear's bias load after its
         accumulator, once per output row (docs/cycle-model.md, the fourteenth rule of "Stalls of
-        several nodes"). 0 when it does not apply."""
+        several nodes"). 0 when it does not apply; `mine` (the node's own chain) is unused here."""
         mem = self.t.memory or {}
         if drain is None or self.spec.nodes[node].kind != "load" or self.nodes[node].tokens <= 0.0:
             return 0.0

@@ -273,6 +273,6 @@ def test_a_load_below_an_accumulator_holds_it_up_while_each_fiber_drains(hidden,
     assert 0.95 <= estimate(prog) / sim <= 1.08, (hidden, sim, estimate(prog))
     plain = _pruned_linear(hidden, bias=False)
     without_rule = estimate(plain)
-    monkeypatch.setattr(memory_stalls.MemoryStalls, "_drain_stalls", lambda self, node, drain: 0.0)
+    monkeypatch.setattr(memory_stalls.MemoryStalls, "_drain_stalls", lambda self, node, drain, mine: 0.0)
     assert estimate(prog) / sim < 0.95, (hidden, sim, estimate(prog))
     assert estimate(plain) == without_rule  # no load below the accumulator: nothing to drain
