@@ -40,6 +40,7 @@ def compile(
     order: str | Mapping[str, str] | None = None,
     passes: str | Sequence[PassStep] | None = None,
     arch: Any = None,
+    max_lanes: int | None = None,
 ) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
@@ -58,10 +59,12 @@ def compile(
     (``[fuseflow.passes.step("block", size=16)]``).
     `arch`: the machine (a preset name, a TOML file, a dict or an `Arch`) that ``order=auto``
     and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
-    `simulate()` and `estimate()` default to it. Default: ``comal``.
+    `simulate()` and `estimate()` default to it. Default: ``comal``. On a finite fabric,
+    ``schedule="auto"`` also gives each region its lanes, at most `max_lanes` (default: the
+    arch's ``[arch.fabric] max_lanes``, 16).
     """
     with old_objects_frozen():
-        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch)
+        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch, max_lanes)
 
 
 def _compile(
@@ -73,6 +76,7 @@ def _compile(
     order: str | Mapping[str, str] | None,
     passes: str | Sequence[PassStep] | None,
     arch: Any,
+    max_lanes: int | None = None,
 ) -> Program:
     if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         found = plan(
@@ -84,6 +88,7 @@ def _compile(
             passes=passes,
             constraints=schedule if isinstance(schedule, Schedule) else None,
             arch=arch,
+            max_lanes=max_lanes,
         )
         found.program.plan = found
         return found.program
@@ -129,6 +134,9 @@ def lower_program(
         listed = listing(main_func(module))
         infos = listed.infos
         res = assign_regions(main_func(module), schedule, imported.containers, imported.module_classes, listed)
+        region_ops: dict[str, set[int]] = {}
+        for name, op in zip(res.names, listed.index_of, strict=True):
+            region_ops.setdefault(name, set()).add(op)
         steps = user + _region_steps(res.options)
         order = _with_region_orders(_order_spec(order, steps), res)
         pipeline = _pipeline(steps, order)
@@ -194,6 +202,7 @@ def lower_program(
         assigns=assigns,
         arch=arch,
         relower=relower,
+        region_ops={r: tuple(sorted(ops)) for r, ops in region_ops.items()},
         _sam_printed=sam_printed,
     )
 

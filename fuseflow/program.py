@@ -64,6 +64,7 @@ class Program:
     assigns: dict[str, list] = field(default_factory=dict)  # region -> outputs in index notation (sim/values.py)
     arch: Any = None  # the machine orders were ranked for; simulate() and estimate() default to it
     relower: Any = None  # order -> Program: the compile driver's lowering of this model (reorder)
+    region_ops: dict[str, tuple[int, ...]] = field(default_factory=dict)  # region -> its PyTorch-level ops
     _sam_printed: str | None = field(default=None, repr=False)
 
     @property

@@ -43,6 +43,7 @@ from fuseflow.fabric.resources import FitError, fits
 from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
 from fuseflow.planning.cycle_model import Timing, model_approximates
+from fuseflow.planning.fill import LanePlan, fill
 from fuseflow.planning.rank import ranker_options
 from fuseflow.planning.segmentations import band, best_splits, count_segmentations, k_best, most_of
 from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
@@ -104,12 +105,18 @@ class Candidate:
     status: str = ""
     schedule: Any = None  # a Schedule, or a built-in's name
     builtin: str | None = None  # a built-in schedule (its regions need not be unit segments)
+    lanes: dict[str, str] = field(default_factory=dict)  # region -> par (``i:8``) chosen by `fill`
+    lanes_by: str = ""  # which lane assignment: ``greedy``, ``uniform 8``, ...
 
     def describe(self, units: list[Unit]) -> str:
-        """The segmentation by unit labels (`a,b | c`), or the built-in's name."""
+        """The segmentation by unit labels (`a,b | c`), or the built-in's name; its lanes, if any."""
         if self.builtin is not None:
-            return f"built-in schedule {self.builtin!r}"
-        return " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
+            base = f"built-in schedule {self.builtin!r}"
+        else:
+            base = " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
+        if not self.lanes_by:
+            return base
+        return f"{base} + lanes ({self.lanes_by}: {len(self.lanes)} region(s) parallel)"
 
     @property
     def error(self) -> float | None:
@@ -131,6 +138,7 @@ class Plan:
     simulated_cycles: int  # the cost of confirming: cycles simulated in total
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    lanes: LanePlan | None = None  # on a finite fabric: each region's lanes and units (fuseflow/planning/fill.py)
 
     @property
     def chosen(self) -> Candidate:
@@ -152,6 +160,8 @@ class Plan:
             f"{self.compiles} compiles, {len(self.candidates)} candidates, "
             f"{self.simulated_cycles:,} cycles simulated, {self.wall_s:.1f} s"
         )
+        if self.lanes is not None:
+            lines += self.lanes.explain()
         lines.append(f"chosen: {self.schedule!r}")
         return "\n".join(lines)
 
@@ -253,7 +263,7 @@ class Space:
         self.lowerings: dict[tuple, Any] = {}  # region lowerings shared by every compile (lower_module)
         self.values: dict[tuple, Any] = {}  # regions' values on the example inputs (OrderRanker._evaluate)
 
-    def compile(self, segments: Sequence[tuple[int, int]] | str, order: Any = None, quick: bool = False):
+    def compile(self, segments: Sequence[tuple[int, int]] | str | Schedule, order: Any = None, quick: bool = False):
         """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
         orders ranked on a shortlist of `QUICK_TOP`, and a region ranked in an earlier compile
         keeps its order (`OrderRanker.memo`)."""
@@ -261,7 +271,7 @@ class Space:
 
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
-        sched = segments if isinstance(segments, str) else self.schedule(segments)
+        sched = segments if isinstance(segments, str | Schedule) else self.schedule(segments)
         opts: dict[str, Any] = (
             {"top": QUICK_TOP, "memo": self.quick_memo, "picks": self.quick_picks}
             if quick
@@ -383,13 +393,16 @@ def plan(
     progress=None,
     strategy: Any = "sequential",
     lower: Lower | None = None,
+    max_lanes: int | None = None,
 ) -> Plan:
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``).
     `strategy`: how the regions will run on the fabric (docs/fabric.md); the finalists are
     estimated and simulated under it, so the choice is the fastest makespan simulated (the
     cover still ranks segments by the sum of their predicted cycles). `lower`: the compile
-    driver's `lower_program` (default: the one `fuseflow.compiler` registers)."""
+    driver's `lower_program` (default: the one `fuseflow.compiler` registers). On a finite
+    fabric the simulated candidates then get lanes per region (`fill`), at most `max_lanes`
+    (default: the arch's ``max_lanes``, else 16)."""
     t0 = time.perf_counter()
     space = Space(
         model,
@@ -446,7 +459,8 @@ def plan(
 
     def confirm(c: Candidate, why: str) -> None:
         say(f"confirming: {c.describe(units)}")
-        prog = programs[id(c)] = space.compile(c.builtin or c.segments, order)
+        what = c.schedule if c.lanes_by else c.builtin or c.segments
+        prog = programs[id(c)] = space.compile(what, order)
         est = prog.estimate(arch=arch, strategy=strategy)
         c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
         res = prog.simulate(arch=arch, strategy=strategy)
@@ -461,6 +475,12 @@ def plan(
         except FuseflowError as e:
             c.status = f"failed: {str(e).splitlines()[0][:80]}"
     _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
+    lanes = None
+    fabric = Arch.resolve(arch).fabric if arch is not None else None
+    if fabric is not None:  # 4. fill the fabric: each simulated candidate's regions get lanes
+        simulated_ = [c for c in cands if c.simulated_cycles is not None]
+        lanes = fill(simulated_, programs, arch, strategy, max_lanes, confirm, say, notes)
+        cands += [c for c in lanes.candidates if c not in cands]
     done = [c for c in cands if c.simulated_cycles is not None]
     if not done and too_big:
         raise FitError(
@@ -473,8 +493,10 @@ def plan(
     win.status = "chosen"
     program = programs[id(win)]
     program.schedule = "auto"
-    schedule = win.schedule if win.builtin is None else as_schedule(win.builtin)
-    return Plan(program, schedule, units, cands, space.compiles, simulated[0], time.perf_counter() - t0, notes)
+    schedule = win.schedule if win.builtin is None or win.lanes_by else as_schedule(win.builtin)
+    if lanes is not None:
+        lanes.choose(win, program)
+    return Plan(program, schedule, units, cands, space.compiles, simulated[0], time.perf_counter() - t0, notes, lanes)
 
 
 def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):

@@ -25,6 +25,7 @@ table's own then override (tables such as ``memory`` and ``fabric`` key by key):
     compute = 384             # compute units (PE tiles)
     memory = 128              # memory units (MEM tiles)
     reconfig_cycles = 1000    # cycles to load a region's configuration onto its units
+    max_lanes = 16            # the most lanes schedule="auto" gives a region (default 16)
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ KIND_KEYS = set(ARCH_KEYS["kinds"])
 MEMORY_KEYS = set(ARCH_KEYS["memory"])
 
 
-FABRIC_KEYS = ("compute", "memory", "reconfig_cycles")
+FABRIC_KEYS = ("compute", "memory", "reconfig_cycles", "max_lanes")
 RESOURCES = ("compute", "memory")
 """Fabric resource classes; each primitive's comes from the simulator's table (`primitives.RESOURCE`)."""
 
@@ -60,6 +61,7 @@ class Fabric:
     compute: int
     memory: int
     reconfig_cycles: int = 0
+    max_lanes: int = 16  # the most lanes the planner gives one region (fuseflow/planning/lanes.py)
 
     def capacity(self, resource: str) -> int:
         """Units of one resource class (`compute` or `memory`)."""
@@ -181,6 +183,7 @@ def _fabric(v: Any, name: str) -> Fabric:
         reconfig_cycles=_positive(
             v.get("reconfig_cycles", 0), f"architecture {name}: fabric.reconfig_cycles", zero=True
         ),
+        max_lanes=_positive(v.get("max_lanes", 16), f"architecture {name}: fabric.max_lanes"),
     )
 
 

@@ -1,0 +1,172 @@
+"""Step 4 of ``schedule="auto"`` on a finite fabric: lanes for the candidates it simulated.
+
+For every simulated candidate, the regions' lane menus
+(`lanes.lane_menu`) are placed on the fabric under the strategy's placement (``sequential``
+places one region at a time; every other strategy may run regions side by side, which
+``concurrent`` models) and the assignments of `lanes.assignments` are weighed by their
+predicted makespan. The best of each base, when predicted at least `lanes.MIN_GAIN` faster
+than the base, is ranked by that prediction times the model's error on the base (its simulated
+over its predicted makespan); the `BASES` best become candidates of their own: the base's
+rules plus one ``par=`` rule per laned region, compiled, estimated and simulated like every
+finalist, so the planner's choice stays the fastest program it simulated (docs/fabric.md, "Filling the fabric").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fuseflow.errors import FuseflowError, SimulationError
+from fuseflow.planning.lanes import (
+    MIN_GAIN,
+    LaneOption,
+    Menu,
+    assignments,
+    lane_cap,
+    lane_menu,
+    lane_rules,
+    utilization,
+)
+from fuseflow.schedule.rules import Schedule, as_schedule
+from fuseflow.sim.arch import Arch
+
+BASES = 2
+"""Lane candidates confirmed (each one compile and simulation): those of the simulated candidates
+whose best assignment is predicted fastest, scaled by the model's error on the candidate itself."""
+
+
+@dataclass
+class LanePlan:
+    """What filling the fabric weighed: per base candidate, each assignment's predicted makespan,
+    and for the chosen program each region's lanes, units and predicted cycles."""
+
+    candidates: list[Any] = field(default_factory=list)  # the lane candidates added (planner Candidates)
+    weighed: list[tuple[str, str, int]] = field(default_factory=list)  # (base, assignment, predicted makespan)
+    menus: dict[int, Menu] = field(default_factory=dict)  # id(candidate) -> its base's menu
+    choices: dict[int, dict[str, LaneOption]] = field(default_factory=dict)  # id(candidate) -> its lanes
+    placement: str = "sequential"
+    rows: list[tuple[str, str, dict[str, int], float]] = field(default_factory=list)  # the chosen program's
+    predicted_utilization: dict[str, float] = field(default_factory=dict)
+
+    def choose(self, win: Any, program: Any) -> None:
+        """Record the chosen program's lanes per region (one lane where the winner has none)."""
+        menu = self.menus.get(id(win))
+        choice = self.choices.get(id(win))
+        if menu is None or choice is None:
+            return
+        self.rows = [(r, o.describe(), dict(o.units), o.cycles) for r, o in choice.items()]
+        self.predicted_utilization = utilization(menu, choice, self.placement)
+
+    def explain(self) -> list[str]:
+        """`Plan.explain`'s lines on lanes: what was weighed, then the chosen program's regions."""
+        lines = [f"lanes (placed {self.placement} by the cycle model):"]
+        for base, name, span in self.weighed:
+            lines.append(f"  {span:>12,} predicted  {name:<10}  on {base}")
+        if self.rows:
+            lines.append(f"  {'region':<24} {'lanes':<16} {'compute':>8} {'memory':>8} {'predicted':>12}")
+            for r, lanes, units, cycles in self.rows:
+                lines.append(
+                    f"  {r:<24} {lanes:<16} {units.get('compute', 0):>8} {units.get('memory', 0):>8} {cycles:>12,.0f}"
+                )
+            util = ", ".join(f"{k} {v:.0%}" for k, v in self.predicted_utilization.items())
+            lines.append(f"  predicted busy: {util}")
+        return lines
+
+
+def placement_of(strategy: Any) -> str:
+    """How the strategy places regions, for the lane search: one at a time, or side by side."""
+    from fuseflow.fabric.strategy import resolve
+
+    return "sequential" if resolve(strategy).name == "sequential" else "concurrent"
+
+
+def fill(
+    simulated: Sequence[Any],
+    programs: Mapping[int, Any],
+    arch: Any,
+    strategy: Any,
+    max_lanes: int | None,
+    confirm: Callable[[Any, str], None],
+    say: Callable[[str], None],
+    notes: list[str],
+) -> LanePlan:
+    """Lane candidates for the fastest simulated candidates (module docstring), each confirmed."""
+    arch_ = Arch.resolve(arch)
+    assert arch_.fabric is not None
+    cap = lane_cap(arch_, max_lanes)
+    out = LanePlan(placement=placement_of(strategy))
+    if cap < 2:
+        notes.append(f"lanes: max_lanes={cap}: every region runs one lane")
+        return out
+    weighed_bases = []
+    for base in simulated:
+        program = programs.get(id(base))
+        if program is None:
+            continue
+        desc = base.describe([]) if base.builtin else f"candidate simulated at {base.simulated_cycles:,}"
+        say(f"lanes: weighing lanes for {desc}")
+        menu = lane_menu(program, arch_, max_lanes=cap)
+        _keep_expressible(menu, program.region_ops)
+        one = menu.makespan(menu.one_lane(), out.placement)
+        out.weighed.append((desc, "1 lane", one))
+        out.menus[id(base)] = menu
+        out.choices[id(base)] = menu.one_lane()
+        weighed = assignments(menu, out.placement, cap)
+        spans = {name: menu.makespan(choice, out.placement) for name, choice in weighed.items()}
+        out.weighed += [(desc, name, span) for name, span in spans.items()]
+        best = min(spans, key=lambda n: spans[n])
+        if spans[best] > one * (1 - MIN_GAIN):
+            continue
+        # the model's error on this base, measured by its simulation, scales its lanes' prediction
+        error = base.simulated_cycles / max(one, 1)
+        weighed_bases.append((spans[best] * error, base, menu, best, weighed[best]))
+    weighed_bases.sort(key=lambda w: w[0])
+    for _, base, menu, best, choice in weighed_bases[:BASES]:
+        program = programs[id(base)]
+        base_rules = as_schedule(base.builtin).ruleset if base.builtin else base.schedule.ruleset
+        schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
+        laned = {r: o.par for r, o in choice.items() if o.par is not None}
+        cand = replace(
+            base, schedule=schedule, lanes=laned, lanes_by=best, simulated_cycles=None, status="", estimate_cycles=0.0
+        )
+        try:
+            confirm(cand, "simulated (lanes)")
+        except SimulationError as e:
+            # a deadlock the menu did not foresee: weigh half the lanes once more
+            cand.status = f"failed: {str(e).splitlines()[0][:80]}"
+            out.candidates.append(cand)
+            half = max(o.factor for o in choice.values()) // 2
+            notes.append(f"lanes: {cand.describe([])} failed ({str(e).splitlines()[0][:60]}); retried at {half} lanes")
+            menu = lane_menu(program, arch_, max_lanes=half)
+            _keep_expressible(menu, program.region_ops)
+            weighed = assignments(menu, out.placement, half)
+            best = min(weighed, key=lambda n: menu.makespan(weighed[n], out.placement))
+            choice = weighed[best]
+            schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
+            laned = {r: o.par for r, o in choice.items() if o.par is not None}
+            cand = replace(cand, schedule=schedule, lanes=laned, lanes_by=f"{best}, at most {half}", status="")
+            try:
+                confirm(cand, "simulated (lanes)")
+            except FuseflowError as e2:
+                cand.status = f"failed: {str(e2).splitlines()[0][:80]}"
+        except FuseflowError as e:
+            cand.status = f"failed: {str(e).splitlines()[0][:80]}"
+        out.candidates.append(cand)
+        out.menus[id(cand)] = menu
+        out.choices[id(cand)] = choice
+    return out
+
+
+def _keep_expressible(menu: Menu, region_ops: Mapping[str, tuple[int, ...]]) -> None:
+    """One lane for a region whose PyTorch-level ops another region shares (a rule matching its
+    ops would set the other's lanes too) or that has none."""
+    owner: dict[int, set[str]] = {}
+    for r, ops in region_ops.items():
+        for op in ops:
+            owner.setdefault(op, set()).add(r)
+    for r in menu.regions:
+        ops = region_ops.get(r, ())
+        if not ops or any(len(owner[op]) > 1 for op in ops):
+            menu.options[r] = menu.options[r][:1]
+            menu.skipped[r] = "its PyTorch ops are shared with another region: lanes cannot be set by a rule"

@@ -1,0 +1,288 @@
+"""How much of a finite fabric each region gets: its lanes (docs/fabric.md, "Filling the fabric").
+
+A region's *menu* lists its lane options: one lane, or ``sam-parallelize`` at each index variable
+it accepts with factors 2 to 16, each with the units it holds and the cycle model's cycles for
+it (the parallelized graph estimated on the region's own input statistics, so where memory
+channels rather than units bound a region, its extra lanes buy nothing and the menu shows it).
+Options that need more units of some class and are not faster than a smaller one are dropped,
+as are those that do not fit the fabric.
+
+`assign` fills the fabric by greedy marginal gain over the real placement: from one lane
+everywhere it repeatedly takes the upgrade (one region's faster option) that shortens the
+predicted makespan most per unit of the array it adds, the makespan coming from the fabric's
+own list scheduler (`timeline_from_durations`) over the regions' predicted cycles, until no
+upgrade shortens it by `MIN_GAIN`. A knapsack would need the makespan to be a sum of per-region
+costs, which holds for ``sequential`` but not when regions run side by side and share units;
+the scheduler sees both, and one greedy pass over about ten options per region stays within
+seconds. `uniform` gives the comparison points: every region at most F lanes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from fuseflow.dialects.sam_ir import module_text, parse_module, read_module
+from fuseflow.errors import FuseflowError
+from fuseflow.fabric.batches import program_task_list
+from fuseflow.fabric.resources import demand_of, fits
+from fuseflow.fabric.scheduler import timeline_from_durations
+from fuseflow.mlir import ir
+from fuseflow.passes.sam_parallelize import parallelize_graph
+from fuseflow.planning.cycle_model import Timing, estimate_graph
+from fuseflow.planning.input_stats import stats_for_inputs
+from fuseflow.sim.arch import RESOURCES, UNBOUNDED, Arch, Fabric
+from fuseflow.sim.graph import GraphSpec, parse_graphs
+from fuseflow.sim.values import evaluate_into
+
+if TYPE_CHECKING:
+    from fuseflow.program import Program
+
+FACTORS = (2, 4, 8, 16)
+"""Lane counts tried per level (powers of two: the menu stays small and the joins stay balanced)."""
+MIN_GAIN = 0.01
+"""An upgrade is taken only when it shortens the predicted makespan by this fraction: a region
+whose next doubling the model says buys less (memory channels saturated) keeps its lanes."""
+
+
+@dataclass(frozen=True)
+class LaneOption:
+    """One way to run a region: `factor` lanes at index variable `level` (None: one lane)."""
+
+    level: str | None
+    factor: int
+    units: Mapping[str, int]
+    cycles: float  # the cycle model's prediction, alone on the machine
+
+    @property
+    def par(self) -> str | None:
+        """The schedule rule option (``par="i:8"``), None for one lane."""
+        return None if self.level is None else f"{self.level}:{self.factor}"
+
+    def describe(self) -> str:
+        """``8 lanes at i`` or ``1 lane``."""
+        return "1 lane" if self.level is None else f"{self.factor} lanes at {self.level}"
+
+
+@dataclass
+class Menu:
+    """Every region's lane options (Pareto-efficient, fitting the fabric, fastest last), and what
+    placing them needs: the program's tasks and the relayouts' modelled cycles."""
+
+    regions: list[str]
+    options: dict[str, list[LaneOption]]
+    host_cycles: list[int]  # the relayouts (host conversions), before the regions
+    tasks: list[Any]
+    fabric: Fabric | None
+    skipped: dict[str, str]  # region -> why it has no lane option beyond one lane
+
+    def makespan(self, choice: Mapping[str, LaneOption], strategy: str) -> int:
+        """The predicted makespan of one option per region placed by `strategy` on the fabric."""
+        return max((s.end for s in self.timeline(choice, strategy)), default=0)
+
+    def timeline(self, choice: Mapping[str, LaneOption], strategy: str):
+        """The predicted spans of one option per region placed by `strategy` on the fabric."""
+        hosts = len(self.host_cycles)
+        tasks = list(self.tasks[:hosts])
+        durations = list(self.host_cycles)
+        for t, name in zip(self.tasks[hosts:], self.regions, strict=True):
+            opt = choice[name]
+            tasks.append(replace(t, units=dict(opt.units)))
+            durations.append(int(round(opt.cycles)))
+        return timeline_from_durations(tasks, durations, self.fabric, strategy, [float(d) for d in durations])
+
+    def one_lane(self) -> dict[str, LaneOption]:
+        """Every region at one lane (what the program was compiled with)."""
+        return {r: self.options[r][0] for r in self.regions}
+
+
+def lane_menu(
+    program: Program,
+    arch: Arch,
+    factors: Sequence[int] = FACTORS,
+    max_lanes: int | None = None,
+    progress=None,
+) -> Menu:
+    """Each region's lane options on `arch`'s fabric: every index variable `sam-parallelize`
+    accepts, at each factor up to `max_lanes`, estimated on the region's inputs."""
+    cap = lane_cap(arch, max_lanes)
+    unbounded = replace(arch, fabric=None)
+    timing = Timing.from_settings(unbounded.settings)
+    data = program.bind(program.example_args)
+    known: dict = {}
+    cache: dict = {}
+    ctx = program.imported.module.context
+    read = {g.name: g for g in read_module(parse_module(program.sam_source, context=ctx)).graphs}
+    options: dict[str, list[LaneOption]] = {}
+    skipped: dict[str, str] = {}
+    for spec in program.graphs:
+        stats = stats_for_inputs(spec, data, known, cache=cache)
+        base = estimate_graph(spec, stats, timing)
+        if not evaluate_into(data, program.assigns[spec.name]):
+            known.update(base.outputs)
+        menu = [LaneOption(None, 1, demand_of(spec), float(base.cycles))]
+        sam = read[spec.name]
+        levels = sorted({op.index_var for op in sam.ops if op.index_var})
+        why = ""
+        for level in levels:
+            for f in factors:
+                if f > cap:
+                    break
+                try:
+                    variant = _parallelized(sam, level, f, ctx)
+                except FuseflowError as e:
+                    why = str(e).splitlines()[0]
+                    break
+                units = demand_of(variant)
+                if not fits(units, arch.fabric):
+                    break
+                est = estimate_graph(variant, stats, timing)
+                menu.append(LaneOption(level, f, units, float(est.cycles)))
+        options[spec.name] = _pareto(menu)
+        if len(options[spec.name]) == 1:
+            skipped[spec.name] = why or "no lane option is predicted faster"
+        if progress is not None:
+            progress(f"lanes: {spec.name}: {len(menu)} option(s)")
+    tasks, specs = program_task_list(program)
+    host_cycles = [r.cycles for r in program.relayout_runs(data, cache)]
+    return Menu([g.name for g in program.graphs], options, host_cycles, tasks, arch.fabric, skipped)
+
+
+def lane_cap(arch: Arch, max_lanes: int | None) -> int:
+    """The most lanes weighed: `max_lanes`, and below a bounded FIFO depth. With as many lanes
+    as a FIFO holds tokens, the stream a level scanner sends both to the fork and to the repeat
+    signal of the lanes can fill before the join drains a lane: GPT-BigBird's attention scores
+    (``i,k,j``) deadlock at 16 lanes on `amber`'s 16-deep FIFOs and run at 8."""
+    cap = max_lanes if max_lanes is not None else (arch.fabric.max_lanes if arch.fabric else max(FACTORS))
+    depth = arch.settings.get("fifo_depth", UNBOUNDED)
+    if depth != UNBOUNDED:
+        cap = min(cap, max(1, int(depth) - 1))
+    return cap
+
+
+def _parallelized(sam, level: str, factor: int, ctx) -> GraphSpec:
+    text = parallelize_graph(sam, {level}, factor)
+    try:
+        module = parse_module(module_text([text]), context=ctx)
+    except ir.MLIRError as e:  # the pass built a graph the dialect's verifier refuses: not an option
+        first = str(e).splitlines()[-1].strip()
+        raise FuseflowError(f"region {sam.name}: lanes at {level!r} do not verify: {first}") from None
+    specs, _ = parse_graphs(module)
+    return specs[0]
+
+
+def _pareto(menu: list[LaneOption]) -> list[LaneOption]:
+    """One lane first, then the options faster than every option needing no more units of each class."""
+    kept = [menu[0]]
+    for o in sorted(menu[1:], key=lambda o: (o.cycles, sum(o.units.values()))):
+        dominated = any(k.cycles <= o.cycles and all(k.units[r] <= o.units[r] for r in RESOURCES) for k in kept)
+        if not dominated and o.cycles < menu[0].cycles:
+            kept.append(o)
+    return [kept[0], *sorted(kept[1:], key=lambda o: -o.cycles)]
+
+
+def _size(o: LaneOption, fabric: Fabric | None) -> float:
+    """The option's share of the array: units over capacity, summed over the classes."""
+    if fabric is None:
+        return float(sum(o.units.values()))
+    return sum(o.units.get(r, 0) / max(fabric.capacity(r), 1) for r in RESOURCES)
+
+
+def assign(menu: Menu, strategy: str, progress: Callable[[str], None] | None = None) -> dict[str, LaneOption]:
+    """Greedy marginal gain (module docstring): the option per region that the placement predicts
+    fastest, growing from one lane while an upgrade shortens the makespan by `MIN_GAIN`."""
+    choice = menu.one_lane()
+    current = menu.makespan(choice, strategy)
+    while True:
+        best: tuple[float, str, LaneOption, int] | None = None
+        for r in menu.regions:
+            now = choice[r]
+            for o in menu.options[r]:
+                if o.cycles >= now.cycles:
+                    continue
+                trial = {**choice, r: o}
+                span = menu.makespan(trial, strategy)
+                gain = current - span
+                if gain < MIN_GAIN * current:
+                    continue
+                extra = max(_size(o, menu.fabric) - _size(now, menu.fabric), 1e-6)
+                score = gain / extra
+                if best is None or score > best[0]:
+                    best = (score, r, o, span)
+        if best is None:
+            return choice
+        _, r, o, current = best
+        choice[r] = o
+        if progress is not None:
+            progress(f"lanes: {r} -> {o.describe()} (predicted makespan {current:,})")
+
+
+def uniform(menu: Menu, factor: int) -> dict[str, LaneOption]:
+    """Every region at its fastest predicted option of at most `factor` lanes (one lane where none fits)."""
+    out = {}
+    for r in menu.regions:
+        fitting = [o for o in menu.options[r] if o.factor <= factor]
+        out[r] = min(fitting, key=lambda o: o.cycles)
+    return out
+
+
+def utilization(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, float]:
+    """Predicted busy units over the fabric's capacity, per class, over the predicted makespan."""
+    from fuseflow.fabric.scheduler import Utilization
+
+    frac = Utilization.of(menu.timeline(choice, strategy), menu.fabric).fraction
+    return dict(frac or {})
+
+
+def lane_rules(
+    choice: Mapping[str, LaneOption], region_ops: Mapping[str, tuple[int, ...]], orders: Mapping[str, str]
+) -> list:
+    """The choice as schedule rules: one per region with lanes, matching the region's ops and
+    naming it, with ``par=`` and the order the lanes were weighed at (`orders`: without it the
+    order search, which keeps every parallel level a region names, may pick another order, in
+    which the level is not where the menu saw it). Appended after a schedule's own rules, each
+    only attaches its options (the ops' regions are already decided by the rules before it)."""
+    from fuseflow.schedule.rules import Match, Rule
+
+    rules = []
+    for region, o in choice.items():
+        if o.par is None:
+            continue
+        ops = region_ops.get(region)
+        if not ops:
+            raise FuseflowError(f"lanes: region {region} has no PyTorch-level ops to attach par={o.par} to")
+        rules.append(Rule(Match(index=tuple(ops)), name=region, par=o.par, order=orders.get(region)))
+    return rules
+
+
+def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, LaneOption]:
+    """Coordinate descent from `choice`: any region's other option that shortens the predicted
+    makespan (by 0.1%), or keeps it and holds fewer units, is taken, until none is. Greedy growth
+    alone misses upgrades that only pay together (two regions running side by side must both
+    speed up for the makespan to move); starting from every uniform assignment catches those."""
+    out = dict(choice)
+    current = menu.makespan(out, strategy)
+    improved = True
+    while improved:
+        improved = False
+        for r in menu.regions:
+            for o in menu.options[r]:
+                now = out[r]
+                if o is now:
+                    continue
+                span = menu.makespan({**out, r: o}, strategy)
+                smaller = _size(o, menu.fabric) < _size(now, menu.fabric)
+                if span < current * (1 - 1e-3) or (span <= current and smaller):
+                    out[r], current, improved = o, span, True
+    return out
+
+
+def assignments(menu: Menu, strategy: str, max_lanes: int) -> dict[str, dict[str, LaneOption]]:
+    """The lane assignments weighed for one program: greedy growth and every uniform factor up
+    to `max_lanes`, each refined (`refine`), by name (``greedy``, ``uniform 8``)."""
+    out = {"greedy": refine(menu, assign(menu, strategy), strategy)}
+    for f in FACTORS:
+        if f <= max_lanes:
+            out[f"uniform {f}"] = refine(menu, uniform(menu, f), strategy)
+    return out
