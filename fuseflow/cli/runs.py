@@ -21,6 +21,7 @@ from fuseflow.cli.common import (
 )
 from fuseflow.cli.planning import explain_plan, print_estimate
 from fuseflow.errors import FuseflowError
+from fuseflow.fabric.resources import lanes_of
 
 
 def cmd_run(a) -> int:
@@ -56,12 +57,14 @@ def cmd_run(a) -> int:
     err_of = dict(zip(prog.output_names, res.output_errors))
     rows = []
     placed = _region_spans(res.timeline)
+    lanes = {g.name: lanes_of(g) for g in prog.graphs}
     for r in res.regions:
         errs = [err_of[t] for t in r.writes if t in err_of]
         start, end, batches = placed.get(r.name, (0, 0, 0))
         rows.append(
             [
                 r.name + (" (memo)" if r.memoised else "") + (f" x{batches}" if batches > 1 else ""),
+                lanes.get(r.name, "-"),
                 r.cycles,
                 start,
                 end,
@@ -73,6 +76,7 @@ def cmd_run(a) -> int:
     rows.append(
         [
             "total",
+            "",
             res.serial_cycles,
             0,
             res.cycles,
@@ -84,7 +88,7 @@ def cmd_run(a) -> int:
     print_table(
         f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}, strategy {res.strategy}",
         rows,
-        ["region", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
+        ["region", "lanes", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
     )
     print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
     if res.split is not None:
@@ -191,6 +195,7 @@ def _print_study(a, rows: list[dict]) -> None:
             [
                 r["schedule"],
                 r["regions"],
+                r["lanes"],
                 r["region_cycles"],
                 r["estimated_cycles"],
                 r["cycles"],
@@ -198,16 +203,18 @@ def _print_study(a, rows: list[dict]) -> None:
                 r["alu_ops"],
                 r["mem_read_bytes"] + r["mem_write_bytes"],
                 f"{r['max_abs_error']:.2g}",
+                _busy(r.get("busy")),
                 r["compile_s"],
                 r["simulate_s"],
             ]
             if "error" not in r
-            else [r["schedule"], "-", "-", "-", "failed", "-", "-", "-", "-", "-", r["error"][:60]]
+            else [r["schedule"], "-", "-", "-", "-", "failed", "-", "-", "-", "-", "-", "-", r["error"][:60]]
             for r in rows
         ],
         [
             "schedule",
             "regions",
+            "lanes",
             "region cycles",
             "estimated",
             "cycles",
@@ -215,10 +222,18 @@ def _print_study(a, rows: list[dict]) -> None:
             "FLOPs (alu ops)",
             "memory bytes",
             "max abs err",
+            "busy c/m",
             "compile s",
             "simulate s",
         ],
     )
+
+
+def _busy(busy: dict | None) -> str:
+    """Busy compute / memory units over the fabric's capacity (``-`` on an unbounded fabric)."""
+    if not busy:
+        return "-"
+    return f"{busy.get('compute', 0):.0%} / {busy.get('memory', 0):.0%}"
 
 
 def cmd_order_sweep(a) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fuseflow.errors import FuseflowError
+from fuseflow.fabric.resources import lanes_of
 
 
 def measure(
@@ -39,7 +40,9 @@ def measure(
     ``regions``, ``estimated_cycles``/``estimated_alu_ops``/``estimated_mem_bytes``, and when
     simulated ``cycles`` (the makespan), ``region_cycles`` (regions one after another),
     ``alu_ops``, ``reductions``, ``mem_read_bytes``, ``mem_write_bytes``, ``memoised_regions``,
-    ``max_abs_error`` (the simulated outputs against eager PyTorch, `SimResult.check`);
+    ``max_abs_error`` (the simulated outputs against eager PyTorch, `SimResult.check`),
+    ``lanes`` (the most lanes of any region) and on a finite fabric ``busy`` (busy units over
+    capacity per class);
     ``chosen_schedule``/``chosen_strategy``/``split`` when ``auto`` chose; ``seconds`` per stage.
     `simulate` may be a function of the row so far (after the estimate) that says whether to
     simulate. `program` reuses a compiled program instead of compiling. `stage` is told each
@@ -90,7 +93,11 @@ def measure(
                 mem_write_bytes=int(sum(x["mem_write_bytes"] for x in totals)),
                 memoised_regions=sum(bool(r.memoised) for r in res.regions),
                 max_abs_error=float(err),
+                lanes=max((lanes_of(g) for g in prog.graphs), default=1),
             )
+            busy = res.utilization.fraction
+            if busy is not None:  # a finite fabric: busy units over capacity, over the makespan
+                row["busy"] = {k: round(v, 4) for k, v in busy.items()}
             if res.strategy != strategy:  # auto: what it chose
                 row["chosen_strategy"] = res.strategy
             if res.split is not None:

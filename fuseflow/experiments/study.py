@@ -78,6 +78,8 @@ def _study_row(name: str, got: dict[str, Any]) -> dict[str, Any]:
         "mem_read_bytes": got["mem_read_bytes"],
         "mem_write_bytes": got["mem_write_bytes"],
         "max_abs_error": got["max_abs_error"],
+        "lanes": got.get("lanes", 1),
+        "busy": got.get("busy"),
         "compile_s": round(s.get("compile", 0.0), 2),
         "simulate_s": round(s.get("simulate", 0.0), 2),
     }

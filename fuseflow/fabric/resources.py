@@ -21,6 +21,20 @@ def demand_of(spec: GraphSpec) -> dict[str, int]:
     return {r: counts.get(r, 0) for r in RESOURCES}
 
 
+def lanes_of(spec: GraphSpec) -> int:
+    """The region's lanes: the product, over the index variables it is parallelized at, of the
+    widest fork at each (1 for a region without forks)."""
+    widest: dict[str, int] = {}
+    for n in spec.nodes:
+        if n.kind == "fork":
+            var = n.var or n.name.rsplit("_", 1)[-1]
+            widest[var] = max(widest.get(var, 1), int(n.params.get("factor", 1)))
+    lanes = 1
+    for f in widest.values():
+        lanes *= f
+    return lanes
+
+
 def check_fits(regions: Iterable[tuple[str, dict[str, int]]], fabric: Fabric | None, arch_name: str) -> None:
     """Raise `FitError` for the first region that does not fit `fabric` (None: unbounded)."""
     if fabric is None:

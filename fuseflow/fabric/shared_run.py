@@ -51,8 +51,14 @@ def shared_timeline(
     try:
         res = g.run(arch.max_cycles, engine="event", release=driver.release)
     except _simulator.SimError as e:
-        state.check_all_started()  # a strategy that stopped early: name the region it left
-        raise SimulationError(f"shared run of {len(graphs)} regions: {e}") from None
+        # the engine's own error first (a region's protocol violation must not read as a
+        # strategy's omission), then a region the strategy left, which may be why it stopped
+        try:
+            state.check_all_started()
+            left = ""
+        except FuseflowError as omission:
+            left = f" ({omission})"
+        raise SimulationError(f"shared run of {len(graphs)} regions: {e}{left}") from None
     finally:
         driver.close()
     driver.drain([int(finish) for _, finish in res["parts"]])

@@ -33,9 +33,23 @@ class Options:
     region: str = ""
 
 
+def _aligned(g: SamGraph, level_nodes: set[int], lane: set[int]) -> set[tuple[int, int]]:
+    """Streams outside the level's nodes that hold one element per element of the level: the
+    values of a sparse accumulator whose coordinates the level iterates (GCN's ``X W`` summed
+    over l, then walked at k). They are dealt like the level's own streams; copying them to
+    every lane would pair each lane's coordinates with every value."""
+    out: set[tuple[int, int]] = set()
+    for i in level_nodes:
+        for src, r in g.ops[i].operands:
+            op = g.ops[src]
+            if src not in level_nodes and src not in lane and op.kind == "spacc" and r == 0:
+                out.add((src, op.n_results - 1))
+    return out
+
+
 def _depths(g: SamGraph, lane: set[int], level_nodes: set[int]) -> dict[tuple[int, int], int]:
     """Levels below the parallel variable of every stream the lane body produces."""
-    depth: dict[tuple[int, int], int] = {}
+    depth: dict[tuple[int, int], int] = dict.fromkeys(_aligned(g, level_nodes, lane), 0)
     for i, op in enumerate(g.ops):
         if i in level_nodes:
             for r in range(len(op.result_types)):
@@ -133,9 +147,10 @@ def _check_lanes(g: SamGraph, level: str, level_nodes: set[int], lane: set[int],
     dense = all(g.ops[i].kind != "scan" or g.ops[i].get("format") == "dense" for i in level_nodes) and not any(
         g.ops[i].kind in ("intersect", "union") for i in level_nodes
     )
+    aligned = _aligned(g, level_nodes, lane)
     for i in sorted(lane):
-        for src, _ in g.ops[i].operands:
-            if src not in lane and src not in level_nodes and not dense:
+        for src, r in g.ops[i].operands:
+            if src not in lane and src not in level_nodes and (src, r) not in aligned and not dense:
                 raise FuseflowError(
                     f"region {g.name}: cannot parallelize at {level!r}: sam.{g.ops[i].kind} #{i} "
                     f"also reads sam.{g.ops[src].kind} #{src}, which is not iterated along it "
@@ -157,10 +172,11 @@ def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lan
         for r, nm in enumerate(em.copy(op, [names[o] for o in op.operands])):
             names[(i, r)] = nm
     forks: dict[tuple[int, int], list[str]] = {}
+    aligned = _aligned(g, level_nodes, lane)
     for i in sorted(lane):
         for o in g.ops[i].operands:
             if o[0] not in lane and o not in forks:
-                deal = o[0] in level_nodes  # else: a stream from above, copied to every lane
+                deal = o[0] in level_nodes or o in aligned  # else: a stream from above, copied to every lane
                 var = (g.ops[o[0]].index_var if deal else None) or level
                 forks[o] = em.fork(names[o], index_var=var, factor=factor, depth=0 if deal else -1)
     lanes: list[dict[tuple[int, int], str]] = []

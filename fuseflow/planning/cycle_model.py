@@ -256,6 +256,7 @@ class _Model(MemoryStalls, CoordinateOrigins):
         self.nodes: list[NodeEstimate] = []
         self.written: dict[str, dict[int, float]] = {}
         self.loaded: dict[str, float] = {}
+        self.starts: list[float] = []  # each node's first cycle (timeline)
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
         self.misses: dict[int, float] = {}  # node id -> memory lines it waits for (reads)
         self.seg_lines: dict[int, float] = {}  # compressed scan id -> of its misses, the `seg` lines
@@ -280,7 +281,7 @@ class _Model(MemoryStalls, CoordinateOrigins):
         end += self.memory_stalls()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
         mem_cycles = self.memory_cycles()
-        cycles = max(end, mem_cycles + fill)
+        cycles = max(end, mem_cycles + fill, self.join_serial())
         recompute = max(
             (n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats), default=1.0
         )
@@ -603,7 +604,59 @@ class _Model(MemoryStalls, CoordinateOrigins):
                 last_in, lat[i] = 0.0, own
                 start[i] = self._first_lines(i, node)
             finish[i] = max(start[i] + self.nodes[i].busy, last_in)
+        self.starts = start
         return max(finish, default=0.0), max(lat, default=0.0)
+
+    JOIN_SLACK_FIFOS = 2
+    """FIFOs of run-ahead a lane has before an in-order join: its last stage's output FIFO and
+    the one before it (`_join_serial`)."""
+
+    def _lane_lines(self) -> float:
+        """The most lines one memory node waits for (after its first): with lanes, one lane's."""
+        return max((self.later_lines(i) for i in self.misses), default=0.0) if self.t.memory else 0.0
+
+    def join_serial(self) -> float:
+        """The cycles in-order joins take when their lanes cannot run far ahead of them (0 without
+        joins, or when an element fits the FIFOs). A join takes the parallel level's elements in
+        order, each from its lane; a lane whose element holds more tokens n on the join's stream
+        than its FIFOs hold (`JOIN_SLACK_FIFOS` x `fifo_depth`, B) stops B tokens into its next
+        element until the join reaches it, so the rest of every element is produced while the
+        join waits. Per element that is the larger of the lane's compute for the rest, w x (1 -
+        B/n) (w: the lane's busiest input to the join over its elements), and the lines the
+        rest needs, each a whole latency since the lane could not ask for them earlier (at least
+        one: L x (1 - B/n), L its memory node's lines per element), plus the join's n tokens.
+        The simulator: a 64 x 64 dense add at i on one memory channel stops gaining at 2 lanes
+        (21,931 -> 12,735 -> 12,735 at 4), a 34 x 8 relu at j with 8 lanes takes 1,304 cycles
+        for 1,744 at one lane (docs/cycle-model.md, "Lanes and in-order joins")."""
+        slack = self.JOIN_SLACK_FIFOS * self.t.fifo_depth
+        latency = float((self.t.memory or {}).get("latency", 0))
+        lines = self._lane_lines()
+        worst = 0.0
+        for i, node in enumerate(self.spec.nodes):
+            if node.kind != "join":
+                continue
+            d = int(node.params.get("depth", 0))
+            elements, lane = 0.0, 0.0
+            for src, port in node.inputs:
+                outs = self.outs[src]
+                s = outs[min(port, len(outs) - 1)]
+                cut = s.depth - d
+                if not 0 <= cut <= s.depth:
+                    break
+                elements += s.counts[cut]
+                lane = max(lane, self.nodes[src].busy)
+            else:
+                tokens = self.nodes[i].tokens
+                if elements <= 0 or tokens / elements <= slack:
+                    continue
+                n = tokens / elements
+                per_lane = max(elements / max(len(node.inputs), 1), 1e-9)
+                rest = 1.0 - slack / n
+                compute = lane / per_lane * rest
+                memory = max(1.0, lines / per_lane * rest) * latency if lines else 0.0
+                serial = elements * max(compute, memory + n * self.t.kind_ii("join"))
+                worst = max(worst, self.starts[i] + serial)
+        return worst
 
     def output_stats(self) -> dict[str, TensorStats]:
         out = {}

@@ -107,7 +107,6 @@ def fill(
         desc = base.describe([]) if base.builtin else f"candidate simulated at {base.simulated_cycles:,}"
         say(f"lanes: weighing lanes for {desc}")
         menu = lane_menu(program, arch_, max_lanes=cap)
-        _keep_expressible(menu, program.region_ops)
         one = menu.makespan(menu.one_lane(), out.placement)
         out.weighed.append((desc, "1 lane", one))
         out.menus[id(base)] = menu
@@ -139,7 +138,6 @@ def fill(
             half = max(o.factor for o in choice.values()) // 2
             notes.append(f"lanes: {cand.describe([])} failed ({str(e).splitlines()[0][:60]}); retried at {half} lanes")
             menu = lane_menu(program, arch_, max_lanes=half)
-            _keep_expressible(menu, program.region_ops)
             weighed = assignments(menu, out.placement, half)
             best = min(weighed, key=lambda n: menu.makespan(weighed[n], out.placement))
             choice = weighed[best]
@@ -156,17 +154,3 @@ def fill(
         out.menus[id(cand)] = menu
         out.choices[id(cand)] = choice
     return out
-
-
-def _keep_expressible(menu: Menu, region_ops: Mapping[str, tuple[int, ...]]) -> None:
-    """One lane for a region whose PyTorch-level ops another region shares (a rule matching its
-    ops would set the other's lanes too) or that has none."""
-    owner: dict[int, set[str]] = {}
-    for r, ops in region_ops.items():
-        for op in ops:
-            owner.setdefault(op, set()).add(r)
-    for r in menu.regions:
-        ops = region_ops.get(r, ())
-        if not ops or any(len(owner[op]) > 1 for op in ops):
-            menu.options[r] = menu.options[r][:1]
-            menu.skipped[r] = "its PyTorch ops are shared with another region: lanes cannot be set by a rule"

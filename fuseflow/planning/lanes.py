@@ -144,9 +144,26 @@ def lane_menu(
             skipped[spec.name] = why or "no lane option is predicted faster"
         if progress is not None:
             progress(f"lanes: {spec.name}: {len(menu)} option(s)")
+    _keep_expressible(options, skipped, program.region_ops)
     tasks, specs = program_task_list(program)
     host_cycles = [r.cycles for r in program.relayout_runs(data, cache)]
     return Menu([g.name for g in program.graphs], options, host_cycles, tasks, arch.fabric, skipped)
+
+
+def _keep_expressible(
+    options: dict[str, list[LaneOption]], skipped: dict[str, str], region_ops: Mapping[str, tuple[int, ...]]
+) -> None:
+    """One lane for a region whose PyTorch-level ops another region shares (a rule matching its
+    ops would set the other's lanes too) or that has none."""
+    owner: dict[int, set[str]] = {}
+    for r, ops in region_ops.items():
+        for op in ops:
+            owner.setdefault(op, set()).add(r)
+    for r in options:
+        ops = region_ops.get(r, ())
+        if not ops or any(len(owner[op]) > 1 for op in ops):
+            options[r] = options[r][:1]
+            skipped[r] = "its PyTorch ops are shared with another region: lanes cannot be set by a rule"
 
 
 def lane_cap(arch: Arch, max_lanes: int | None) -> int:
@@ -279,10 +296,16 @@ def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[
 
 
 def assignments(menu: Menu, strategy: str, max_lanes: int) -> dict[str, dict[str, LaneOption]]:
-    """The lane assignments weighed for one program: greedy growth and every uniform factor up
-    to `max_lanes`, each refined (`refine`), by name (``greedy``, ``uniform 8``)."""
-    out = {"greedy": refine(menu, assign(menu, strategy), strategy)}
-    for f in FACTORS:
-        if f <= max_lanes:
-            out[f"uniform {f}"] = refine(menu, uniform(menu, f), strategy)
+    """The distinct lane assignments weighed for one program: greedy growth and every uniform
+    factor up to `max_lanes`, each refined (`refine`), by name (``greedy``, ``uniform 8``;
+    ``greedy = uniform 4`` when two arrive at the same assignment)."""
+    found = [("greedy", refine(menu, assign(menu, strategy), strategy))]
+    found += [(f"uniform {f}", refine(menu, uniform(menu, f), strategy)) for f in FACTORS if f <= max_lanes]
+    out: dict[str, dict[str, LaneOption]] = {}
+    for name, choice in found:
+        same = next((n for n, c in out.items() if c == choice), None)
+        if same is None:
+            out[name] = choice
+        else:
+            out[f"{same} = {name}"] = out.pop(same)
     return out

@@ -217,7 +217,8 @@ class MemoryStalls:
             return {}
         latency = float(mem.get("latency", 0))
         depth = float(max(self.t.fifo_depth, 1))
-        pace = max((n.busy for n in self.nodes), default=0.0)
+        # a join's (or fork's) busy cycles are all its lanes' tokens: it does not pace one lane
+        pace = max((n.busy for n in self.nodes if n.kind not in ("join", "fork")), default=0.0)
         own: dict[int, float] = {}
         for i in self.misses:
             steps = max((s.tokens for s in self.outs[i]), default=0.0)

@@ -1,0 +1,244 @@
+"""Filling the fabric: the planner's lanes against the one-lane planner and a simulated sweep.
+
+For every shipped example on a finite preset (``amber``: 384 compute / 128 memory units; and
+``amber-half``: 192 / 64, the same FIFOs and memory) it reports, per model:
+
+- ``one_lane``: ``schedule="auto"`` with ``max_lanes=1`` (the planner without lanes), simulated
+  under ``strategy="auto"``;
+- ``auto``: ``schedule="auto"`` (lanes chosen), simulated under ``strategy="auto"``, with the
+  planner's wall time and the busy units;
+- ``best``: the fastest point of the sweep: every built-in schedule that fits x uniform lanes
+  1/2/4/8/16 (each region at its fastest predicted option of at most that many lanes) x
+  ``sequential``/``concurrent``/``pipeline:4``, every point simulated and checked against PyTorch;
+- ``bound``: the fabric's lower bound for the chosen program: the larger of its critical path
+  (regions' own cycles along the longest dependence chain) and its busy unit-cycles over the
+  units (the worse class);
+- the cycle model's error per region over the sweep's sequential runs at lanes 1-16 (median
+  and worst of simulated / estimated).
+
+One JSON line per model, then a table.
+
+    python benchmarks/fabric_fill.py -o docs/results/fabric_fill.json [--arch amber] [--only GPT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
+os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+
+import fuseflow  # noqa: E402
+from fuseflow.fabric.dag import dependencies  # noqa: E402
+from fuseflow.fabric.resources import lanes_of  # noqa: E402
+from fuseflow.fabric.run import program_tasks  # noqa: E402
+from fuseflow.planning import lanes  # noqa: E402
+from fuseflow.schedule.rules import Schedule, as_schedule  # noqa: E402
+from fuseflow.sim.arch import Arch  # noqa: E402
+
+ARCHES = {
+    "amber": "amber",
+    "amber-half": {"preset": "amber", "fabric": {"compute": 192, "memory": 64, "reconfig_cycles": 512}},
+}
+BUILTINS = ("unfused", "layer", "full", "op")
+UNIFORM = (1, 2, 4, 8, 16)
+STRATEGIES = ("sequential", "concurrent", "pipeline:4")
+
+
+def _cases():
+    import gcn
+    import gcn_layer
+    import gpt_bigbird
+    import graphsage
+    import kernels
+    import sae
+    import spgemm_chain
+
+    return [
+        ("GCN layer", gcn_layer, {}),
+        ("GCN karate", gcn, {}),
+        ("GraphSAGE karate", graphsage, {}),
+        ("SAE", sae, {}),
+        ("SpGEMM chain", spgemm_chain, {}),
+        ("SDDMM", kernels, {"kernel": "sddmm"}),
+        ("GPT-BigBird seq32", gpt_bigbird, {"seq": 32}),
+    ]
+
+
+def _busy(res) -> dict:
+    frac = res.utilization.fraction or {}
+    return {k: round(v, 4) for k, v in frac.items()}
+
+
+def lower_bound(res, arch: Arch) -> int:
+    """max(critical path of the regions' own cycles, busy unit-cycles / units of the worse class)."""
+    prog = res.program
+    tasks = program_tasks(prog)
+    own = {r.name: r.cycles for r in res.regions}
+    cost = [float(own.get(t.name, 0)) for t in tasks]
+    deps = dependencies(tasks)
+    path = [0.0] * len(tasks)
+    for i, d in enumerate(deps):
+        path[i] = cost[i] + max((path[j] for j in d), default=0.0)
+    fabric = arch.fabric
+    area = 0.0
+    if fabric is not None:
+        per_class = {
+            cls: sum(c * t.units.get(cls, 0) for t, c in zip(tasks, cost, strict=True)) / fabric.capacity(cls)
+            for cls in ("compute", "memory")
+        }
+        area = max(per_class.values())
+    return int(max(max(path, default=0.0), area))
+
+
+def sweep(model, args, formats, arch_spec, errors: list[tuple[float, str]]) -> list[dict]:
+    """Every built-in x uniform lanes x strategy, simulated and checked."""
+    arch = Arch.resolve(arch_spec)
+    points = []
+    for builtin in BUILTINS:
+        try:
+            base = fuseflow.compile(model, args, formats=formats, schedule=builtin, arch=arch_spec)
+        except fuseflow.FuseflowError:
+            continue  # does not fit
+        menu = lanes.lane_menu(base, arch)
+        seen: set = set()
+        for f in UNIFORM:
+            choice = lanes.uniform(menu, f)
+            key = tuple(sorted((r, o.par) for r, o in choice.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            rules = lanes.lane_rules(choice, base.region_ops, base.orders)
+            try:
+                prog = (
+                    base
+                    if f == 1
+                    else fuseflow.compile(
+                        model,
+                        args,
+                        formats=formats,
+                        schedule=Schedule.rules(*as_schedule(builtin).ruleset, *rules),
+                        arch=arch_spec,
+                    )
+                )
+            except fuseflow.FuseflowError as e:
+                points.append({"schedule": builtin, "lanes": f, "error": str(e).splitlines()[0][:120]})
+                continue
+            est = {r.name: r.cycles for r in prog.estimate().regions}
+            for strategy in STRATEGIES:
+                row = {"schedule": builtin, "lanes": f, "strategy": strategy}
+                try:
+                    res = prog.simulate(strategy=strategy)
+                    res.check()
+                except fuseflow.FuseflowError as e:
+                    row["error"] = str(e).splitlines()[0][:120]
+                else:
+                    row["cycles"] = res.cycles
+                    if strategy == "sequential":
+                        errors += [
+                            (r.cycles / max(est[r.name], 1.0), f"{builtin} x{f} {r.name}")
+                            for r in res.regions
+                            if r.name in est and r.cycles > 0
+                        ]
+                points.append(row)
+    return points
+
+
+def measure(name: str, mod, options: dict, arch_name: str, do_sweep: bool) -> dict:
+    spec = ARCHES[arch_name]
+    arch = Arch.resolve(spec)
+    model, args, formats = mod.build(**options)
+    row: dict = {"model": name, "arch": arch_name}
+    try:
+        old = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec, max_lanes=1)
+        res_old = old.simulate(strategy="auto")
+        res_old.check()
+        row["one_lane"] = res_old.cycles
+    except fuseflow.FuseflowError as e:
+        row["one_lane_error"] = str(e).splitlines()[0][:160]
+    t0 = time.perf_counter()
+    prog = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec)
+    row["plan_s"] = round(time.perf_counter() - t0, 1)
+    res = prog.simulate(strategy="auto")
+    res.check()
+    row.update(auto=res.cycles, strategy=res.strategy, busy=_busy(res), bound=lower_bound(res, arch))
+    row["lanes"] = {g.name: lanes_of(g) for g in prog.graphs if lanes_of(g) > 1}
+    if do_sweep:
+        errors: list[tuple[float, str]] = []
+        points = sweep(model, args, formats, spec, errors)
+        done = [p for p in points if "cycles" in p]
+        best = min(done, key=lambda p: p["cycles"])
+        row.update(best=best["cycles"], best_point=f"{best['schedule']} x{best['lanes']} {best['strategy']}")
+        row["sweep_points"], row["sweep_failed"] = len(done), len(points) - len(done)
+        row["sweep_failures"] = sorted({p["error"] for p in points if "error" in p})[:3]
+        if errors:
+            row["model_error_median"] = round(statistics.median(abs(e - 1.0) for e, _ in errors), 4)
+            worst = max(errors, key=lambda e: max(e[0], 1 / e[0]))
+            row["model_error_worst"] = round(max(worst[0], 1 / worst[0]), 3)
+            row["model_error_worst_at"] = worst[1]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-o", "--output", help="also write the rows here (JSON list)")
+    ap.add_argument("--arch", action="append", choices=sorted(ARCHES), help="default: every finite preset here")
+    ap.add_argument("--only", help="models whose name contains this")
+    ap.add_argument("--no-sweep", action="store_true", help="skip the simulated sweep")
+    a = ap.parse_args(argv)
+    rows = []
+    for arch_name in a.arch or list(ARCHES):
+        for name, mod, options in _cases():
+            if a.only and a.only.lower() not in name.lower():
+                continue
+            row = measure(name, mod, options, arch_name, not a.no_sweep)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if a.output:
+        Path(a.output).write_text(json.dumps(rows, indent=1))
+    header = [
+        "model",
+        "arch",
+        "one lane",
+        "auto",
+        "best",
+        "auto/best",
+        "auto/bound",
+        "plan s",
+        "busy c/m",
+        "err med/worst",
+    ]
+    print(" | ".join(header))
+    for r in rows:
+        best = r.get("best")
+        busy = r.get("busy", {})
+        print(
+            " | ".join(
+                str(x)
+                for x in (
+                    r["model"],
+                    r["arch"],
+                    f"{r.get('one_lane', '-'):,}" if "one_lane" in r else "-",
+                    f"{r['auto']:,}",
+                    f"{best:,} ({r['best_point']})" if best else "-",
+                    f"{r['auto'] / best:.2f}" if best else "-",
+                    f"{r['auto'] / max(r['bound'], 1):.2f}",
+                    r["plan_s"],
+                    f"{busy.get('compute', 0):.0%} / {busy.get('memory', 0):.0%}",
+                    f"{r.get('model_error_median', '-')} / {r.get('model_error_worst', '-')}",
+                )
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
