@@ -177,7 +177,7 @@ def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lan
         for o in g.ops[i].operands:
             if o[0] not in lane and o not in forks:
                 deal = o[0] in level_nodes or o in aligned  # else: a stream from above, copied to every lane
-                var = (g.ops[o[0]].index_var if deal else None) or level
+                var = (g.ops[o[0]].index_var if o[0] in level_nodes else None) or level
                 forks[o] = em.fork(names[o], index_var=var, factor=factor, depth=0 if deal else -1)
     lanes: list[dict[tuple[int, int], str]] = []
     for p in range(factor):

@@ -26,6 +26,7 @@ from fuseflow.planning.lanes import (
     lane_cap,
     lane_menu,
     lane_rules,
+    size,
     utilization,
 )
 from fuseflow.schedule.rules import Schedule, as_schedule
@@ -114,7 +115,8 @@ def fill(
         weighed = assignments(menu, out.placement, cap)
         spans = {name: menu.makespan(choice, out.placement) for name, choice in weighed.items()}
         out.weighed += [(desc, name, span) for name, span in spans.items()]
-        best = min(spans, key=lambda n: spans[n])
+        fastest = min(spans.values())  # the smallest assignment within MIN_GAIN of the fastest
+        best = min((n for n in spans if spans[n] <= fastest * (1 + MIN_GAIN)), key=lambda n: size(menu, weighed[n]))
         if spans[best] > one * (1 - MIN_GAIN):
             continue
         # the model's error on this base, measured by its simulation, scales its lanes' prediction

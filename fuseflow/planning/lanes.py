@@ -244,6 +244,11 @@ def uniform(menu: Menu, factor: int) -> dict[str, LaneOption]:
     return out
 
 
+def size(menu: Menu, choice: Mapping[str, LaneOption]) -> float:
+    """An assignment's share of the array, summed over its regions (`_size`)."""
+    return sum(_size(o, menu.fabric) for o in choice.values())
+
+
 def utilization(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, float]:
     """Predicted busy units over the fabric's capacity, per class, over the predicted makespan."""
     from fuseflow.fabric.scheduler import Utilization
@@ -274,10 +279,12 @@ def lane_rules(
 
 
 def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, LaneOption]:
-    """Coordinate descent from `choice`: any region's other option that shortens the predicted
-    makespan (by 0.1%), or keeps it and holds fewer units, is taken, until none is. Greedy growth
-    alone misses upgrades that only pay together (two regions running side by side must both
-    speed up for the makespan to move); starting from every uniform assignment catches those."""
+    """Coordinate descent from `choice`, in two phases that each end: first any region's other
+    option that shortens the predicted makespan (by 0.1%), or keeps it and holds fewer units;
+    then any smaller option that keeps the makespan within `MIN_GAIN` of the first phase's (lanes
+    that buy less than that are given back). Greedy growth alone misses upgrades that only pay
+    together (two regions running side by side must both speed up for the makespan to move);
+    starting from every uniform assignment catches those."""
     out = dict(choice)
     current = menu.makespan(out, strategy)
     improved = True
@@ -292,6 +299,14 @@ def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[
                 smaller = _size(o, menu.fabric) < _size(now, menu.fabric)
                 if span < current * (1 - 1e-3) or (span <= current and smaller):
                     out[r], current, improved = o, span, True
+    limit = current * (1 + MIN_GAIN)
+    for r in menu.regions:  # smallest first: each region keeps the fewest units within the limit
+        for o in sorted(menu.options[r], key=lambda o: _size(o, menu.fabric)):
+            if _size(o, menu.fabric) >= _size(out[r], menu.fabric):
+                break
+            if menu.makespan({**out, r: o}, strategy) <= limit:
+                out[r] = o
+                break
     return out
 
 
