@@ -166,7 +166,9 @@ def _row_loops_in_lanes(spec: GraphSpec, loops: set[str] | frozenset[str]) -> st
         if n.kind == "fork" or any(src in below for src, _ in n.inputs):
             below.add(i)
     hit = sorted(
-        {n.var for i, n in enumerate(spec.nodes) if i in below and n.kind in ("scan", "locate") and n.var in loops}
+        n.var
+        for i, n in enumerate(spec.nodes)
+        if i in below and n.kind in ("scan", "locate") and n.var is not None and n.var in loops
     )
     return hit[0] if hit else ""
 

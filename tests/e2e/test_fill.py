@@ -145,7 +145,8 @@ def test_lanes_stay_below_a_bounded_fifo_depth():
 def test_max_lanes_in_the_arch_table_is_validated():
     with pytest.raises(fuseflow.FuseflowError, match="max_lanes must be a positive integer"):
         Arch.resolve({"preset": "amber", "fabric": {"compute": 8, "memory": 8, "max_lanes": 0}})
-    assert Arch.resolve({"preset": "amber", "fabric": {"compute": 8, "memory": 8, "max_lanes": 4}}).fabric.max_lanes == 4
+    capped = Arch.resolve({"preset": "amber", "fabric": {"compute": 8, "memory": 8, "max_lanes": 4}})
+    assert capped.fabric is not None and capped.fabric.max_lanes == 4
 
 
 def test_an_accumulators_values_are_dealt_with_its_coordinates():
