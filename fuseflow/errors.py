@@ -46,7 +46,12 @@ class VerificationError(FuseflowError):
 
 
 class SimulationError(FuseflowError):
-    """The simulator stopped: deadlock, cycle limit or a stream protocol violation."""
+    """The simulator stopped: deadlock, cycle limit or a stream protocol violation; `region`
+    names the graph that stopped, when one did."""
+
+    def __init__(self, message: str, location: str | None = None, region: str | None = None):
+        super().__init__(message, location)
+        self.region = region
 
 
 class MismatchError(FuseflowError):

@@ -1,14 +1,15 @@
 """Step 4 of ``schedule="auto"`` on a finite fabric: lanes for the candidates it simulated.
 
-For every simulated candidate, the regions' lane menus
-(`lanes.lane_menu`) are placed on the fabric under the strategy's placement (``sequential``
-places one region at a time; every other strategy may run regions side by side, which
-``concurrent`` models) and the assignments of `lanes.assignments` are weighed by their
-predicted makespan. The best of each base, when predicted at least `lanes.MIN_GAIN` faster
-than the base, is ranked by that prediction times the model's error on the base (its simulated
-over its predicted makespan); the `BASES` best become candidates of their own: the base's
-rules plus one ``par=`` rule per laned region, compiled, estimated and simulated like every
-finalist, so the planner's choice stays the fastest program it simulated (docs/fabric.md, "Filling the fabric").
+For every simulated candidate, the regions' lane menus (`lanes.lane_menu`) are placed on the
+fabric under the strategy's placement (``sequential`` places one region at a time; every other
+strategy may run regions side by side, which ``concurrent`` models) and the assignments of
+`lanes.assignments` are weighed by their predicted makespan. The best of each base (and its
+runner-up within `NEAR`), when predicted at least `lanes.MIN_GAIN` faster than the base, is
+ranked by that prediction times the model's error on the base (its simulated over its
+predicted makespan); the `FINALISTS` best become candidates of their own: the base's rules plus
+one ``par=`` rule per laned region, compiled, estimated and simulated like every finalist, so
+the planner's choice stays the fastest program it simulated (docs/fabric.md, "Filling the
+fabric").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError, SimulationError
 from fuseflow.planning.lanes import (
+    FACTORS,
     MIN_GAIN,
     LaneOption,
     Menu,
@@ -32,9 +34,13 @@ from fuseflow.planning.lanes import (
 from fuseflow.schedule.rules import Schedule, as_schedule
 from fuseflow.sim.arch import Arch
 
-BASES = 2
-"""Lane candidates confirmed (each one compile and simulation): those of the simulated candidates
-whose best assignment is predicted fastest, scaled by the model's error on the candidate itself."""
+FINALISTS = 3
+"""Lane candidates confirmed (each one compile and simulation): of every simulated candidate's
+best assignment and its runner-up within `NEAR`, those predicted fastest, scaled by the model's
+error on the candidate itself."""
+NEAR = 1.15
+"""A runner-up assignment this close to a base's best is confirmed too: the model's errors
+between lane choices of one program are about this large (docs/results.md, "Filling the fabric")."""
 
 
 @dataclass
@@ -121,38 +127,64 @@ def fill(
             continue
         # the model's error on this base, measured by its simulation, scales its lanes' prediction
         error = base.simulated_cycles / max(one, 1)
-        weighed_bases.append((spans[best] * error, base, menu, best, weighed[best]))
+        runner_up = sorted((n for n in spans if n != best and spans[n] <= NEAR * spans[best]), key=lambda n: spans[n])
+        for name in [best, *runner_up[:1]]:
+            weighed_bases.append((spans[name] * error, base, menu, name, weighed[name]))
     weighed_bases.sort(key=lambda w: w[0])
-    for _, base, menu, best, choice in weighed_bases[:BASES]:
-        program = programs[id(base)]
-        base_rules = as_schedule(base.builtin).ruleset if base.builtin else base.schedule.ruleset
+    for _, base, menu, best, choice in weighed_bases[:FINALISTS]:
+        cand, ran = _confirm_lanes(base, programs[id(base)], menu, best, choice, out.placement, confirm, notes)
+        out.candidates.append(cand)
+        out.menus[id(cand)] = menu
+        out.choices[id(cand)] = ran
+    return out
+
+
+RETRIES = 2
+"""Lane options refused by simulation (a deadlock or protocol error in one region) and retried
+without, per lane candidate."""
+
+
+def _confirm_lanes(
+    base: Any,
+    program: Any,
+    menu: Menu,
+    name: str,
+    choice: Mapping[str, LaneOption],
+    placement: str,
+    confirm: Callable[[Any, str], None],
+    notes: list[str],
+) -> tuple[Any, dict[str, LaneOption]]:
+    """The lane candidate of `base` under `choice`, confirmed by simulation. A region whose lane
+    option the simulator refuses (`SimulationError.region`) loses that option and the
+    assignment is weighed again, up to `RETRIES` times: the planner never returns a program it
+    could not simulate, and one broken option does not cost the others their lanes. Returns the
+    candidate and the assignment it ran."""
+    base_rules = as_schedule(base.builtin).ruleset if base.builtin else base.schedule.ruleset
+    choice = dict(choice)
+    cand = base
+    for attempt in range(RETRIES + 1):
         schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
         laned = {r: o.par for r, o in choice.items() if o.par is not None}
         cand = replace(
-            base, schedule=schedule, lanes=laned, lanes_by=best, simulated_cycles=None, status="", estimate_cycles=0.0
+            base, schedule=schedule, lanes=laned, lanes_by=name, simulated_cycles=None, status="", estimate_cycles=0.0
         )
         try:
             confirm(cand, "simulated (lanes)")
+            return cand, choice
         except SimulationError as e:
-            # a deadlock the menu did not foresee: weigh half the lanes once more
             cand.status = f"failed: {str(e).splitlines()[0][:80]}"
-            out.candidates.append(cand)
-            half = max(o.factor for o in choice.values()) // 2
-            notes.append(f"lanes: {cand.describe([])} failed ({str(e).splitlines()[0][:60]}); retried at {half} lanes")
-            menu = lane_menu(program, arch_, max_lanes=half)
-            weighed = assignments(menu, out.placement, half)
-            best = min(weighed, key=lambda n: menu.makespan(weighed[n], out.placement))
-            choice = weighed[best]
-            schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
-            laned = {r: o.par for r, o in choice.items() if o.par is not None}
-            cand = replace(cand, schedule=schedule, lanes=laned, lanes_by=f"{best}, at most {half}", status="")
-            try:
-                confirm(cand, "simulated (lanes)")
-            except FuseflowError as e2:
-                cand.status = f"failed: {str(e2).splitlines()[0][:80]}"
+            region = e.region or ""
+            bad = choice.get(region)
+            if bad is None or bad.par is None or attempt == RETRIES:
+                return cand, choice
+            why = str(e).splitlines()[0][:70]
+            notes.append(f"lanes: {region} at {bad.par} did not simulate ({why}); weighed without it")
+            kept = [o for o in menu.options[region] if o.level != bad.level or o.factor < bad.factor]
+            menu.options[region] = kept
+            weighed = assignments(menu, placement, max(FACTORS))
+            name = min(weighed, key=lambda n: menu.makespan(weighed[n], placement))
+            choice = dict(weighed[name])
         except FuseflowError as e:
             cand.status = f"failed: {str(e).splitlines()[0][:80]}"
-        out.candidates.append(cand)
-        out.menus[id(cand)] = menu
-        out.choices[id(cand)] = choice
-    return out
+            return cand, choice
+    return cand, choice

@@ -312,10 +312,12 @@ def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[
 
 def assignments(menu: Menu, strategy: str, max_lanes: int) -> dict[str, dict[str, LaneOption]]:
     """The distinct lane assignments weighed for one program: greedy growth and every uniform
-    factor up to `max_lanes`, each refined (`refine`), by name (``greedy``, ``uniform 8``;
-    ``greedy = uniform 4`` when two arrive at the same assignment)."""
+    factor up to `max_lanes`, each refined (`refine`), and every region at its fastest option
+    (which the refinement may have traded for fewer units on a prediction within 1%), by name
+    (``greedy``, ``uniform 8``; ``greedy = uniform 4`` when two arrive at the same one)."""
     found = [("greedy", refine(menu, assign(menu, strategy), strategy))]
     found += [(f"uniform {f}", refine(menu, uniform(menu, f), strategy)) for f in FACTORS if f <= max_lanes]
+    found.append(("fastest", uniform(menu, max_lanes)))  # each region's fastest option, unrefined
     out: dict[str, dict[str, LaneOption]] = {}
     for name, choice in found:
         same = next((n for n, c in out.items() if c == choice), None)

@@ -489,7 +489,13 @@ def plan(
         )
     if not done:
         raise FuseflowError("schedule=auto: no candidate schedule could be simulated")
-    win = min(done, key=lambda c: (c.simulated_cycles, c.estimate_cycles))
+
+    def held(c: Candidate) -> int:  # on a finite fabric a tie goes to the program holding fewer units
+        if fabric is None or id(c) not in programs:
+            return 0
+        return sum(sum(u.values()) for u in programs[id(c)].resources().values())
+
+    win = min(done, key=lambda c: (c.simulated_cycles, held(c), c.estimate_cycles))
     win.status = "chosen"
     program = programs[id(win)]
     program.schedule = "auto"

@@ -276,7 +276,7 @@ def add_nodes(g: _simulator.Graph, spec: GraphSpec, packed: Mapping[str, Any]) -
                 raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
             g.add_node(n.kind, n.name, [(base + src, port) for src, port in n.inputs], params)
     except ValueError as e:
-        raise SimulationError(f"graph {spec.name}: {e}") from None
+        raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
 
 
 def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, **options: Any) -> GraphRun:
@@ -320,9 +320,9 @@ def run_packed(
             chosen = "event"
             res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
     except _simulator.SimError as e:
-        raise SimulationError(f"graph {spec.name}: {e}") from None
+        raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
     except ValueError as e:
-        raise SimulationError(f"graph {spec.name}: {e}") from None
+        raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
     outputs = decode_outputs(spec, res["nodes"])
     # counters only: the writers' arrays are in `outputs` now (kept, they would hold every
     # region's output twice for the whole program run); a writer keeps how many it wrote
