@@ -17,7 +17,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import fuseflow  # noqa: E402
 
@@ -37,7 +36,8 @@ def main() -> None:
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
     import sae
-    from test_parallelize import attention
+
+    from fuseflow.models import masked_attention as attention
 
     cases = [(f"attention seq {a.seq} d {a.d}, b={b}", lambda b=b: attention(a.seq, a.d, b), b) for b in (16, 32, 64)]
     cases += [

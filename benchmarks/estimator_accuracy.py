@@ -32,7 +32,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -93,7 +92,7 @@ def _random_chains(n: int, seed: int = 0):
     """Random 2-3 op chains over random sparse/dense operands (tests/e2e/test_random_chains.py's kind)."""
     rng = np.random.default_rng(seed)
 
-    from test_random_chains import Chain  # the same chain module the random-chain tests compile
+    from fuseflow.models import Chain  # the same chain module the random-chain tests compile
 
     for i in range(n):
         ops = list(rng.choice(["matmul", "mul", "add", "relu", "scale"], size=int(rng.integers(2, 4))))

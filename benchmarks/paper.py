@@ -47,7 +47,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))  # the masked attention of the lane and blocking tests
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -522,7 +521,8 @@ def figure14(tier: str, say) -> list[dict]:
 def figure15a(tier: str, say) -> list[dict]:
     """Lanes on the fused masked attention (one head, BigBird mask), against ideal scaling."""
     from parallel_scaling import lane_sweep
-    from test_parallelize import attention
+
+    from fuseflow.models import masked_attention as attention
 
     cfg = TIERS[tier]["15a"]
     model, args, formats = attention(cfg["seq"], cfg["d"], cfg["block"])
@@ -552,7 +552,8 @@ LEVEL_NAMES = {"i": "query rows", "k": "keys", "j": "output features", "l": "the
 def figure15b(tier: str, say) -> list[dict]:
     """The same attention with P lanes at each level in turn: which level pays to split."""
     from parallel_scaling import lane_sweep
-    from test_parallelize import attention
+
+    from fuseflow.models import masked_attention as attention
 
     cfg = TIERS[tier]["15b"]
     model, args, formats = attention(cfg["seq"], cfg["d"], cfg["block"])
@@ -579,7 +580,7 @@ def figure15b(tier: str, say) -> list[dict]:
 
 def figure16(tier: str, say) -> list[dict]:
     """Blocked vs unstructured masked attention: the mask's block size b, lowered over b x b tiles."""
-    from test_parallelize import attention
+    from fuseflow.models import masked_attention as attention
 
     cfg = TIERS[tier]["16"]
     rows = []

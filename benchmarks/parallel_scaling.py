@@ -16,7 +16,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import fuseflow  # noqa: E402
 
@@ -42,7 +41,8 @@ def main() -> None:
     a = ap.parse_args()
     import gcn_layer
     import spgemm_chain
-    from test_parallelize import attention
+
+    from fuseflow.models import masked_attention as attention
 
     cases = {
         f"masked attention seq {a.seq} d {a.d} block {a.block}": lambda: attention(a.seq, a.d, a.block),

@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 SCHEDULES = ("unfused", "layer", "full")
 
@@ -40,7 +39,10 @@ def graph(name: str):
 
 
 def main() -> int:
-    from test_pyg import CONVS, model
+    from fuseflow.models import pyg_convs
+    from fuseflow.models import pyg_two_layer as model
+
+    CONVS = pyg_convs()
 
     import fuseflow
 

@@ -14,27 +14,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-
-def bigbird_mask(
-    seq: int, block: int, window: int = 1, n_global: int = 2, n_random: int = 2, seed: int = 0
-) -> torch.Tensor:
-    """Block mask: a sliding window of ±`window` blocks, `n_global` global blocks (rows and
-    columns), and `n_random` random blocks per block row. Every row attends to its own block."""
-    nb = seq // block
-    rng = np.random.default_rng(seed)
-    blocks = np.zeros((nb, nb), dtype=bool)
-    for r in range(nb):
-        blocks[r, max(0, r - window) : r + window + 1] = True
-        others = [c for c in range(nb) if not blocks[r, c]]
-        if others:
-            blocks[r, rng.choice(others, size=min(n_random, len(others)), replace=False)] = True
-    blocks[:n_global, :] = True
-    blocks[:, :n_global] = True
-    dense = np.kron(blocks, np.ones((block, block), dtype=bool))
-    return torch.tensor(dense, dtype=torch.float32)
+from fuseflow.models import bigbird_mask  # noqa: F401  (gpt_bigbird.bigbird_mask, as before)
 
 
 class Head(torch.nn.Module):

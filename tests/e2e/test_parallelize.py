@@ -6,28 +6,16 @@ dimension). Between lane counts the outputs must be bit-identical (same arithmet
 """
 
 import gcn_layer
-import gpt_bigbird
 import numpy as np
 import pytest
 import spgemm_chain
-import torch
 
 import fuseflow
-
-
-class MaskedAttention(torch.nn.Module):
-    """softmax(mask(Q K^T / sqrt(d))) V with the mask declared sparse (BigBird)."""
-
-    def forward(self, q, k, v, mask):
-        s = (q @ k.T) * (q.shape[1] ** -0.5)
-        s = s.masked_fill(mask == 0, float("-inf"))
-        return torch.softmax(s, dim=-1) @ v
+from fuseflow.models import masked_attention
 
 
 def attention(seq=64, d=32, block=16):
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(seq, d, generator=gen) for _ in range(3))
-    return MaskedAttention(), (q, k, v, gpt_bigbird.bigbird_mask(seq, block, seed=0)), {"mask": "csr"}
+    return masked_attention(seq, d, block)
 
 
 def lanes(build, schedule, level, factors):

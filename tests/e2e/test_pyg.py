@@ -19,29 +19,15 @@ if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: n
 else:
     pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.datasets import KarateClub  # noqa: E402
-from torch_geometric.nn import GATConv, GCNConv, GINConv, SAGEConv  # noqa: E402
+from torch_geometric.nn import GATConv, GCNConv  # noqa: E402
 from torch_geometric.utils import to_torch_csr_tensor  # noqa: E402
+
+from fuseflow.models import TwoLayer, pyg_convs, pyg_two_layer  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "planetoid"
 
 
-class TwoLayer(torch.nn.Module):
-    def __init__(self, conv1, conv2):
-        super().__init__()
-        self.conv1 = conv1
-        self.conv2 = conv2
-
-    def forward(self, x, edge_index):
-        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
-
-
-CONVS = {
-    "gcn": lambda i, o: GCNConv(i, o),
-    "gcn-no-normalize": lambda i, o: GCNConv(i, o, normalize=False),
-    "sage-mean": lambda i, o: SAGEConv(i, o),
-    "sage-max": lambda i, o: SAGEConv(i, o, aggr="max"),
-    "gin": lambda i, o: GINConv(torch.nn.Linear(i, o)),
-}
+CONVS = pyg_convs()
 
 
 def karate():
@@ -49,8 +35,7 @@ def karate():
 
 
 def model(kind: str, f_in: int, hidden: int = 8, out: int = 4, seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    return TwoLayer(CONVS[kind](f_in, hidden), CONVS[kind](hidden, out)).eval()
+    return pyg_two_layer(kind, f_in, hidden, out, seed)
 
 
 @pytest.mark.parametrize("schedule", ["unfused", "layer", "full"])

@@ -7,29 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
+from fuseflow.models import Chain
 
 OPS = ["matmul", "mul", "add", "relu", "scale", "rowsum_bcast"]
-
-
-class Chain(torch.nn.Module):
-    def __init__(self, ops):
-        super().__init__()
-        self.ops = ops
-
-    def forward(self, x, *ws):
-        k = 0
-        for op in self.ops:
-            if op in ("matmul", "mul", "add"):
-                w = ws[k]
-                k += 1
-                x = x @ w if op == "matmul" else (x * w if op == "mul" else x + w)
-            elif op == "relu":
-                x = torch.relu(x)
-            elif op == "scale":
-                x = x * 3.0
-            else:
-                x = x + x.sum(dim=1, keepdim=True)
-        return x
 
 
 def numpy_chain(ops, x, ws):
