@@ -1,4 +1,4 @@
-"""Dataflow order of a region's index variables (DESIGN §5.2).
+"""Dataflow order of a region's index variables (docs/architecture.md, "Design: lowering").
 
 Each tensor access constrains the order to its storage order (concordant traversal). The
 default order is a deterministic topological sort: among the variables that are ready, output

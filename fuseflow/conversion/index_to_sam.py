@@ -1,4 +1,4 @@
-"""Lower one index-notation assignment to a sam graph (DESIGN §5.3-5.6).
+"""Lower one index-notation assignment to a sam graph (docs/architecture.md, "Design: lowering").
 
 For each index variable in dataflow order, the expression's *iteration tree* at that variable
 says how operands co-iterate: multiplication intersects, addition unions, an op with f(0) != 0

@@ -1,4 +1,4 @@
-"""The statistics the cycle model reads for a graph's inputs (DESIGN §12).
+"""The statistics the cycle model reads for a graph's inputs (docs/architecture.md, "Design: planning").
 
 Measured from the example data where a region's input is known (`level_counts`), predicted
 where an earlier region writes it (its estimate, re-levelled when read in another order), and
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 def relayout_cycles(st: TensorStats) -> float:
     """Converting a stored tensor to another level order by a counting-sort transpose: one pass
     over its entries to count per new outer coordinate, a prefix sum over that dimension, one pass
-    to scatter (DESIGN §12)."""
+    to scatter (docs/architecture.md, "Design: planning")."""
     return 2.0 * st.nnz + float(max(st.dims, default=1))
 
 

@@ -1,4 +1,4 @@
-"""Dataflow-order search of a fusion region (DESIGN §5.2, §11): enumerate, estimate, choose.
+"""Dataflow-order search of a fusion region (docs/architecture.md, "Design: lowering"): enumerate, estimate, choose.
 
 A region's dataflow order is one total order of all its index variables; every reduction
 follows its restriction (see `nests.plan`). The search space is every order the lowering can

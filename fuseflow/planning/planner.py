@@ -7,7 +7,7 @@ layer) are one unit, so a region holds every head. A region is a run of consecut
 every candidate is acyclic by construction, and FuseFlow's transformer split (LN + Q/K/V |
 attention | the rest) is one of them.
 
-Search (DESIGN §12):
+Search (docs/architecture.md, "Design: planning" and "Planning"):
 1. *Cover*: compile a few segmentations whose regions together are every possible segment,
    shortest segments first (`band`), with the lowering's own order, and take each region's
    predicted cycles, bytes and ALU ops from the cycle model. A region's cost barely depends on

@@ -1,4 +1,4 @@
-"""Choose a region's dataflow order by the cycle model (`order="auto"`, DESIGN §12).
+"""Choose a region's dataflow order by the cycle model (`order="auto"`; docs/architecture.md, "Design: planning").
 
 The static estimate of `ordering.py` counts loop-nest coordinates and misses what a lowering
 does with them (a locate-fused inner product under a sparse filter iterates only the filter's

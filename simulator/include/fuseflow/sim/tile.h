@@ -1,4 +1,4 @@
-// Dense tiles of blocked value streams (DESIGN §6: values are scalars or b x ... x b tiles).
+// Dense tiles of blocked value streams (docs/architecture.md, "Design: the simulator": values are scalars or b x ... x b tiles).
 // A tile token is a data token whose `i` is a handle into the graph's TileStore; tiles are
 // immutable once stored and live until the run ends (no per-token allocation: one arena).
 #pragma once

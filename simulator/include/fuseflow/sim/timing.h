@@ -31,10 +31,10 @@ struct Timing {
   uint64_t max_seconds = 0;      // wall-clock time one run may take (0: no limit; a simulator limit)
   KindTiming default_kind;
   std::map<std::string, KindTiming> per_kind;
-  // Preset quirks (DESIGN §6 / the sam preset): see docs/architecture.md.
+  // Preset quirks (the sam preset): see docs/architecture.md.
   bool scan_emit_on_pop = false;        // emit a fiber's first coordinate the cycle its ref is popped
   bool reduce_split_stop = false;       // a stop above S0 costs the reduce a second cycle
-  // Tile timing (blocked value streams of b-wide tiles, DESIGN §6): a tile of rank >= 3 is a
+  // Tile timing (blocked value streams of b-wide tiles, docs/architecture.md "Design: the simulator"): a tile of rank >= 3 is a
   // product being contracted, handled by a b x b matmul unit (II b * tile_matmul_ii_per_b,
   // latency 2b - 1); any other tile (E elements) by a b-lane vector unit (II ceil(E / b) *
   // tile_elementwise_ii_per_b, latency E: b^2 for a b x b tile).
