@@ -2,7 +2,8 @@
 
 Cases: BigBird masked attention (one head; the mask's block size = b) at b = 16, 32, 64, and the
 sparse autoencoder with 90% weight sparsity, unstructured vs block-pruned (16 x 16 blocks).
-Tile timing is the simulator default (docs/architecture.md, "Design: the simulator"): product tiles on a b x b matmul unit (II b),
+Tile timing is the simulator default (docs/architecture.md, "Design: the simulator"): product
+tiles on a b x b matmul unit (II b),
 other tiles on a b-lane vector unit (II b for a b x b tile). Prints JSON and a table:
 
     python benchmarks/blocking.py [--seq 256 --d 64] [-o out.json]

@@ -1,6 +1,7 @@
 """The value an expression takes where its operands at one index variable are absent.
 
-Sparsity is never guessed from data (docs/architecture.md, "Design: lowering"): a variable may be iterated sparsely only where
+Sparsity is never guessed from data (docs/architecture.md, "Design: lowering"): a variable may
+be iterated sparsely only where
 every skipped coordinate has a value the consumer can reconstruct, 0 for written outputs and
 sums, -inf for max reductions (masked attention: ``masked_fill(mask == 0, -inf)`` is -inf
 outside the mask, ``exp`` of that is 0). `absent(e, v)` computes that value: a tensor with `v`

@@ -1,4 +1,5 @@
-"""Iteration trees: how an index-notation expression co-iterates one index variable (docs/architecture.md, "Design: lowering").
+"""Iteration trees: how an index-notation expression co-iterates one index variable
+(docs/architecture.md, "Design: lowering").
 
 A product intersects its operands' coordinates, a sum unions them, and an expression that is not
 zero where its operands are absent iterates the variable's full range. The lowering

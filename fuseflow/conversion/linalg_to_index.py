@@ -1,6 +1,7 @@
 """Conversion: from a fusion region of linalg ops to one index-notation expression per region output.
 
-Index-variable unification (docs/architecture.md, "Design: lowering") happens by substitution: walking from a region output
+Index-variable unification (docs/architecture.md, "Design: lowering") happens by substitution:
+walking from a region output
 backwards, each op's loop dimensions are bound to the variables its consumer uses for the result,
 and its other (reduction) dimensions get fresh variables. A producer inside the region is inlined
 into its consumer (streamed, recomputed per use); a value from outside the region is a named

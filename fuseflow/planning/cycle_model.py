@@ -1,4 +1,5 @@
-"""An analytical cycle model of a sam graph: tokens per node first, then cycles (docs/architecture.md, "Design: planning").
+"""An analytical cycle model of a sam graph: tokens per node first, then cycles
+(docs/architecture.md, "Design: planning").
 
 Every stream is summarised by how many elements it holds at each depth (`Stream.counts`: the
 root's one reference, then the coordinates of each nested level) and the extent of each level.

@@ -1,4 +1,5 @@
-"""Schedules as data: ordered rules that say which ops fuse, kept outside the model (docs/architecture.md, "Design: planning").
+"""Schedules as data: ordered rules that say which ops fuse, kept outside the model
+(docs/architecture.md, "Design: planning").
 
 A `Schedule` is a list of `Rule`s. A rule `Match`es PyTorch-level ops (what ``prog.ops()``
 lists) by op kind, by module class, by module path or by a sequence of these, and either fuses

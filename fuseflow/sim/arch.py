@@ -1,4 +1,5 @@
-"""Architecture parameters for a simulation: presets, TOML files or dicts (docs/architecture.md, "Design: the simulator").
+"""Architecture parameters for a simulation: presets, TOML files or dicts
+(docs/architecture.md, "Design: the simulator").
 
 A TOML file has an ``[arch]`` table; ``preset`` starts it from a shipped preset, whose keys the
 table's own then override (tables such as ``memory`` and ``fabric`` key by key)::

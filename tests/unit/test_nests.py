@@ -2,7 +2,8 @@
 
 The expression is a second GNN layer with mean aggregation over a first one:
 Y(i,j) = sum_k A(i,k) * (sum_l C(k,l) B(l,j)) / (sum_m C(k,m)). The inner sums do not use i, but
-are consumed under A's (i, k). Expected nests are written out by hand from the loop-nest rule (docs/architecture.md, "Design: lowering").
+are consumed under A's (i, k). Expected nests are written out by hand from the loop-nest rule
+(docs/architecture.md, "Design: lowering").
 """
 
 from fuseflow.analysis.index_notation import Access, Call, Reduce
