@@ -51,6 +51,7 @@ def compile_example(a):
         order=a.order,
         passes=a.pipeline,
         arch=getattr(a, "arch", None),
+        max_lanes=getattr(a, "max_lanes", None),
     )
 
 
@@ -133,6 +134,9 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
         "--order", help="dataflow order of every region: auto (default, by the cycle model) | plain | K | i,k,j"
     )
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
+    p.add_argument(
+        "--max-lanes", type=int, help="with --schedule auto on a finite fabric: the most lanes a region gets (16)"
+    )
 
 
 STRATEGY_HELP = (

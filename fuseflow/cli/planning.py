@@ -88,6 +88,7 @@ def cmd_plan(a) -> int:
         top_k=a.top_k,
         progress=(lambda m: print(m, file=sys.stderr)) if sys.stderr.isatty() else None,
         strategy=getattr(a, "strategy", "sequential"),
+        max_lanes=getattr(a, "max_lanes", None),
     )
     if a.json:
         print(json.dumps(_plan_json(found, a), indent=2))
@@ -118,6 +119,14 @@ def _plan_json(found, a) -> dict:
         "compiles": found.compiles,
         "simulated_cycles": found.simulated_cycles,
         "wall_s": found.wall_s,
+        "lanes": (
+            [
+                {"region": r, "lanes": lanes, "units": units, "predicted_cycles": cycles}
+                for r, lanes, units, cycles in found.lanes.rows
+            ]
+            if found.lanes is not None
+            else None
+        ),
     }
 
 
@@ -237,6 +246,7 @@ def register_plan(sub) -> None:
     pl.add_argument("--order", help="orders of the finalists' regions: auto (default) | plain")
     pl.add_argument("--top-k", type=int, help="finalists simulated to confirm (default: 1 per 20 candidates, 1-3)")
     pl.add_argument("--strategy", default="sequential", help="the finalists run under it: " + STRATEGY_HELP)
+    pl.add_argument("--max-lanes", type=int, help="on a finite fabric, the most lanes a region gets (default 16)")
     pl.add_argument("--json", action="store_true")
     pl.add_argument("-o", "--output", help="save the chosen schedule (.json or .py) for --schedule FILE")
     pl.set_defaults(fn=cmd_plan)

@@ -254,6 +254,22 @@ def test_the_demo_compares_unfused_and_auto_on_the_finite_preset(tmp_path):
         assert row["cycles"] >= row["region_cycles"] + 512 - 20
         assert 0.7 < row["estimated_cycles"] / row["cycles"] < 1.4
     assert auto["cycles"] <= unfused["cycles"]
+    # the planner's lanes: more than one, and the busy units on the finite array
+    assert auto["lanes"] > 1 and unfused["lanes"] == 1
+    assert 0 < auto["busy"]["compute"] <= 1 and auto["busy"]["memory"] > unfused["busy"]["memory"]
+    assert auto["cycles"] < 0.5 * unfused["cycles"]
+
+
+def test_plan_caps_lanes_at_max_lanes_and_reports_them(tmp_path, capsys):
+    from fuseflow.cli.main import main
+
+    model = str(ROOT / "examples" / "gcn_layer.py")
+    assert main(["plan", model, "--arch", "amber", "--max-lanes", "2", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["lanes"]
+    assert all(row["lanes"] == "1 lane" or row["lanes"].startswith("2 lanes at") for row in found["lanes"])
+    )
+    assert any(row["lanes"] != "1 lane" for row in found["lanes"])
 
 
 def test_memoised_regions_keep_their_place_on_the_timeline(gpt_unfused):
