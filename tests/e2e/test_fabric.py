@@ -268,7 +268,6 @@ def test_plan_caps_lanes_at_max_lanes_and_reports_them(tmp_path, capsys):
     found = json.loads(capsys.readouterr().out)
     assert found["lanes"]
     assert all(row["lanes"] == "1 lane" or row["lanes"].startswith("2 lanes at") for row in found["lanes"])
-    )
     assert any(row["lanes"] != "1 lane" for row in found["lanes"])
 
 
