@@ -6,10 +6,10 @@ strategy may run regions side by side, which ``concurrent`` models) and the assi
 `lanes.assignments` are weighed by their predicted makespan. The best of each base (and its
 runner-up within `NEAR`), when predicted at least `lanes.MIN_GAIN` faster than the base, is
 ranked by that prediction times the model's error on the base (its simulated over its
-predicted makespan); the `FINALISTS` best become candidates of their own: the base's rules plus
-one ``par=`` rule per laned region, compiled, estimated and simulated like every finalist, so
-the planner's choice stays the fastest program it simulated (docs/fabric.md, "Filling the
-fabric").
+predicted makespan); the `FINALISTS` best within `NEAR` of the best become candidates of their
+own: the base's rules plus one ``par=`` rule per laned region, compiled, estimated and
+simulated like every finalist, so the planner's choice stays the fastest program it simulated
+(docs/fabric.md, "Filling the fabric").
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def fill(
         for name in [best, *runner_up[:1]]:
             weighed_bases.append((spans[name] * error, base, menu, name, weighed[name]))
     weighed_bases.sort(key=lambda w: w[0])
-    for _, base, menu, best, choice in weighed_bases[:FINALISTS]:
+    near = [w for w in weighed_bases if w[0] <= NEAR * weighed_bases[0][0]] if weighed_bases else []
+    for _, base, menu, best, choice in near[:FINALISTS]:
         cand, ran = _confirm_lanes(base, programs[id(base)], menu, best, choice, out.placement, confirm, notes)
         out.candidates.append(cand)
         out.menus[id(cand)] = menu
