@@ -164,3 +164,21 @@ def test_an_accumulators_values_are_dealt_with_its_coordinates():
         (conv1,) = [g for g in prog.graphs if g.name == "conv1"]
         assert lanes_of(conv1) == int(par[2:])
         prog.simulate().check()
+
+
+def test_a_region_with_lanes_runs_whole_under_micro_batches():
+    """Shrinking a laned region's row loops broke a join's stream protocol (SDDMM, 8 lanes at
+    its rows, 4 micro-batches); such a region runs whole and the split says why."""
+    import kernels
+
+    model, args, formats = kernels.build(kernel="sddmm", n=64, k=64)
+    laned = Schedule.rules(Rule(name="main", par="i:8"))
+    prog = fuseflow.compile(model, args, formats=formats, schedule=laned, arch="amber")
+    res = prog.simulate(strategy="pipeline:4")
+    res.check()
+    whole = fuseflow.compile(model, args, formats=formats, schedule=laned, arch="amber").simulate()
+    assert [s.batch for s in res.timeline if s.region == "main"] == [None]
+    assert [r.cycles for r in res.regions if r.name == "main"] == [r.cycles for r in whole.regions if r.name == "main"]
+    from fuseflow.fabric.run import info_for
+
+    assert "lanes" in info_for(prog, prog.bind(args)).regions["main"]
