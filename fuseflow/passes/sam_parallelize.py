@@ -95,6 +95,7 @@ def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
     level = ",".join(sorted(levels))
     level_nodes, lane, after = _partition(g, levels)
     _check_lanes(g, level, level_nodes, lane, after)
+    _check_joins(g, level, level_nodes, lane, after)
     return _emit_lanes(g, level, factor, level_nodes, lane, after)
 
 
@@ -158,6 +159,47 @@ def _check_lanes(g: SamGraph, level: str, level_nodes: set[int], lane: set[int],
                 )
     if not lane:
         raise FuseflowError(f"region {g.name}: nothing runs under {level!r}; parallelizing it has no effect")
+
+
+def _check_joins(g: SamGraph, level: str, level_nodes: set[int], lane: set[int], after: set[int]) -> None:
+    """Refuse a join two or more levels below the parallel variable whose stream passes a
+    compressed level in between: where a lane's element has an empty fiber there, the join loses
+    count of the elements (GraphSAGE's linear in order ``k,i,j`` at k with 4 lanes stopped with
+    ``join: lane 2 has 0 where its fiber should end``)."""
+    depth = _depths(g, lane, level_nodes)
+    for i in sorted(after):
+        for o in g.ops[i].operands:
+            if o[0] in lane and depth.get(o, 0) < 0:
+                raise FuseflowError(
+                    f"region {g.name}: cannot parallelize at {level!r}: the lanes' stream into "
+                    f"sam.{g.ops[i].kind} #{i} lies above the level (a copy of a stream from above "
+                    f"it), which a join cannot put back in order"
+                )
+            if o[0] not in lane or depth.get(o, 0) < 2:
+                continue
+            inner = _compressed_between(g, o[0], lane, depth, depth[o])
+            if inner is not None:
+                raise FuseflowError(
+                    f"region {g.name}: cannot parallelize at {level!r}: the lanes' stream into "
+                    f"sam.{g.ops[i].kind} #{i} lies {depth[o]} levels below it, under the compressed "
+                    f"sam.scan #{inner}, whose empty fibers the join cannot count yet"
+                )
+
+
+def _compressed_between(g: SamGraph, start: int, lane: set[int], depth: dict, below: int) -> int | None:
+    """A compressed scan in the lane, above `start`, whose coordinates lie strictly between the
+    parallel level and `below` levels under it."""
+    stack, seen = [start], set()
+    while stack:
+        i = stack.pop()
+        if i in seen or i not in lane:
+            continue
+        seen.add(i)
+        op = g.ops[i]
+        if op.kind == "scan" and op.get("format") == "compressed" and 0 < depth.get((i, 1), 0) < below:
+            return i
+        stack.extend(src for src, _ in op.operands)
+    return None
 
 
 def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lane: set[int], after: set[int]) -> str:
