@@ -27,6 +27,10 @@ Search (docs/architecture.md, "Design: planning" and "Planning"):
    was about any simulated one (a simulation more than `TRUST` times off its estimate is named
    as the reason). The fastest simulated wins, so the choice is never worse than anything the
    planner simulated.
+4. *Fill the fabric* (finite fabrics only, `fill`): every simulated candidate's regions get lane
+   options, assignments are placed by the fabric's scheduler, and the most promising are
+   compiled with ``par=`` rules and simulated like the finalists (docs/fabric.md, "Filling the
+   fabric").
 
 `Plan.explain()` says what was considered, pruned and why.
 """
