@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuseflow.errors import FuseflowError, SimulationError
+from fuseflow.fabric.strategy import resolve
 from fuseflow.planning.lanes import (
     FACTORS,
     MIN_GAIN,
@@ -83,8 +84,6 @@ class LanePlan:
 
 def placement_of(strategy: Any) -> str:
     """How the strategy places regions, for the lane search: one at a time, or side by side."""
-    from fuseflow.fabric.strategy import resolve
-
     return "sequential" if resolve(strategy).name == "sequential" else "concurrent"
 
 

@@ -27,11 +27,12 @@ from fuseflow.dialects.sam_ir import module_text, parse_module, read_module
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import program_task_list
 from fuseflow.fabric.resources import demand_of, fits
-from fuseflow.fabric.scheduler import timeline_from_durations
+from fuseflow.fabric.scheduler import Utilization, timeline_from_durations
 from fuseflow.mlir import ir
 from fuseflow.passes.sam_parallelize import parallelize_graph
 from fuseflow.planning.cycle_model import Timing, estimate_graph
 from fuseflow.planning.input_stats import stats_for_inputs
+from fuseflow.schedule.rules import Match, Rule
 from fuseflow.sim.arch import RESOURCES, UNBOUNDED, Arch, Fabric
 from fuseflow.sim.graph import GraphSpec, parse_graphs
 from fuseflow.sim.values import evaluate_into
@@ -145,7 +146,7 @@ def lane_menu(
         if progress is not None:
             progress(f"lanes: {spec.name}: {len(menu)} option(s)")
     _keep_expressible(options, skipped, program.region_ops)
-    tasks, specs = program_task_list(program)
+    tasks, _ = program_task_list(program)
     host_cycles = [r.cycles for r in program.relayout_runs(data, cache)]
     return Menu([g.name for g in program.graphs], options, host_cycles, tasks, arch.fabric, skipped)
 
@@ -251,8 +252,6 @@ def size(menu: Menu, choice: Mapping[str, LaneOption]) -> float:
 
 def utilization(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, float]:
     """Predicted busy units over the fabric's capacity, per class, over the predicted makespan."""
-    from fuseflow.fabric.scheduler import Utilization
-
     frac = Utilization.of(menu.timeline(choice, strategy), menu.fabric).fraction
     return dict(frac or {})
 
@@ -265,8 +264,6 @@ def lane_rules(
     order search, which keeps every parallel level a region names, may pick another order, in
     which the level is not where the menu saw it). Appended after a schedule's own rules, each
     only attaches its options (the ops' regions are already decided by the rules before it)."""
-    from fuseflow.schedule.rules import Match, Rule
-
     rules = []
     for region, o in choice.items():
         if o.par is None:
