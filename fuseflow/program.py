@@ -191,6 +191,7 @@ class Program:
         jobs: int = 1,
         executor: Any = None,
         strategy: str | Any = "sequential",
+        sample: Any = None,
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) and place the runs on the
         fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
@@ -211,6 +212,12 @@ class Program:
         regions at once, each on inputs computed from the index notation; every simulated
         intermediate is checked against that computation. Cycles and counters are those of the
         plain run either way (tests/e2e/test_memo.py).
+
+        `sample`: True (±2% at 95%), ``"1%@99%"`` or a dict of `fuseflow.sampling.spec.SampleSpec`
+        fields estimates each large row-local region from a sample of its row units
+        (docs/sampling.md): `res.cycles` is then the estimate, `res.interval` its interval,
+        `res.regions[k].interval` each region's, and `res.sampled` says what was simulated and
+        which regions ran whole and why. Outputs are still checked by `check()`.
         """
         from fuseflow.simulation import simulate
 
@@ -226,6 +233,7 @@ class Program:
             jobs=jobs,
             executor=executor,
             strategy=strategy,
+            sample=sample,
         )
 
     def resources(self) -> dict[str, dict[str, int]]:

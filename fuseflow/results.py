@@ -16,6 +16,8 @@ from fuseflow.sim.arch import Arch
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
+    from fuseflow.sampling.program import SampleSummary
+    from fuseflow.sampling.region import Sampled
 
 
 @dataclass
@@ -28,6 +30,13 @@ class RegionResult:
     writes: list[str] = field(default_factory=list)  # tensors the region writes
     engine: str = "event"  # simulation engine that ran it (results do not depend on it)
     memoised: bool = False  # cycles and counters from a structurally identical region (sim/memo.py)
+    sampled: Sampled | None = None  # cycles and counters estimated from sampled units (sampling/)
+    whole_reason: str | None = None  # in a sampled run: why this region was simulated whole
+
+    @property
+    def interval(self) -> tuple[int, int] | None:
+        """The cycles' interval when they are a sampled estimate (None: simulated exactly)."""
+        return self.sampled.interval if self.sampled is not None else None
 
     def totals(self) -> dict[str, int]:
         """The region's counters summed over its nodes."""
@@ -51,6 +60,8 @@ class SimResult:
     strategy: str = "sequential"  # the strategy that placed them (auto names its choice)
     split: SplitPlan | None = None  # the micro-batches a strategy cut the rows into; None: whole
     considered: dict[str, float] = field(default_factory=dict)  # auto: predicted makespan per candidate
+    sampled: SampleSummary | None = None  # a sampled run: units simulated of total, the estimator
+    interval: tuple[int, int] | None = None  # a sampled run: the makespan's interval at its confidence
 
     @property
     def cycles(self) -> int:
@@ -116,6 +127,10 @@ class SimResult:
             entry = {"name": r.name, "cycles": r.cycles, "engine": r.engine, **r.totals()}
             if r.memoised:
                 entry["memoised"] = True
+            if r.sampled is not None:
+                entry["sampled"] = r.sampled.to_json()
+            if r.whole_reason is not None:
+                entry["whole"] = r.whole_reason
             g = graphs.get(r.name)
             if detail and g is not None:
                 entry["nodes"] = [
@@ -128,8 +143,10 @@ class SimResult:
                 ]
                 entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
             regions.append(entry)
+        sampled = {"interval": list(self.interval), "sampled": self.sampled.to_json()} if self.sampled else {}
         return {
             "total_cycles": self.cycles,
+            **sampled,
             "serial_cycles": self.serial_cycles,
             "strategy": self.strategy,
             "split": self.split.to_json() if self.split is not None else None,

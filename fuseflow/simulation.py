@@ -15,6 +15,7 @@ from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
+from fuseflow.sampling.spec import SampleSpec
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphRun, run_graph
 
@@ -35,6 +36,7 @@ def simulate(
     jobs: int = 1,
     executor: Any = None,
     strategy: Any = "sequential",
+    sample: Any = None,
 ) -> SimResult:
     """`Program.simulate` (its docstring says what each option does)."""
     from fuseflow.sim.memo import as_memo
@@ -51,7 +53,13 @@ def simulate(
     memo_ = as_memo(memo)
     if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
         raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
-    if memo_ is not None or jobs > 1 or executor is not None:
+    target = SampleSpec.of(sample)
+    summary = None
+    if target is not None:
+        _check_sampling(record, spans, memo_, shared, strategy_.name)
+        regions, summary = _simulate_sampled(prog, env, args, arch_, target, jobs, executor, progress, engine)
+        traces = None
+    elif memo_ is not None or jobs > 1 or executor is not None:
         regions = _simulate_shared(prog, env, arch_, memo_, jobs, executor, progress, engine, not shared)
         traces = None
     else:
@@ -74,7 +82,63 @@ def simulate(
     res = SimResult(prog, args, outs, runs_, arch_, timeline=placed.timeline, strategy=placed.strategy)
     res.split, res.considered = placed.split, placed.considered
     res.traces = traces
+    if summary is not None:
+        res.sampled = summary
+        res.interval = _makespan_interval(prog, runs_, res.cycles, arch_, strategy_, args)
     return res
+
+
+def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str) -> None:
+    """Sampling estimates each region alone: refuse what needs every region simulated whole."""
+    if record or spans or memo is not None:
+        raise FuseflowError("sample= estimates regions from parts of their rows: not with record, spans or memo")
+    if shared:
+        raise FuseflowError(
+            f"sample= places each region by its estimated cycles; strategy {strategy} re-simulates regions "
+            "together (memory model) or cuts them into micro-batches: use sequential, or concurrent without "
+            "the memory model"
+        )
+
+
+def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target, jobs, executor, progress, engine):
+    """`simulate` with the large row-local regions sampled (fuseflow/sampling)."""
+    from fuseflow.sampling.program import simulate_sampled
+    from fuseflow.sim.graph import pack_inputs, run_packed
+
+    def run(ranges):
+        if executor is None and jobs <= 1:
+            return [run_packed(s, (lambda s=s, f=f: pack_inputs(s, f())), arch, engine=engine) for s, f in ranges]
+        from fuseflow.experiments.executor import LocalExecutor
+
+        pool = executor or LocalExecutor(jobs)
+        tasks = [(s, pack_inputs(s, f()), arch, False, False, None, engine) for s, f in ranges]
+        out: list = [None] * len(tasks)
+        for i, r in pool.run(run_packed, tasks):
+            out[i] = r
+        return out
+
+    with progress_reporter(progress) as report:
+        return simulate_sampled(
+            prog,
+            env,
+            args,
+            arch,
+            target,
+            run,
+            lambda g: run_graph(g, env, arch, engine=engine),
+            lambda i: _release(prog, env, i),
+            report,
+        )
+
+
+def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, strategy, args) -> tuple[int, int]:
+    from fuseflow.fabric.run import place
+    from fuseflow.sampling.program import makespan_interval
+
+    sequential = strategy.name == "sequential"
+    return makespan_interval(
+        runs, makespan, sequential, lambda cycles: max(s.end for s in place(prog, cycles, arch, strategy, args).timeline)
+    )
 
 
 def _simulate_shared(

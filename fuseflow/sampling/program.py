@@ -1,0 +1,127 @@
+"""A program simulated with its large row-local regions sampled (docs/sampling.md).
+
+Regions run in program order. A region is sampled when its rows can be cut (as micro-batches
+are: `fabric/split.py`), its values can be computed from its index notation (they are its
+outputs), and the cycle model predicts enough work for `min_units` units; any other region is
+simulated whole, and the result names it with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from fuseflow.fabric.run import row_extent
+from fuseflow.fabric.split import RegionCut, cut_region
+from fuseflow.results import RegionResult
+from fuseflow.sampling.region import ESTIMATOR, Runner, row_work, sample_region, unit_count
+from fuseflow.sampling.spec import SampleSpec
+from fuseflow.sim.arch import Arch
+from fuseflow.sim.graph import GraphSpec
+from fuseflow.sim.values import Unevaluable, region_values
+
+if TYPE_CHECKING:
+    from fuseflow.program import Program
+
+
+@dataclass(frozen=True)
+class SampleSummary:
+    """What a sampled run simulated: units of the sampled regions (simulated of total), the
+    estimator, the target, and each region run whole with why."""
+
+    units: int
+    total: int
+    estimator: str
+    target: str
+    whole: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The summary as JSON."""
+        return {
+            "units": self.units,
+            "total": self.total,
+            "estimator": self.estimator,
+            "target": self.target,
+            "whole": dict(self.whole),
+        }
+
+
+def simulate_sampled(
+    prog: Program,
+    env: dict,
+    args: tuple,
+    arch: Arch,
+    target: SampleSpec,
+    run: Runner,
+    run_whole: Callable[[GraphSpec], Any],
+    release: Callable[[int], None],
+    report: Callable[[str, int], None] | None = None,
+) -> tuple[list[RegionResult], SampleSummary]:
+    """Every region's result, sampled where it can be, and the run's summary. `run` simulates
+    unit ranges; `run_whole(graph)` simulates a region whole on `env`; `release(i)` drops the
+    values no region after region i reads."""
+    predicted = {r.name: float(r.cycles) for r in prog.estimate(*args, arch=replace(arch, fabric=None)).regions}
+    rows = row_extent(prog)
+    results: list[RegionResult] = []
+    whole: dict[str, str] = {}
+    units = total = 0
+    for i, g in enumerate(prog.graphs):
+        why, cut, values = _sampleable(prog, g, env, rows)
+        n = unit_count(predicted.get(g.name, 0.0), rows, target)
+        if why is None and n < target.min_units:
+            why = (
+                f"too small to save time: {predicted.get(g.name, 0.0):.3g} predicted cycles make {n} units "
+                f"of {target.unit_cycles:.3g}, fewer than {target.min_units}"
+            )
+        if why is not None or cut is None or values is None:
+            whole[g.name] = why or ""
+            r = run_whole(g)
+            env.update(r.outputs)
+            results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=whole[g.name]))
+        else:
+            work = row_work(g, cut, env, rows)
+            cb = (lambda done, of, rel, name=g.name: report(f"{name} ({done}/{of} units, ±{rel:.2%})", 0)) if report else None
+            s = sample_region(g, cut, env, values, n, work, target, run, prog.tolerance, cb)
+            if isinstance(s, str):
+                whole[g.name] = s
+                r = run_whole(g)
+                env.update(r.outputs)
+                results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=s))
+                release(i)
+                continue
+            env.update(values)
+            units, total = units + s.sampled.units, total + s.sampled.total
+            results.append(RegionResult(g.name, s.cycles, s.nodes, list(values), s.engine, sampled=s.sampled))
+        release(i)
+    return results, SampleSummary(units, total, ESTIMATOR, target.describe(), whole)
+
+
+def _sampleable(
+    prog: Program, g: GraphSpec, env: dict, rows: int
+) -> tuple[str | None, RegionCut | None, dict | None]:
+    """Why region `g` cannot be sampled (None: it can), its cut and its values."""
+    cut = cut_region(g, prog.assigns.get(g.name, ()), rows)
+    if isinstance(cut, str):
+        return f"its rows cannot be cut: {cut}", None, None
+    try:
+        values = region_values(prog.assigns[g.name], env)
+    except Unevaluable as e:
+        return f"its values are too large to compute from its index notation ({e})", None, None
+    return None, cut, values
+
+
+def makespan_interval(
+    results: Sequence[RegionResult], makespan: int, sequential: bool, place: Callable[[list[int]], int]
+) -> tuple[int, int]:
+    """The makespan's interval. One region after another: the half-widths of independent samples
+    add in quadrature. Otherwise the timeline is placed again with every region at the low end,
+    then at the high end, of its interval (a bound that assumes the errors all go one way)."""
+    halves = [r.sampled.half_width for r in results if r.sampled is not None]
+    if sequential:
+        half = math.sqrt(sum(h * h for h in halves))
+        return int(math.floor(makespan - half)), int(math.ceil(makespan + half))
+    lows = [r.interval[0] if r.interval else r.cycles for r in results]
+    highs = [r.interval[1] if r.interval else r.cycles for r in results]
+    return min(place(lows), makespan), max(place(highs), makespan)

@@ -1,0 +1,268 @@
+"""One region simulated by sampling its row units (docs/sampling.md).
+
+The region's rows are cut into N contiguous units of about equal work (rows plus the stored
+entries of its sparse inputs read along them: known before anything runs). Unit 0 runs alone;
+it carries the pipeline's fill. Every other sampled unit u is measured by its *marginal*: the
+run of units u-1 and u together less the run of u-1 alone. The unit before it warms the
+pipeline, and the fill and drain cancel in the difference. The marginals of the unsampled units
+are estimated by stratified ratio estimation on their work (`estimator.py`). Each round draws
+more units until the interval meets the target or every unit has run. Every run's outputs must
+equal the region's index-notation values on its rows (check()'s tolerance): the region's outputs
+are those values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+from scipy import stats
+
+from fuseflow.errors import MismatchError
+from fuseflow.fabric.split import RegionCut, batch_inputs, batch_spec, row_counts, slice_rows
+from fuseflow.sampling.estimator import PILOT, Strata, allocate, draw, ratio_estimate, stratify
+from fuseflow.sampling.spec import SampleSpec
+from fuseflow.sim.graph import GraphRun, GraphSpec
+
+ADDITIVE = (
+    "tokens_in",
+    "tokens_out",
+    "mem_read_bytes",
+    "mem_write_bytes",
+    "mem_lines",
+    "alu_ops",
+    "reductions",
+    "stall_input",
+    "stall_output",
+)
+"""Per-node counters that add up over rows (estimated like cycles); first/last_active do not."""
+
+ESTIMATOR = "stratified ratio on work, warmed marginals"
+WARM = 4
+"""A unit (the warm-up of the next) must run at least this many times as long as the region's
+one-row run: that run is the pipeline's latency, its fill, drain and side branches (a weight
+streamed alongside the rows), which a shorter warm-up would leave in the marginal."""
+GROWTH = 0.25  # each further round adds at least this fraction of the units simulated so far
+
+Runner = Callable[[Sequence[tuple[GraphSpec, Callable[[], Mapping[str, Any]]]]], list[GraphRun]]
+"""Runs graphs on their inputs (given as functions that slice them) and returns their runs in order."""
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """How a region's figures were estimated: units simulated of the total, the estimator, the
+    target asked for, the interval it met, and the cycles simulated to get there (warm-ups too)."""
+
+    units: int
+    total: int
+    estimator: str
+    target: str
+    interval: tuple[int, int]
+    half_width: float
+    simulated_cycles: int
+
+    def to_json(self) -> dict:
+        """The sampling summary as JSON."""
+        return {
+            "units": self.units,
+            "total": self.total,
+            "estimator": self.estimator,
+            "target": self.target,
+            "interval": list(self.interval),
+            "simulated_cycles": self.simulated_cycles,
+        }
+
+
+@dataclass
+class SampledRun:
+    """A sampled region's estimated cycles and per-node counters, and how they were obtained."""
+
+    cycles: int
+    nodes: list[dict]
+    sampled: Sampled
+    engine: str
+
+
+def row_work(spec: GraphSpec, cut: RegionCut, env: Mapping[str, Any], rows: int) -> np.ndarray:
+    """Each row's work: one, plus the stored entries of every sparse input read along the rows."""
+    work = np.ones(rows)
+    for name, d in cut.dims.items():
+        t = spec.tensors[name]
+        source = t.copy_of or name
+        if t.role != "input" or source not in env:
+            continue
+        if scipy.sparse.issparse(env[source]) or "compressed" in t.fmt.levels:
+            work += row_counts(env[source], d)
+    return work
+
+
+def unit_bounds(work: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """`n` contiguous row ranges of about equal work, each at least one row."""
+    rows = len(work)
+    n = max(1, min(n, rows))
+    prefix = np.concatenate([[0.0], np.cumsum(work)])
+    edges = [0]
+    for j in range(1, n):
+        r = int(np.searchsorted(prefix, j * prefix[-1] / n))
+        edges.append(min(max(r, edges[-1] + 1), rows - (n - j)))
+    edges.append(rows)
+    return list(zip(edges, edges[1:]))
+
+
+def unit_count(predicted: float, rows: int, spec: SampleSpec) -> int:
+    """How many units: units of `spec.unit_cycles` predicted cycles, between 1 and the rows."""
+    per = max(spec.unit_cycles, 1.0)
+    return int(max(1, min(rows, spec.max_units, predicted // per)))
+
+
+def _quantities(run: GraphRun) -> np.ndarray:
+    """Cycles, then every node's additive counters, as one vector."""
+    return np.array([run.cycles] + [n[k] for n in run.nodes for k in ADDITIVE], dtype=float)
+
+
+class _Region:
+    """The sampled region's runs, by row range (a range that is a warm-up of one unit and the
+    unit of another runs once)."""
+
+    def __init__(self, spec: GraphSpec, cut: RegionCut, env, values, tolerance: float, run: Runner):
+        self.spec, self.cut, self.env, self.values, self.tolerance, self.run = spec, cut, env, values, tolerance, run
+        self.runs: dict[tuple[int, int], GraphRun] = {}
+
+    def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
+        """Simulate every range not yet run, checking each run's outputs."""
+        todo = sorted({r for r in ranges if r not in self.runs})
+        jobs = [(batch_spec(self.spec, self.cut, lo, hi, k), self._inputs(lo, hi)) for k, (lo, hi) in enumerate(todo)]
+        for r, run in zip(todo, self.run(jobs)):
+            self._check(run, *r)
+            self.runs[r] = run
+
+    def _inputs(self, lo: int, hi: int) -> Callable[[], Mapping[str, Any]]:
+        return lambda: batch_inputs(self.spec, self.cut, self.env, lo, hi)
+
+    def _check(self, run: GraphRun, lo: int, hi: int) -> None:
+        for name, got in run.outputs.items():
+            want = self.values.get(name)
+            if want is None:
+                continue
+            want = slice_rows(want, 0, lo, hi)
+            tol = self.tolerance
+            if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
+                raise MismatchError(
+                    f"region {self.spec.name}: rows {lo}..{hi} of {name} simulated differ from its index-notation values"
+                )
+
+    def simulated_cycles(self) -> int:
+        """Cycles simulated so far, every range once."""
+        return sum(r.cycles for r in self.runs.values())
+
+
+def sample_region(
+    spec: GraphSpec,
+    cut: RegionCut,
+    env: Mapping[str, Any],
+    values: Mapping[str, np.ndarray],
+    units: int,
+    work: np.ndarray,
+    target: SampleSpec,
+    run: Runner,
+    tolerance: float,
+    report: Callable[[int, int, float], None] | None = None,
+) -> SampledRun | str:
+    """Estimate `spec`'s cycles and counters from sampled units (about `units` of them, fewer
+    when a unit would not outlast the pipeline's latency), or say why the region must run whole."""
+    region = _Region(spec, cut, env, values, tolerance, run)
+    bounds = _warm_units(region, work, units, target.min_units)
+    if isinstance(bounds, str):
+        return bounds
+    x = np.array([work[lo:hi].sum() for lo, hi in bounds])[1:]  # units 1..N-1 are sampled
+    strata = stratify(x)
+    rng = np.random.default_rng(target.seed)
+    marginals: dict[int, np.ndarray] = {}
+    more = [min(PILOT, len(strata.members(h))) for h in range(strata.count)]
+    while True:
+        new = draw(strata, list(marginals), more, rng)
+        region.ensure([bounds[0]] + [r for u in new for r in _ranges(bounds, u + 1)])
+        for u in new:
+            marginals[u] = _marginal(region, bounds, u + 1)
+        total, half, dof = _totals(region, bounds, x, strata, marginals, target)
+        if report is not None:
+            report(len(marginals) + 1, len(bounds), half / max(total[0], 1.0))
+        if half <= target.error * total[0] or len(marginals) == len(x):
+            break
+        more = _more(x, strata, marginals, target, total[0], dof)
+    first = region.runs[bounds[0]]
+    cycles = int(round(total[0]))
+    lo, hi = int(np.floor(total[0] - half)), int(np.ceil(total[0] + half))
+    sampled = Sampled(
+        len(marginals) + 1, len(bounds), ESTIMATOR, target.describe(), (lo, hi), float(half), region.simulated_cycles()
+    )
+    return SampledRun(cycles, _nodes(first, total, cycles), sampled, first.engine)
+
+
+def _warm_units(region: _Region, work: np.ndarray, units: int, least: int) -> list[tuple[int, int]] | str:
+    """Unit bounds whose first unit runs at least `WARM` times the one-row run, coarsened until
+    it does; why not, when that leaves fewer than `least` units."""
+    region.ensure([(0, 1)])
+    latency = region.runs[(0, 1)].cycles
+    while True:
+        bounds = unit_bounds(work, units)
+        region.ensure([bounds[0]])
+        first = region.runs[bounds[0]].cycles
+        if first >= WARM * latency:
+            return bounds
+        units = int(units * first / (WARM * latency * 1.25))
+        if units < least:
+            return (
+                f"its one-row run takes {latency} cycles (pipeline latency): units that outlast {WARM} times "
+                f"that leave fewer than {least} units"
+            )
+
+
+def _ranges(bounds: Sequence[tuple[int, int]], u: int) -> list[tuple[int, int]]:
+    """The runs unit u's marginal needs: u-1 alone, and u-1 and u together."""
+    return [bounds[u - 1], (bounds[u - 1][0], bounds[u][1])]
+
+
+def _marginal(region: _Region, bounds: Sequence[tuple[int, int]], u: int) -> np.ndarray:
+    warm, pair = _ranges(bounds, u)
+    return _quantities(region.runs[pair]) - _quantities(region.runs[warm])
+
+
+def _totals(region, bounds, x, strata: Strata, marginals, target: SampleSpec) -> tuple[np.ndarray, float, int]:
+    """The estimated totals (unit 0 exactly, the rest by the ratio estimator) and the cycles'
+    half-width at the target's confidence."""
+    est = ratio_estimate(x, strata, marginals)
+    total = _quantities(region.runs[bounds[0]]) + est.total
+    return total, float(est.half_width(target.confidence)[0]), est.dof
+
+
+def _more(x, strata: Strata, marginals, target: SampleSpec, total: float, dof: int) -> list[int]:
+    """The next round's units per stratum: Neyman allocation for the target variance, and at
+    least `GROWTH` of the sample so far (few rounds: each round's units run at once)."""
+    t = stats.t.ppf(0.5 + target.confidence / 2, max(dof, 1))
+    more = allocate(x, strata, marginals, (target.error * total / t) ** 2)
+    floor = int(np.ceil(GROWTH * len(marginals)))
+    if sum(more) < floor:
+        free = [len(strata.members(h)) - sum(1 for u in strata.members(h) if u in marginals) for h in range(strata.count)]
+        for h in np.argsort(free)[::-1]:
+            add = min(free[h] - more[h], floor - sum(more))
+            if add > 0:
+                more[h] += add
+    return more
+
+
+def _nodes(first: GraphRun, total: np.ndarray, cycles: int) -> list[dict]:
+    """Per-node counters from the estimated totals (rounded); activity spans from unit 0's run,
+    the last one stretched to the estimated cycles."""
+    out = []
+    k = len(ADDITIVE)
+    for i, n in enumerate(first.nodes):
+        node = dict(n)
+        for j, key in enumerate(ADDITIVE):
+            node[key] = max(0, int(round(total[1 + i * k + j])))
+        node["last_active"] = max(int(n["first_active"]), cycles - (first.cycles - int(n["last_active"])))
+        out.append(node)
+    return out
