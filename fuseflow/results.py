@@ -143,7 +143,7 @@ class SimResult:
                 ]
                 entry["edges"] = [[src, port, dst] for dst, spec in enumerate(g.nodes) for src, port in spec.inputs]
             regions.append(entry)
-        sampled = {"interval": list(self.interval), "sampled": self.sampled.to_json()} if self.sampled else {}
+        sampled = {"interval": list(self.interval or ()), "sampled": self.sampled.to_json()} if self.sampled else {}
         return {
             "total_cycles": self.cycles,
             **sampled,

@@ -135,10 +135,10 @@ def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, str
     from fuseflow.fabric.run import place
     from fuseflow.sampling.program import makespan_interval
 
-    sequential = strategy.name == "sequential"
-    return makespan_interval(
-        runs, makespan, sequential, lambda cycles: max(s.end for s in place(prog, cycles, arch, strategy, args).timeline)
-    )
+    def makespan_of(cycles: list[int]) -> int:
+        return max(s.end for s in place(prog, cycles, arch, strategy, args).timeline)
+
+    return makespan_interval(runs, makespan, strategy.name == "sequential", makespan_of)
 
 
 def _simulate_shared(

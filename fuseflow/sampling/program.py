@@ -82,7 +82,7 @@ def simulate_sampled(
             results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=whole[g.name]))
         else:
             work = row_work(g, cut, env, rows)
-            cb = (lambda done, of, rel, name=g.name: report(f"{name} ({done}/{of} units, ±{rel:.2%})", 0)) if report else None
+            cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
             s = sample_region(g, cut, env, values, n, work, target, run, prog.tolerance, cb)
             if isinstance(s, str):
                 whole[g.name] = s
@@ -98,9 +98,7 @@ def simulate_sampled(
     return results, SampleSummary(units, total, ESTIMATOR, target.describe(), whole)
 
 
-def _sampleable(
-    prog: Program, g: GraphSpec, env: dict, rows: int
-) -> tuple[str | None, RegionCut | None, dict | None]:
+def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, RegionCut | None, dict | None]:
     """Why region `g` cannot be sampled (None: it can), its cut and its values."""
     cut = cut_region(g, prog.assigns.get(g.name, ()), rows)
     if isinstance(cut, str):

@@ -151,7 +151,8 @@ class _Region:
             tol = self.tolerance
             if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
                 raise MismatchError(
-                    f"region {self.spec.name}: rows {lo}..{hi} of {name} simulated differ from its index-notation values"
+                    f"region {self.spec.name}: rows {lo}..{hi} of {name} simulated differ from its "
+                    "index-notation values"
                 )
 
     def simulated_cycles(self) -> int:
@@ -169,7 +170,7 @@ def sample_region(
     target: SampleSpec,
     run: Runner,
     tolerance: float,
-    report: Callable[[int, int, float], None] | None = None,
+    report: Callable[[int], None] | None = None,
 ) -> SampledRun | str:
     """Estimate `spec`'s cycles and counters from sampled units (about `units` of them, fewer
     when a unit would not outlast the pipeline's latency), or say why the region must run whole."""
@@ -189,7 +190,7 @@ def sample_region(
             marginals[u] = _marginal(region, bounds, u + 1)
         total, half, dof = _totals(region, bounds, x, strata, marginals, target)
         if report is not None:
-            report(len(marginals) + 1, len(bounds), half / max(total[0], 1.0))
+            report(region.simulated_cycles())
         if half <= target.error * total[0] or len(marginals) == len(x):
             break
         more = _more(x, strata, marginals, target, total[0], dof)
@@ -246,7 +247,7 @@ def _more(x, strata: Strata, marginals, target: SampleSpec, total: float, dof: i
     more = allocate(x, strata, marginals, (target.error * total / t) ** 2)
     floor = int(np.ceil(GROWTH * len(marginals)))
     if sum(more) < floor:
-        free = [len(strata.members(h)) - sum(1 for u in strata.members(h) if u in marginals) for h in range(strata.count)]
+        free = [sum(1 for u in strata.members(h) if u not in marginals) for h in range(strata.count)]
         for h in np.argsort(free)[::-1]:
             add = min(free[h] - more[h], floor - sum(more))
             if add > 0:
