@@ -191,7 +191,7 @@ def sample_region(
         total, half, dof = _totals(region, bounds, x, strata, marginals, target)
         if report is not None:
             report(region.simulated_cycles())
-        if half <= target.error * total[0] or len(marginals) == len(x):
+        if (target.error > 0 and half <= target.error * total[0]) or len(marginals) == len(x):
             break
         more = _more(x, strata, marginals, target, total[0], dof)
     first = region.runs[bounds[0]]

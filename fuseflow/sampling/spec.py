@@ -14,7 +14,8 @@ class SampleSpec:
     """A sampled run's target and unit sizing.
 
     `error`/`confidence`: each sampled region's interval is asked to be within ``±error`` of its
-    estimate at `confidence` (units are added until it is, or every unit has run).
+    estimate at `confidence` (units are added until it is, or every unit has run; ``error=0``
+    runs every unit, which measures what the estimator leaves: its bias).
     `unit_cycles`: the cycle model's cycles per unit; a unit's warm-up (the unit before it) must
     outlast the pipeline's memory of earlier rows, so units are not made smaller than this.
     `min_units`: a region with fewer units than this runs whole (sampling would not save time).
@@ -29,8 +30,8 @@ class SampleSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not 0 < self.error < 1:
-            raise FuseflowError(f"sample error must be a fraction in (0, 1), not {self.error}")
+        if not 0 <= self.error < 1:
+            raise FuseflowError(f"sample error must be a fraction in [0, 1), not {self.error}")
         if not 0 < self.confidence < 1:
             raise FuseflowError(f"sample confidence must be in (0, 1), not {self.confidence}")
         if self.min_units < 3 or self.max_units < self.min_units:
