@@ -128,6 +128,19 @@ def add_shortcut_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="regions simulated at once in worker processes")
 
 
+def add_sample_arg(p: argparse.ArgumentParser) -> None:
+    """``--sample``: estimate large row-local regions from sampled units, with an interval."""
+    p.add_argument(
+        "--sample",
+        nargs="?",
+        const="2%@95%",
+        default=None,
+        metavar="ERROR[@CONF]",
+        help="sampled simulation (docs/sampling.md): each large row-local region estimated from a sample of "
+        "its row units to within ERROR at confidence CONF (default 2%%@95%%); figures are marked with their interval",
+    )
+
+
 def add_pass_args(p: argparse.ArgumentParser) -> None:
     """The ``--order`` and ``--pipeline`` flags every compiling command takes."""
     p.add_argument(

@@ -11,6 +11,7 @@ from fuseflow.cli.common import (
     STRATEGY_HELP,
     add_example_file_args,
     add_model_args,
+    add_sample_arg,
     compile_example,
     csv_list,
     load_example,
@@ -143,6 +144,7 @@ def cmd_dse(a) -> int:
         "block": csv_list(a.block, int),
         "arch": csv_list(a.arch),
         "strategy": csv_list(a.strategy),
+        "sample": [a.sample] if a.sample else [],
     }
     for item in a.param or []:
         if "=" not in item:
@@ -226,6 +228,7 @@ def register_dse(sub) -> None:
     )
     d.add_argument("--param", action="append", metavar="KEY=V1,V2", help="sweep an [arch] key, e.g. fifo_depth=16,1024")
     d.add_argument("--prune", action="store_true", help="estimate every point, simulate only the non-dominated")
+    add_sample_arg(d)
     d.add_argument("--executor", default="local", choices=("local", "ray"))
     d.add_argument("--address", help="Ray cluster address (with --executor ray)")
     d.add_argument("--jobs", type=int, help="worker processes (default: all cores)")

@@ -11,6 +11,7 @@ from fuseflow.cli.common import (
     add_engine_arg,
     add_example_file_args,
     add_model_args,
+    add_sample_arg,
     add_shortcut_args,
     build_model,
     compile_example,
@@ -38,6 +39,7 @@ def cmd_run(a) -> int:
         memo=a.memo,
         jobs=a.jobs,
         strategy=a.strategy,
+        sample=a.sample,
     )
     err = res.check()
     if a.save:
@@ -63,7 +65,7 @@ def cmd_run(a) -> int:
         start, end, batches = placed.get(r.name, (0, 0, 0))
         rows.append(
             [
-                r.name + (" (memo)" if r.memoised else "") + (f" x{batches}" if batches > 1 else ""),
+                r.name + (" (memo)" if r.memoised else "") + (f" x{batches}" if batches > 1 else "") + _sampled(r),
                 lanes.get(r.name, "-"),
                 r.cycles,
                 start,
@@ -91,6 +93,12 @@ def cmd_run(a) -> int:
         ["region", "lanes", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
     )
     print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
+    if res.sampled is not None and res.interval is not None:
+        s = res.sampled
+        print(
+            f"sampled ({s.target}): makespan in [{res.interval[0]:,}, {res.interval[1]:,}]; {s.units:,} of "
+            f"{s.total:,} units simulated ({s.estimator}); {len(s.whole)} region(s) simulated whole"
+        )
     if res.split is not None:
         print(
             f"split: {res.split.k} micro-batches by {res.split.kind}, imbalance {res.split.imbalance:.2f} "
@@ -100,6 +108,14 @@ def cmd_run(a) -> int:
     if a.timeline:
         print(f"wrote {a.timeline}")
     return 0
+
+
+def _sampled(r) -> str:
+    """`` (sampled 12/400, ±1.8%)`` for a sampled region's row of the run table."""
+    s = r.sampled
+    if s is None:
+        return ""
+    return f" (sampled {s.units}/{s.total}, ±{s.half_width / max(r.cycles, 1):.1%})"
 
 
 def _region_spans(timeline) -> dict[str, tuple[int, int, int]]:
@@ -170,6 +186,7 @@ def cmd_study(a) -> int:
             engine=a.engine,
             memo=a.memo,
             jobs=a.jobs,
+            sample=a.sample,
             stage=lambda name, what: progress.update(task, description=f"{name}: {what}"),
             progress=lambda name, region, cycle: progress.update(
                 task, description=f"{name}: simulate {region} ({cycle:,} cycles)"
@@ -198,7 +215,7 @@ def _print_study(a, rows: list[dict]) -> None:
                 r["lanes"],
                 r["region_cycles"],
                 r["estimated_cycles"],
-                r["cycles"],
+                _cycles(r),
                 r["speedup_vs_unfused"],
                 r["alu_ops"],
                 r["mem_read_bytes"] + r["mem_write_bytes"],
@@ -227,6 +244,14 @@ def _print_study(a, rows: list[dict]) -> None:
             "simulate s",
         ],
     )
+
+
+def _cycles(row: dict) -> str | int:
+    """A study row's cycles; a sampled figure reads ``~N ±h%``."""
+    if "interval" not in row:
+        return row["cycles"]
+    lo, hi = row["interval"]
+    return f"~{row['cycles']} ±{(hi - lo) / 2 / max(row['cycles'], 1):.1%}"
 
 
 def _busy(busy: dict | None) -> str:
@@ -289,6 +314,7 @@ def register_run(sub) -> None:
     r.add_argument("--timeline", metavar="FILE", help="draw the regions' timeline as a Gantt chart (.png or .svg)")
     add_engine_arg(r)
     add_shortcut_args(r)
+    add_sample_arg(r)
     r.set_defaults(fn=cmd_run)
 
 
@@ -309,6 +335,7 @@ def register_study(sub) -> None:
     st.add_argument("-o", "--output", help="also write the JSON here")
     add_engine_arg(st)
     add_shortcut_args(st)
+    add_sample_arg(st)
     st.set_defaults(fn=cmd_study)
 
 

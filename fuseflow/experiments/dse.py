@@ -159,12 +159,18 @@ def sweep(
 
 
 def flat_rows(rows: list[dict]) -> list[dict]:
-    """Rows with arch parameters as ``arch.<key>`` columns (for Parquet and tables)."""
+    """Rows with arch parameters as ``arch.<key>`` columns (for Parquet and tables); a sampled
+    point's interval as ``cycles_low``/``cycles_high`` and its sample as ``sampled_units``/
+    ``sampled_total``/``sampled_target``."""
     out = []
     for r in rows:
-        f = {k: v for k, v in r.items() if k not in ("arch_params", "traceback")}
+        f = {k: v for k, v in r.items() if k not in ("arch_params", "traceback", "interval", "sampled")}
         for k, v in (r.get("arch_params") or {}).items():
             f[f"arch.{k}"] = v
+        if r.get("interval"):
+            f["cycles_low"], f["cycles_high"] = r["interval"]
+            s = r.get("sampled") or {}
+            f.update(sampled_units=s.get("units"), sampled_total=s.get("total"), sampled_target=s.get("target"))
         out.append(f)
     return out
 

@@ -27,6 +27,8 @@ _DSE_KEYS = {  # a measured row's key -> the dse row's (its JSON and Parquet col
     "split": "split",
     "chosen_schedule": "chosen_schedule",
     "traceback": "traceback",
+    "interval": "interval",
+    "sampled": "sampled",
 }
 
 
@@ -55,6 +57,7 @@ def evaluate(path: str, options: dict[str, Any], point: Point, simulate: bool = 
         arch=point.arch_spec(),
         strategy=point.strategy,
         simulate=simulate,
+        sample=point.sample or None,
     )
     row: dict[str, Any] = {**point.as_dict(), "status": got["status"]}
     row.update({dse: got[key] for key, dse in _DSE_KEYS.items() if key in got})

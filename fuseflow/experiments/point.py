@@ -32,6 +32,7 @@ def measure(
     jobs: int = 1,
     progress: Callable[[str, int], None] | None = None,
     stage: Callable[[str], None] | None = None,
+    sample: Any = None,
 ) -> dict[str, Any]:
     """One row for `built` = (model, example args, formats), or a function that builds them (a
     model that fails to build is a failed row), under a schedule, order and pipeline.
@@ -43,7 +44,8 @@ def measure(
     ``max_abs_error`` (the simulated outputs against eager PyTorch, `SimResult.check`),
     ``lanes`` (the most lanes of any region) and on a finite fabric ``busy`` (busy units over
     capacity per class);
-    ``chosen_schedule``/``chosen_strategy``/``split`` when ``auto`` chose; ``seconds`` per stage.
+    ``chosen_schedule``/``chosen_strategy``/``split`` when ``auto`` chose; ``seconds`` per stage;
+    with `sample` (`Program.simulate`'s), ``interval`` and ``sampled`` (units simulated of total).
     `simulate` may be a function of the row so far (after the estimate) that says whether to
     simulate. `program` reuses a compiled program instead of compiling. `stage` is told each
     stage's name as it starts (progress bars)."""
@@ -79,7 +81,9 @@ def measure(
             row["chosen_schedule"] = repr(prog.plan.schedule)
         if simulate if isinstance(simulate, bool) else simulate(row):
             say("simulate")
-            res = prog.simulate(arch=arch, strategy=strategy, engine=engine, memo=memo, jobs=jobs, progress=progress)
+            res = prog.simulate(
+                arch=arch, strategy=strategy, engine=engine, memo=memo, jobs=jobs, progress=progress, sample=sample
+            )
             lap("simulate")
             err = res.check()
             lap("check")
@@ -102,6 +106,9 @@ def measure(
                 row["chosen_strategy"] = res.strategy
             if res.split is not None:
                 row["split"] = res.split.to_json()
+            if res.sampled is not None and res.interval is not None:
+                row["interval"] = list(res.interval)
+                row["sampled"] = res.sampled.to_json()
     except FuseflowError as e:
         row["status"] = f"failed: {str(e).splitlines()[0][:300]}"
     except Exception as e:  # a bug must not lose the sweep; the row says what happened

@@ -27,7 +27,7 @@ from typing import Any
 from fuseflow.errors import FuseflowError
 from fuseflow.passes import PassStep, step
 
-AXES = ("schedule", "order", "par", "block", "arch", "strategy")
+AXES = ("schedule", "order", "par", "block", "arch", "strategy", "sample")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class Point:
     arch: str = "comal"
     arch_params: tuple[tuple[str, Any], ...] = ()
     strategy: str = "sequential"
+    sample: str = ""  # sampled simulation's target (``2%@95%``); empty: simulated exactly
 
     def passes(self) -> list[PassStep]:
         """The fuseflow passes this point adds after partitioning."""
@@ -68,6 +69,8 @@ class Point:
         """The point as a JSON row's fields."""
         d = asdict(self)
         d["arch_params"] = dict(self.arch_params)
+        if not self.sample:  # exact points keep the rows (and cache keys) they always had
+            d.pop("sample")
         return d
 
 
@@ -83,6 +86,7 @@ class Space:
             "block": [0],
             "arch": ["comal"],
             "strategy": ["sequential"],
+            "sample": [""],
         }
     )
     arch_params: dict[str, list[Any]] = field(default_factory=dict)
@@ -93,9 +97,9 @@ class Space:
         keys = sorted(self.arch_params)
         params = [tuple(zip(keys, combo)) for combo in itertools.product(*(self.arch_params[k] for k in keys))]
         out = []
-        for s, o, p, b, a, st in itertools.product(*(self.axes[k] for k in AXES)):
+        for s, o, p, b, a, st, sm in itertools.product(*(self.axes[k] for k in AXES)):
             for ap in params or [()]:
-                out.append(Point(str(s), str(o), str(p), int(b), str(a), ap, str(st)))
+                out.append(Point(str(s), str(o), str(p), int(b), str(a), ap, str(st), str(sm)))
         return out
 
     @property

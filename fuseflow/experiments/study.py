@@ -21,6 +21,7 @@ def study(
     engine: str = "auto",
     memo: Any = None,
     jobs: int = 1,
+    sample: Any = None,
     stage: Callable[[str, str], None] | None = None,
     progress: Callable[[str, str, int], None] | None = None,
     done: Callable[[str], None] | None = None,
@@ -45,6 +46,7 @@ def study(
             engine=engine,
             memo=memo,
             jobs=jobs,
+            sample=sample,
             stage=on_stage,
             progress=on_progress,
         )
@@ -80,6 +82,7 @@ def _study_row(name: str, got: dict[str, Any]) -> dict[str, Any]:
         "max_abs_error": got["max_abs_error"],
         "lanes": got.get("lanes", 1),
         "busy": got.get("busy"),
+        **({"interval": got["interval"], "sampled": got["sampled"]} if "sampled" in got else {}),
         "compile_s": round(s.get("compile", 0.0), 2),
         "simulate_s": round(s.get("simulate", 0.0), 2),
     }

@@ -78,7 +78,7 @@ def test_intervals_cover_the_truth_at_about_their_confidence():
     covers the true total in at least 80% of 200 draws."""
     rng = np.random.default_rng(7)
     covered = 0
-    for trial in range(200):
+    for _ in range(200):
         x = rng.integers(5, 200, 300).astype(float)
         y_all = x * rng.normal(3.0, 0.4, 300) + rng.normal(0, 5, 300)
         s = stratify(x, 4)
