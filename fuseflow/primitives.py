@@ -40,7 +40,8 @@ class Primitive:
     params: dict[str, str]
     """Parameters the simulator reads from the op's attributes: name -> ``int``/``float``/``string``."""
     data: dict[str, str]
-    """Parameters the front end binds from tensor data (a compressed level's ``seg``/``crd``, ``vals``)."""
+    """Parameters the front end binds at run time: tensor data (a compressed level's ``seg``/``crd``,
+    ``vals``) and a dense scan's row window (``lo``/``hi``: a sampled unit, fuseflow/sampling)."""
     tile: dict[str, str]
     """Parameters of a blocked value stream (tile layouts)."""
     emits: str

@@ -105,17 +105,21 @@ def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target,
     from fuseflow.sampling.program import simulate_sampled
     from fuseflow.sim.graph import pack_inputs, run_packed
 
-    def run(ranges):
-        if executor is None and jobs <= 1:
-            return [run_packed(s, (lambda s=s, f=f: pack_inputs(s, f())), arch, engine=engine) for s, f in ranges]
-        from fuseflow.experiments.executor import LocalExecutor
+    def runner(g):
+        packed = pack_inputs(g, env)  # every window of the region reads the same inputs, whole
 
-        pool = executor or LocalExecutor(jobs)
-        tasks = [(s, pack_inputs(s, f()), arch, False, False, None, engine) for s, f in ranges]
-        out: list = [None] * len(tasks)
-        for i, r in pool.run(run_packed, tasks):
-            out[i] = r
-        return out
+        def run(specs):
+            if executor is None and jobs <= 1:
+                return [run_packed(s, packed, arch, engine=engine) for s in specs]
+            from fuseflow.experiments.executor import LocalExecutor
+
+            pool = executor or LocalExecutor(jobs)
+            out: list = [None] * len(specs)
+            for i, r in pool.run(run_packed, [(s, packed, arch, False, False, None, engine) for s in specs]):
+                out[i] = r
+            return out
+
+        return run
 
     with progress_reporter(progress) as report:
         return simulate_sampled(
@@ -124,7 +128,7 @@ def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target,
             args,
             arch,
             target,
-            run,
+            runner,
             lambda g: run_graph(g, env, arch, engine=engine),
             lambda i: _release(prog, env, i),
             report,

@@ -138,13 +138,13 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
         return "a blocked region"
     if not assigns:
         return "no index notation"
-    row_vars = _row_vars(assigns, extent)
-    if isinstance(row_vars, str):
-        return row_vars
-    dims = _access_dims(assigns, row_vars)
+    rows = row_vars(assigns, extent)
+    if isinstance(rows, str):
+        return rows
+    dims = _access_dims(assigns, rows)
     if isinstance(dims, str):
         return dims
-    loops = _row_loops(spec, dims, row_vars, extent)
+    loops = _row_loops(spec, dims, rows, extent)
     if isinstance(loops, str):
         return loops
     if any(n.kind == "fork" for n in spec.nodes):
@@ -158,7 +158,7 @@ def cut_region(spec: GraphSpec, assigns: Sequence[Assign], extent: int) -> Regio
     return RegionCut(dims, frozenset(loops))
 
 
-def _row_vars(assigns: Sequence[Assign], extent: int) -> set[str] | str:
+def row_vars(assigns: Sequence[Assign], extent: int) -> set[str] | str:
     """Each output's first variable, which must run over `extent` rows and never be reduced."""
     row_vars: set[str] = set()
     for a in assigns:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from fuseflow.fabric.run import row_extent
-from fuseflow.fabric.split import RegionCut, cut_region
 from fuseflow.results import RegionResult
-from fuseflow.sampling.region import ESTIMATOR, Runner, row_work, sample_region, unit_count
+from fuseflow.sampling.region import ESTIMATOR, Runner, sample_region, unit_count
 from fuseflow.sampling.spec import SampleSpec
+from fuseflow.sampling.window import RowWindow, row_window, row_work
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec
 from fuseflow.sim.values import Unevaluable, region_values
@@ -54,36 +54,36 @@ def simulate_sampled(
     args: tuple,
     arch: Arch,
     target: SampleSpec,
-    run: Runner,
+    run: Callable[[GraphSpec], Runner],
     run_whole: Callable[[GraphSpec], Any],
     release: Callable[[int], None],
     report: Callable[[str, int], None] | None = None,
 ) -> tuple[list[RegionResult], SampleSummary]:
     """Every region's result, sampled where it can be, and the run's summary. `run` simulates
     unit ranges; `run_whole(graph)` simulates a region whole on `env`; `release(i)` drops the
-    values no region after region i reads."""
+    values no region after region i reads. `run(graph)` gives the runner of graph's windows."""
     predicted = {r.name: float(r.cycles) for r in prog.estimate(*args, arch=replace(arch, fabric=None)).regions}
     rows = row_extent(prog)
     results: list[RegionResult] = []
     whole: dict[str, str] = {}
     units = total = 0
     for i, g in enumerate(prog.graphs):
-        why, cut, values = _sampleable(prog, g, env, rows)
+        why, window, values = _sampleable(prog, g, env, rows)
         n = unit_count(predicted.get(g.name, 0.0), rows, target)
         if why is None and n < target.min_units:
             why = (
                 f"too small to save time: {predicted.get(g.name, 0.0):.3g} predicted cycles make {n} units "
                 f"of {target.unit_cycles:.3g}, fewer than {target.min_units}"
             )
-        if why is not None or cut is None or values is None:
+        if why is not None or window is None or values is None:
             whole[g.name] = why or ""
             r = run_whole(g)
             env.update(r.outputs)
             results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=whole[g.name]))
         else:
-            work = row_work(g, cut, env, rows)
+            work = row_work(g, prog.assigns[g.name], window, env, rows)
             cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
-            s = sample_region(g, cut, env, values, n, work, target, run, prog.tolerance, cb)
+            s = sample_region(g, window, values, n, work, target, run(g), prog.tolerance, cb)
             if isinstance(s, str):
                 whole[g.name] = s
                 r = run_whole(g)
@@ -98,16 +98,16 @@ def simulate_sampled(
     return results, SampleSummary(units, total, ESTIMATOR, target.describe(), whole)
 
 
-def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, RegionCut | None, dict | None]:
-    """Why region `g` cannot be sampled (None: it can), its cut and its values."""
-    cut = cut_region(g, prog.assigns.get(g.name, ()), rows)
-    if isinstance(cut, str):
-        return f"its rows cannot be cut: {cut}", None, None
+def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, RowWindow | None, dict | None]:
+    """Why region `g` cannot be sampled (None: it can), its row window and its values."""
+    window = row_window(g, prog.assigns.get(g.name, ()), rows)
+    if isinstance(window, str):
+        return f"its rows cannot be windowed: {window}", None, None
     try:
         values = region_values(prog.assigns[g.name], env)
     except Unevaluable as e:
         return f"its values are too large to compute from its index notation ({e})", None, None
-    return None, cut, values
+    return None, window, values
 
 
 def makespan_interval(

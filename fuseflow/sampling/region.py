@@ -1,7 +1,8 @@
 """One region simulated by sampling its row units (docs/sampling.md).
 
-The region's rows are cut into N contiguous units of about equal work (rows plus the stored
-entries of its sparse inputs read along them: known before anything runs). Unit 0 runs alone;
+The region's rows are cut into N contiguous units of about equal work (`window.row_work`: known
+before anything runs); a unit runs as the region's graph with its row window (`window.py`).
+Unit 0 runs alone;
 it carries the pipeline's fill. Every other sampled unit u is measured by its *marginal*: the
 run of units u-1 and u together less the run of u-1 alone. The unit before it warms the
 pipeline, and the fill and drain cancel in the difference. The marginals of the unsampled units
@@ -15,16 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import scipy.sparse
 from scipy import stats
 
 from fuseflow.errors import MismatchError
-from fuseflow.fabric.split import RegionCut, batch_inputs, batch_spec, row_counts, slice_rows
 from fuseflow.sampling.estimator import PILOT, Strata, allocate, draw, ratio_estimate, stratify
 from fuseflow.sampling.spec import SampleSpec
+from fuseflow.sampling.window import RowWindow, windowed
 from fuseflow.sim.graph import GraphRun, GraphSpec
 
 ADDITIVE = (
@@ -47,8 +46,8 @@ one-row run: that run is the pipeline's latency, its fill, drain and side branch
 streamed alongside the rows), which a shorter warm-up would leave in the marginal."""
 GROWTH = 0.25  # each further round adds at least this fraction of the units simulated so far
 
-Runner = Callable[[Sequence[tuple[GraphSpec, Callable[[], Mapping[str, Any]]]]], list[GraphRun]]
-"""Runs graphs on their inputs (given as functions that slice them) and returns their runs in order."""
+Runner = Callable[[Sequence[GraphSpec]], list[GraphRun]]
+"""Runs windowed graphs of one region (on the region's inputs) and returns their runs in order."""
 
 
 @dataclass(frozen=True)
@@ -86,19 +85,6 @@ class SampledRun:
     engine: str
 
 
-def row_work(spec: GraphSpec, cut: RegionCut, env: Mapping[str, Any], rows: int) -> np.ndarray:
-    """Each row's work: one, plus the stored entries of every sparse input read along the rows."""
-    work = np.ones(rows)
-    for name, d in cut.dims.items():
-        t = spec.tensors[name]
-        source = t.copy_of or name
-        if t.role != "input" or source not in env:
-            continue
-        if scipy.sparse.issparse(env[source]) or "compressed" in t.fmt.levels:
-            work += row_counts(env[source], d)
-    return work
-
-
 def unit_bounds(work: np.ndarray, n: int) -> list[tuple[int, int]]:
     """`n` contiguous row ranges of about equal work, each at least one row."""
     rows = len(work)
@@ -127,27 +113,23 @@ class _Region:
     """The sampled region's runs, by row range (a range that is a warm-up of one unit and the
     unit of another runs once)."""
 
-    def __init__(self, spec: GraphSpec, cut: RegionCut, env, values, tolerance: float, run: Runner):
-        self.spec, self.cut, self.env, self.values, self.tolerance, self.run = spec, cut, env, values, tolerance, run
+    def __init__(self, spec: GraphSpec, window: RowWindow, values, tolerance: float, run: Runner):
+        self.spec, self.window, self.values, self.tolerance, self.run = spec, window, values, tolerance, run
         self.runs: dict[tuple[int, int], GraphRun] = {}
 
     def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Simulate every range not yet run, checking each run's outputs."""
         todo = sorted({r for r in ranges if r not in self.runs})
-        jobs = [(batch_spec(self.spec, self.cut, lo, hi, k), self._inputs(lo, hi)) for k, (lo, hi) in enumerate(todo)]
-        for r, run in zip(todo, self.run(jobs)):
+        for r, run in zip(todo, self.run([windowed(self.spec, self.window, lo, hi) for lo, hi in todo])):
             self._check(run, *r)
             self.runs[r] = run
 
-    def _inputs(self, lo: int, hi: int) -> Callable[[], Mapping[str, Any]]:
-        return lambda: batch_inputs(self.spec, self.cut, self.env, lo, hi)
-
     def _check(self, run: GraphRun, lo: int, hi: int) -> None:
-        for name, got in run.outputs.items():
+        for name, full in run.outputs.items():
             want = self.values.get(name)
             if want is None:
                 continue
-            want = slice_rows(want, 0, lo, hi)
+            got, want = np.asarray(full)[lo:hi], np.asarray(want)[lo:hi]
             tol = self.tolerance
             if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
                 raise MismatchError(
@@ -162,8 +144,7 @@ class _Region:
 
 def sample_region(
     spec: GraphSpec,
-    cut: RegionCut,
-    env: Mapping[str, Any],
+    window: RowWindow,
     values: Mapping[str, np.ndarray],
     units: int,
     work: np.ndarray,
@@ -174,7 +155,7 @@ def sample_region(
 ) -> SampledRun | str:
     """Estimate `spec`'s cycles and counters from sampled units (about `units` of them, fewer
     when a unit would not outlast the pipeline's latency), or say why the region must run whole."""
-    region = _Region(spec, cut, env, values, tolerance, run)
+    region = _Region(spec, window, values, tolerance, run)
     bounds = _warm_units(region, work, units, target.min_units)
     if isinstance(bounds, str):
         return bounds

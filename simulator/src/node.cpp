@@ -127,7 +127,7 @@ struct Primitive {
 };
 const Primitive kPrimitives[] = {
     {"root", "memory", 0, 1, "", "", "", [](const std::string& n, int, const Params& p) { return make_root(n, p); }},
-    {"scan", "memory", 1, 2, "format:string dim:int", "seg:ints crd:ints", "",
+    {"scan", "memory", 1, 2, "format:string dim:int", "seg:ints crd:ints lo:int hi:int", "",
      [](const std::string& n, int, const Params& p) { return make_scan(n, p); }},
     {"locate", "memory", 2, 1, "dim:int", "", "",
      [](const std::string& n, int, const Params& p) { return make_locate(n, p); }},

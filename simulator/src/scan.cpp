@@ -22,7 +22,8 @@ class Root : public Node {
 };
 
 // Maps each input ref to one fiber of (ref, crd) closed by a stop token.
-// Outputs: 0 = ref, 1 = crd. Dense levels iterate 0..dim-1 with ref = parent*dim + i.
+// Outputs: 0 = ref, 1 = crd. Dense levels iterate 0..dim-1 with ref = parent*dim + i; a dense level
+// with a window (params lo, hi) iterates lo..hi-1 only: a sampled unit of rows (fuseflow/sampling).
 class Scan : public Node {
  public:
   Scan(const std::string& n, const Params& p) : Node(n, "scan", 1, 2) {
@@ -33,6 +34,11 @@ class Scan : public Node {
     if (dense_) {
       dim_ = p.get_int("dim");
       if (dim_ < 0) throw std::invalid_argument("scan '" + n + "': negative dim");
+      lo_ = p.get_int("lo", 0);
+      hi_ = p.get_int("hi", dim_);
+      if (lo_ < 0 || lo_ > hi_ || hi_ > dim_)
+        throw std::invalid_argument("scan '" + n + "': window " + std::to_string(lo_) + ".." + std::to_string(hi_) +
+                                    " outside 0.." + std::to_string(dim_));
     } else {
       seg_ = p.get_ints("seg");
       crd_ = p.get_ints("crd");
@@ -77,7 +83,7 @@ class Scan : public Node {
     const Token& t = peek(0);
     if (t.is_data()) {
       int64_t r = t.i;
-      if (dense_) { base_ = r; pos_ = 0; end_ = dim_; }
+      if (dense_) { base_ = r; pos_ = lo_; end_ = hi_; }
       else {
         if (r < 0 || r + 1 >= static_cast<int64_t>(seg_.size()))
           out_of_range("reference", r, seg_.size() - 1);
@@ -130,7 +136,7 @@ class Scan : public Node {
   }
  private:
   bool dense_ = false, in_fiber_ = false;
-  int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0;
+  int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0, lo_ = 0, hi_ = 0;
   uint64_t seg_ready_ = 0;  // when the open fiber's seg line arrives (memory model)
   std::vector<int64_t> seg_, crd_;
 };
