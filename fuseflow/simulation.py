@@ -103,23 +103,18 @@ def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str
 def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target, jobs, executor, progress, engine):
     """`simulate` with the large row-local regions sampled (fuseflow/sampling)."""
     from fuseflow.sampling.program import simulate_sampled
-    from fuseflow.sim.graph import pack_inputs, run_packed
+    from fuseflow.sim.graph import run_packed
 
-    def runner(g):
-        packed = pack_inputs(g, env)  # every window of the region reads the same inputs, whole
+    def run(units):
+        if executor is None and jobs <= 1:
+            return [run_packed(s, pack, arch, engine=engine) for s, pack in units]
+        from fuseflow.experiments.executor import LocalExecutor
 
-        def run(specs):
-            if executor is None and jobs <= 1:
-                return [run_packed(s, packed, arch, engine=engine) for s in specs]
-            from fuseflow.experiments.executor import LocalExecutor
-
-            pool = executor or LocalExecutor(jobs)
-            out: list = [None] * len(specs)
-            for i, r in pool.run(run_packed, [(s, packed, arch, False, False, None, engine) for s in specs]):
-                out[i] = r
-            return out
-
-        return run
+        pool = executor or LocalExecutor(jobs)
+        out: list = [None] * len(units)
+        for i, r in pool.run(run_packed, [(s, pack(), arch, False, False, None, engine) for s, pack in units]):
+            out[i] = r
+        return out
 
     with progress_reporter(progress) as report:
         return simulate_sampled(
@@ -128,7 +123,7 @@ def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target,
             args,
             arch,
             target,
-            runner,
+            run,
             lambda g: run_graph(g, env, arch, engine=engine),
             lambda i: _release(prog, env, i),
             report,

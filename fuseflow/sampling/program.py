@@ -17,7 +17,7 @@ from fuseflow.fabric.run import row_extent
 from fuseflow.results import RegionResult
 from fuseflow.sampling.region import ESTIMATOR, Runner, sample_region, unit_count
 from fuseflow.sampling.spec import SampleSpec
-from fuseflow.sampling.window import RowWindow, row_window, row_work
+from fuseflow.sampling.window import Units, row_work, units_for
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec
 from fuseflow.sim.values import Unevaluable, region_values
@@ -54,36 +54,36 @@ def simulate_sampled(
     args: tuple,
     arch: Arch,
     target: SampleSpec,
-    run: Callable[[GraphSpec], Runner],
+    run: Runner,
     run_whole: Callable[[GraphSpec], Any],
     release: Callable[[int], None],
     report: Callable[[str, int], None] | None = None,
 ) -> tuple[list[RegionResult], SampleSummary]:
     """Every region's result, sampled where it can be, and the run's summary. `run` simulates
     unit ranges; `run_whole(graph)` simulates a region whole on `env`; `release(i)` drops the
-    values no region after region i reads. `run(graph)` gives the runner of graph's windows."""
+    values no region after region i reads. `run` simulates units."""
     predicted = {r.name: float(r.cycles) for r in prog.estimate(*args, arch=replace(arch, fabric=None)).regions}
     rows = row_extent(prog)
     results: list[RegionResult] = []
     whole: dict[str, str] = {}
-    units = total = 0
+    simulated = total = 0
     for i, g in enumerate(prog.graphs):
-        why, window, values = _sampleable(prog, g, env, rows)
+        why, units, values = _sampleable(prog, g, env, rows)
         n = unit_count(predicted.get(g.name, 0.0), rows, target)
         if why is None and n < target.min_units:
             why = (
                 f"too small to save time: {predicted.get(g.name, 0.0):.3g} predicted cycles make {n} units "
                 f"of {target.unit_cycles:.3g}, fewer than {target.min_units}"
             )
-        if why is not None or window is None or values is None:
+        if why is not None or units is None or values is None:
             whole[g.name] = why or ""
             r = run_whole(g)
             env.update(r.outputs)
             results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=whole[g.name]))
         else:
-            work = row_work(g, prog.assigns[g.name], window, env, rows)
+            work = row_work(g, prog.assigns[g.name], units.along, env, rows)
             cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
-            s = sample_region(g, window, values, n, work, target, run(g), prog.tolerance, cb)
+            s = sample_region(g, units, values, n, work, target, run, prog.tolerance, cb)
             if isinstance(s, str):
                 whole[g.name] = s
                 r = run_whole(g)
@@ -92,22 +92,22 @@ def simulate_sampled(
                 release(i)
                 continue
             env.update(values)
-            units, total = units + s.sampled.units, total + s.sampled.total
+            simulated, total = simulated + s.sampled.units, total + s.sampled.total
             results.append(RegionResult(g.name, s.cycles, s.nodes, list(values), s.engine, sampled=s.sampled))
         release(i)
-    return results, SampleSummary(units, total, ESTIMATOR, target.describe(), whole)
+    return results, SampleSummary(simulated, total, ESTIMATOR, target.describe(), whole)
 
 
-def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, RowWindow | None, dict | None]:
-    """Why region `g` cannot be sampled (None: it can), its row window and its values."""
-    window = row_window(g, prog.assigns.get(g.name, ()), rows)
-    if isinstance(window, str):
-        return f"its rows cannot be windowed: {window}", None, None
+def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, Units | None, dict | None]:
+    """Why region `g` cannot be sampled (None: it can), how its units run, and its values."""
+    units = units_for(g, prog.assigns.get(g.name, ()), env, rows)
+    if isinstance(units, str):
+        return units, None, None
     try:
         values = region_values(prog.assigns[g.name], env)
     except Unevaluable as e:
         return f"its values are too large to compute from its index notation ({e})", None, None
-    return None, window, values
+    return None, units, values
 
 
 def makespan_interval(

@@ -23,7 +23,7 @@ from scipy import stats
 from fuseflow.errors import MismatchError
 from fuseflow.sampling.estimator import PILOT, Strata, allocate, draw, ratio_estimate, stratify
 from fuseflow.sampling.spec import SampleSpec
-from fuseflow.sampling.window import RowWindow, windowed
+from fuseflow.sampling.window import Job, Units
 from fuseflow.sim.graph import GraphRun, GraphSpec
 
 ADDITIVE = (
@@ -46,8 +46,8 @@ one-row run: that run is the pipeline's latency, its fill, drain and side branch
 streamed alongside the rows), which a shorter warm-up would leave in the marginal."""
 GROWTH = 0.25  # each further round adds at least this fraction of the units simulated so far
 
-Runner = Callable[[Sequence[GraphSpec]], list[GraphRun]]
-"""Runs windowed graphs of one region (on the region's inputs) and returns their runs in order."""
+Runner = Callable[[Sequence[Job]], list[GraphRun]]
+"""Runs unit graphs on their inputs and returns their runs in order."""
 
 
 @dataclass(frozen=True)
@@ -113,14 +113,14 @@ class _Region:
     """The sampled region's runs, by row range (a range that is a warm-up of one unit and the
     unit of another runs once)."""
 
-    def __init__(self, spec: GraphSpec, window: RowWindow, values, tolerance: float, run: Runner):
-        self.spec, self.window, self.values, self.tolerance, self.run = spec, window, values, tolerance, run
+    def __init__(self, spec: GraphSpec, units: Units, values, tolerance: float, run: Runner):
+        self.spec, self.units, self.values, self.tolerance, self.run = spec, units, values, tolerance, run
         self.runs: dict[tuple[int, int], GraphRun] = {}
 
     def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
         """Simulate every range not yet run, checking each run's outputs."""
         todo = sorted({r for r in ranges if r not in self.runs})
-        for r, run in zip(todo, self.run([windowed(self.spec, self.window, lo, hi) for lo, hi in todo])):
+        for r, run in zip(todo, self.run([self.units.job(lo, hi) for lo, hi in todo])):
             self._check(run, *r)
             self.runs[r] = run
 
@@ -129,7 +129,7 @@ class _Region:
             want = self.values.get(name)
             if want is None:
                 continue
-            got, want = np.asarray(full)[lo:hi], np.asarray(want)[lo:hi]
+            got, want = self.units.rows(full, lo, hi), np.asarray(want)[lo:hi]
             tol = self.tolerance
             if got.shape != want.shape or not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
                 raise MismatchError(
@@ -144,19 +144,20 @@ class _Region:
 
 def sample_region(
     spec: GraphSpec,
-    window: RowWindow,
+    units: Units,
     values: Mapping[str, np.ndarray],
-    units: int,
+    count: int,
     work: np.ndarray,
     target: SampleSpec,
     run: Runner,
     tolerance: float,
     report: Callable[[int], None] | None = None,
 ) -> SampledRun | str:
-    """Estimate `spec`'s cycles and counters from sampled units (about `units` of them, fewer
-    when a unit would not outlast the pipeline's latency), or say why the region must run whole."""
-    region = _Region(spec, window, values, tolerance, run)
-    bounds = _warm_units(region, work, units, target.min_units)
+    """Estimate `spec`'s cycles and counters from sampled units run by `units` (about `count`
+    of them, fewer when a unit would not outlast the pipeline's latency), or say why the region
+    must run whole."""
+    region = _Region(spec, units, values, tolerance, run)
+    bounds = _warm_units(region, work, count, target.min_units)
     if isinstance(bounds, str):
         return bounds
     x = np.array([work[lo:hi].sum() for lo, hi in bounds])[1:]  # units 1..N-1 are sampled
@@ -179,7 +180,13 @@ def sample_region(
     cycles = int(round(total[0]))
     lo, hi = int(np.floor(total[0] - half)), int(np.ceil(total[0] + half))
     sampled = Sampled(
-        len(marginals) + 1, len(bounds), ESTIMATOR, target.describe(), (lo, hi), float(half), region.simulated_cycles()
+        len(marginals) + 1,
+        len(bounds),
+        f"{ESTIMATOR}, units by {units.how}",
+        target.describe(),
+        (lo, hi),
+        float(half),
+        region.simulated_cycles(),
     )
     return SampledRun(cycles, _nodes(first, total, cycles), sampled, first.engine)
 

@@ -1,0 +1,165 @@
+"""Sampled simulation against whole runs: error, interval coverage, wall time (docs/sampling.md).
+
+    python benchmarks/sampling.py --tier quick -o docs/results/sampling.json
+    python benchmarks/sampling.py --only sage:ogbn-mag:full --no-whole -o build/sage_mag.json
+
+Every point (an application on a dataset under a fusion schedule, built as `benchmarks/paper.py`
+builds Figure 12's) is simulated sampled (`--sample`, default ±2% at 95%) and whole, in one
+process, one after the other, each output checked against PyTorch. A point's whole-run cycles
+may be taken from a saved paper run instead (`--whole-from docs/results/paper_paper.json`:
+the simulator is deterministic, so they are the cycles a whole run gives; its wall time is then
+not measured). Prints a table and writes JSON: per point the whole and sampled cycles, the
+error, the interval and whether it covers the whole run, units simulated of total, regions run
+whole, and both wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
+os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+
+import fuseflow  # noqa: E402
+from fuseflow.cli.common import print_table  # noqa: E402
+
+GRAPHS = ("cora", "cora-ml", "dblp")
+TIERS = {
+    "smoke": [("gcn", "cora", "unfused")],
+    "quick": [(a, d, s) for a in ("gcn", "sage") for d in GRAPHS for s in ("unfused", "layer", "full")],
+    "medium": [(a, d, s) for a in ("gcn", "sage") for d in (*GRAPHS, "ogbl-collab") for s in ("unfused", "layer", "full")],
+}
+
+
+def build(app: str, dataset: str):
+    """The Figure 12 model of `app` on `dataset` (benchmarks/paper.py)."""
+    import paper
+
+    return paper._build(app, dataset)
+
+
+def saved_cycles(path: str | None) -> dict[tuple[str, str, str], int]:
+    """Whole-run cycles per (app, dataset, schedule) from a saved `benchmarks/paper.py` JSON."""
+    if not path:
+        return {}
+    out = {}
+    for row in json.loads(Path(path).read_text())["rows"]:
+        if row.get("figure") == "12" and isinstance(row.get("cycles"), dict):
+            for schedule, cycles in row["cycles"].items():
+                if cycles:
+                    out[(row["app"], row["dataset"], schedule)] = int(cycles)
+    return out
+
+
+def measure(app: str, dataset: str, schedule: str, sample: str, whole: int | None, run_whole: bool) -> dict:
+    """One point, sampled then whole (unless its whole cycles are given, or not wanted)."""
+    model, args, formats = build(app, dataset)
+    t = time.perf_counter()
+    prog = fuseflow.compile(model, args, formats=formats, schedule=schedule)
+    compile_s = time.perf_counter() - t
+    t = time.perf_counter()
+    res = prog.simulate(sample=sample)
+    sampled_s = time.perf_counter() - t
+    res.check()
+    row = {
+        "point": f"{app}:{dataset}:{schedule}",
+        "compile_s": round(compile_s, 1),
+        "sampled_cycles": res.cycles,
+        "interval": list(res.interval or (res.cycles, res.cycles)),
+        "sampled": res.sampled.to_json() if res.sampled else None,
+        "sampled_s": round(sampled_s, 1),
+        "whole_cycles": whole,
+        "whole_s": None,
+        "whole_source": "saved" if whole is not None else None,
+    }
+    if whole is None and run_whole:
+        t = time.perf_counter()
+        plain = prog.simulate()
+        row["whole_s"] = round(time.perf_counter() - t, 1)
+        plain.check()
+        row["whole_cycles"], row["whole_source"] = plain.cycles, "simulated"
+    if row["whole_cycles"]:
+        w = row["whole_cycles"]
+        row["error"] = (res.cycles - w) / w
+        row["covered"] = row["interval"][0] <= w <= row["interval"][1]
+    return row
+
+
+def table(rows: list[dict]) -> None:
+    def pct(x):
+        return "-" if x is None else f"{x:+.3%}"
+
+    print_table(
+        "sampled vs whole simulation",
+        [
+            [
+                r["point"],
+                r["whole_cycles"] or "-",
+                r["sampled_cycles"],
+                pct(r.get("error")),
+                f"±{(r['interval'][1] - r['interval'][0]) / 2 / max(r['sampled_cycles'], 1):.2%}",
+                {True: "yes", False: "NO", None: "-"}[r.get("covered")],
+                f"{r['sampled']['units']}/{r['sampled']['total']}" if r["sampled"] else "-",
+                len(r["sampled"]["whole"]) if r["sampled"] else "-",
+                r["sampled_s"],
+                r["whole_s"] if r["whole_s"] is not None else "-",
+            ]
+            for r in rows
+        ],
+        ["point", "whole", "sampled", "error", "interval", "covers", "units", "whole regions", "sampled s", "whole s"],
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tier", default="quick", choices=sorted(TIERS))
+    ap.add_argument("--only", help="comma-separated app:dataset:schedule points instead of a tier")
+    ap.add_argument("--sample", default="2%@95%", help="the target, ERROR[@CONFIDENCE] (default 2%%@95%%)")
+    ap.add_argument("--whole-from", help="a saved benchmarks/paper.py JSON whose Figure 12 cycles stand for whole runs")
+    ap.add_argument("--no-whole", action="store_true", help="do not simulate points whole (their error stays unknown)")
+    ap.add_argument("-o", "--output", help="write the rows as JSON here")
+    a = ap.parse_args(argv)
+    points = [tuple(p.split(":")) for p in a.only.split(",")] if a.only else TIERS[a.tier]
+    saved = saved_cycles(a.whole_from)
+    rows = []
+    t0 = time.perf_counter()
+    for app, dataset, schedule in points:
+        print(f"{app}:{dataset}:{schedule} ...", file=sys.stderr, flush=True)
+        rows.append(measure(app, dataset, schedule, a.sample, saved.get((app, dataset, schedule)), not a.no_whole))
+        if a.output:  # what has finished survives a stopped run
+            Path(a.output).write_text(json.dumps(summary(rows, a, time.perf_counter() - t0), indent=2))
+    table(rows)
+    s = summary(rows, a, time.perf_counter() - t0)
+    print(json.dumps({k: v for k, v in s.items() if k != "rows"}, indent=2))
+    if a.output:
+        Path(a.output).write_text(json.dumps(s, indent=2))
+    return 0
+
+
+def summary(rows: list[dict], a, wall: float) -> dict:
+    """The rows and what they add up to: median and worst |error|, coverage, wall times."""
+    errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None)
+    sampled = [r for r in rows if r.get("error") is not None and r["sampled"] and r["sampled"]["units"]]
+    return {
+        "command": "python benchmarks/sampling.py " + " ".join(sys.argv[1:]),
+        "sample": a.sample,
+        "wall_s": round(wall, 1),
+        "points": len(rows),
+        "median_abs_error": errs[len(errs) // 2] if errs else None,
+        "worst_abs_error": errs[-1] if errs else None,
+        "covered": sum(bool(r.get("covered")) for r in sampled),
+        "with_sampled_regions": len(sampled),
+        "rows": rows,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
