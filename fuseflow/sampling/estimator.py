@@ -4,8 +4,8 @@ A region's rows are cut into N units whose work `x` (rows plus stored entries re
 is known before anything runs. Units are stratified by work; within stratum h the total of a
 quantity y (cycles, a counter) is estimated by the separate ratio estimator
 ``R_h * X_h`` with ``R_h = sum(y_s) / sum(x_s)`` over the stratum's sampled units, and its
-variance by ``N_h^2 (1 - n_h/N_h) s_e^2 / n_h`` with ``e = y - R_h x`` (Cochran, Sampling
-Techniques, 6.10-6.12). Units simulated alone each fill and drain the pipeline once; the whole
+variance by ``(Xbar_h / xbar_s)^2 N_h^2 (1 - n_h/N_h) s_e^2 / n_h`` with ``e = y - R_h x``
+(Cochran, Sampling Techniques, 6.10-6.13). Units simulated alone each fill and drain the pipeline once; the whole
 region does it once, so ``(N - 1)`` times the measured overlap of adjacent pairs
 (``y(a) + y(b) - y(a+b)``) is taken off (`Overlap`). The interval uses Student's t with the
 sample's residual degrees of freedom.
@@ -19,8 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-PILOT = 2  # units per stratum in the first round (two give a variance)
+PILOT = 4
+"""Units per stratum in the first round. Two would give a variance, but one too noisy to stop on:
+a sequential sample stops when its estimated interval first meets the target, which favours
+underestimates (optional stopping)."""
 MAX_STRATA = 8
+MIN_SAMPLE = 30
+"""Units sampled before the interval may stop the sampling (or every unit, when fewer)."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +41,11 @@ class Strata:
 
 
 def stratify(x: np.ndarray, strata: int = MAX_STRATA) -> Strata:
-    """Strata of units by work, each holding about the same total work and at least `PILOT`
-    units (the cumulative-work rule: heavy units, whose cycles vary most, get small strata)."""
+    """Strata of units by work, each holding about the same total work and at least twice
+    `PILOT` units (the cumulative-work rule: heavy units, whose cycles vary most, get small
+    strata)."""
     n = len(x)
-    h = max(1, min(strata, n // PILOT))
+    h = max(1, min(strata, n // (2 * PILOT)))
     order = np.argsort(x, kind="stable")
     cum = np.cumsum(x[order].astype(float))
     total = cum[-1] if n else 0.0
@@ -47,7 +53,7 @@ def stratify(x: np.ndarray, strata: int = MAX_STRATA) -> Strata:
         cuts = np.floor(np.arange(n) * h / max(n, 1)).astype(int)
     else:
         cuts = np.minimum((cum - 1e-9 * total) * h // total, h - 1).astype(int)
-    cuts = _at_least(cuts, h, PILOT)
+    cuts = _at_least(cuts, h, 2 * PILOT)
     of = np.empty(n, dtype=int)
     of[order] = cuts
     used = np.unique(of)
@@ -95,15 +101,17 @@ def ratio_estimate(x: np.ndarray, strata: Strata, sampled: dict[int, np.ndarray]
         y = np.array([sampled[u] for u in s], dtype=float)
         xs = x[s].astype(float)
         big_n, n = len(units), len(s)
+        scale = 1.0
         if xs.sum() > 0:
             r = y.sum(axis=0) / xs.sum()
             total += r * x[units].sum()
             resid = y - np.outer(xs, r)
+            scale = (x[units].mean() / xs.mean()) ** 2  # Cochran 6.13: a light sample's ratio varies more
         else:  # no work in the sample: the expansion estimator
             total += big_n * y.mean(axis=0)
             resid = y - y.mean(axis=0)
         if n > 1 and n < big_n:
-            variance += big_n**2 * (1 - n / big_n) * resid.var(axis=0, ddof=1) / n
+            variance += scale * big_n**2 * (1 - n / big_n) * resid.var(axis=0, ddof=1) / n
             dof += n - 1
         elif n == 1 and big_n > 1:
             variance += np.inf  # one unit gives no spread

@@ -83,7 +83,7 @@ def simulate_sampled(
         else:
             work = row_work(g, prog.assigns[g.name], units.along, env, rows)
             cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
-            s = sample_region(g, units, values, n, work, target, run, prog.tolerance, cb)
+            s = sample_region(g, units, values, n, work, target, run, prog.tolerance, cb, unbounded(arch))
             if isinstance(s, str):
                 whole[g.name] = s
                 r = run_whole(g)
@@ -96,6 +96,16 @@ def simulate_sampled(
             results.append(RegionResult(g.name, s.cycles, s.nodes, list(values), s.engine, sampled=s.sampled))
         release(i)
     return results, SampleSummary(simulated, total, ESTIMATOR, target.describe(), whole)
+
+
+UNBOUNDED_FIFO = 1 << 20
+"""FIFOs at least this deep count as unbounded (the `comal` and `sam` presets': 10,240,000)."""
+
+
+def unbounded(arch: Arch) -> bool:
+    """Whether the arch's FIFOs let branches run apart for a whole region (`sample_region`'s
+    bottleneck estimator)."""
+    return int(arch.settings.get("fifo_depth", 0)) >= UNBOUNDED_FIFO
 
 
 def _sampleable(prog: Program, g: GraphSpec, env: dict, rows: int) -> tuple[str | None, Units | None, dict | None]:

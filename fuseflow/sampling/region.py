@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats
 
 from fuseflow.errors import MismatchError
-from fuseflow.sampling.estimator import PILOT, Strata, allocate, draw, ratio_estimate, stratify
+from fuseflow.sampling.estimator import MIN_SAMPLE, PILOT, Strata, allocate, draw, ratio_estimate, stratify
 from fuseflow.sampling.spec import SampleSpec
 from fuseflow.sampling.window import Job, Units
 from fuseflow.sim.graph import GraphRun, GraphSpec
@@ -104,17 +104,25 @@ def unit_count(predicted: float, rows: int, spec: SampleSpec) -> int:
     return int(max(1, min(rows, spec.max_units, predicted // per)))
 
 
+def _busy(run: GraphRun) -> np.ndarray:
+    """Each node's busy cycles: its active span less the cycles it stalled on either side."""
+    return np.array(
+        [n["last_active"] - n["first_active"] - n["stall_input"] - n["stall_output"] for n in run.nodes], dtype=float
+    )
+
+
 def _quantities(run: GraphRun) -> np.ndarray:
-    """Cycles, then every node's additive counters, as one vector."""
-    return np.array([run.cycles] + [n[k] for n in run.nodes for k in ADDITIVE], dtype=float)
+    """Cycles, every node's additive counters, then every node's busy cycles, as one vector."""
+    return np.concatenate([[run.cycles], [n[k] for n in run.nodes for k in ADDITIVE], _busy(run)])
 
 
 class _Region:
     """The sampled region's runs, by row range (a range that is a warm-up of one unit and the
     unit of another runs once)."""
 
-    def __init__(self, spec: GraphSpec, units: Units, values, tolerance: float, run: Runner):
+    def __init__(self, spec: GraphSpec, units: Units, values, tolerance: float, run: Runner, bottleneck: bool):
         self.spec, self.units, self.values, self.tolerance, self.run = spec, units, values, tolerance, run
+        self.bottleneck = bottleneck
         self.runs: dict[tuple[int, int], GraphRun] = {}
 
     def ensure(self, ranges: Sequence[tuple[int, int]]) -> None:
@@ -137,6 +145,11 @@ class _Region:
                     "index-notation values"
                 )
 
+    def offset(self) -> float:
+        """A run's cycles beyond its busiest node's busy cycles (fill and drain): the median over
+        the runs so far."""
+        return float(np.median([r.cycles - _busy(r).max(initial=0.0) for r in self.runs.values()]))
+
     def simulated_cycles(self) -> int:
         """Cycles simulated so far, every range once."""
         return sum(r.cycles for r in self.runs.values())
@@ -152,11 +165,12 @@ def sample_region(
     run: Runner,
     tolerance: float,
     report: Callable[[int], None] | None = None,
+    bottleneck: bool = False,
 ) -> SampledRun | str:
     """Estimate `spec`'s cycles and counters from sampled units run by `units` (about `count`
     of them, fewer when a unit would not outlast the pipeline's latency), or say why the region
     must run whole."""
-    region = _Region(spec, units, values, tolerance, run)
+    region = _Region(spec, units, values, tolerance, run, bottleneck)
     bounds = _warm_units(region, work, count, target.min_units)
     if isinstance(bounds, str):
         return bounds
@@ -170,15 +184,17 @@ def sample_region(
         region.ensure([bounds[0]] + [r for u in new for r in _ranges(bounds, u + 1)])
         for u in new:
             marginals[u] = _marginal(region, bounds, u + 1)
-        total, half, dof = _totals(region, bounds, x, strata, marginals, target)
+        total, (low, high), dof, column = _totals(region, bounds, x, strata, marginals, target)
+        half = (high - low) / 2
         if report is not None:
             report(region.simulated_cycles())
-        if (target.error > 0 and half <= target.error * total[0]) or len(marginals) == len(x):
+        met = target.error > 0 and half <= target.error * total[0] and len(marginals) >= MIN_SAMPLE
+        if met or len(marginals) == len(x):
             break
-        more = _more(x, strata, marginals, target, total[0], dof)
+        more = _more(x, strata, marginals, target, total[0], dof, column)
     first = region.runs[bounds[0]]
     cycles = int(round(total[0]))
-    lo, hi = int(np.floor(total[0] - half)), int(np.ceil(total[0] + half))
+    lo, hi = int(np.floor(min(low, total[0]))), int(np.ceil(max(high, total[0])))
     sampled = Sampled(
         len(marginals) + 1,
         len(bounds),
@@ -220,19 +236,36 @@ def _marginal(region: _Region, bounds: Sequence[tuple[int, int]], u: int) -> np.
     return _quantities(region.runs[pair]) - _quantities(region.runs[warm])
 
 
-def _totals(region, bounds, x, strata: Strata, marginals, target: SampleSpec) -> tuple[np.ndarray, float, int]:
-    """The estimated totals (unit 0 exactly, the rest by the ratio estimator) and the cycles'
-    half-width at the target's confidence."""
+def _totals(
+    region, bounds, x, strata: Strata, marginals, target: SampleSpec
+) -> tuple[np.ndarray, tuple[float, float], int, int]:
+    """The estimated totals (unit 0 exactly, the rest by the ratio estimator), the cycles'
+    interval at the target's confidence, and the column the cycles' estimate rests on.
+
+    Summed marginals estimate the cycles where FIFOs are bounded: a unit's warm-up then holds all
+    the pipeline remembers. With unbounded FIFOs (`bottleneck`) branches run apart for the whole
+    region, and the run takes its busiest node's busy cycles plus the fill: the cycles are then
+    the largest estimated busy cycles (additive over rows) plus the runs' fill, and the interval
+    runs from the largest lower bound to the largest upper bound of the nodes' busy cycles (nodes
+    that compete for the bottleneck widen it; docs/sampling.md)."""
     est = ratio_estimate(x, strata, marginals)
     total = _quantities(region.runs[bounds[0]]) + est.total
-    return total, float(est.half_width(target.confidence)[0]), est.dof
+    half = est.half_width(target.confidence)
+    if not region.bottleneck:
+        return total, (total[0] - half[0], total[0] + half[0]), est.dof, 0
+    k = len(region.runs[bounds[0]].nodes)
+    busy, spread = total[-k:], half[-k:]
+    column = len(total) - k + int(np.argmax(busy))
+    fill = region.offset()
+    total[0] = busy.max() + fill
+    return total, (float((busy - spread).max() + fill), float((busy + spread).max() + fill)), est.dof, column
 
 
-def _more(x, strata: Strata, marginals, target: SampleSpec, total: float, dof: int) -> list[int]:
+def _more(x, strata: Strata, marginals, target: SampleSpec, total: float, dof: int, column: int) -> list[int]:
     """The next round's units per stratum: Neyman allocation for the target variance, and at
     least `GROWTH` of the sample so far (few rounds: each round's units run at once)."""
     t = stats.t.ppf(0.5 + target.confidence / 2, max(dof, 1))
-    more = allocate(x, strata, marginals, (target.error * total / t) ** 2)
+    more = allocate(x, strata, marginals, (target.error * total / t) ** 2, column)
     floor = int(np.ceil(GROWTH * len(marginals)))
     if sum(more) < floor:
         free = [sum(1 for u in strata.members(h) if u not in marginals) for h in range(strata.count)]
