@@ -35,7 +35,9 @@ GRAPHS = ("cora", "cora-ml", "dblp")
 TIERS = {
     "smoke": [("gcn", "cora", "unfused")],
     "quick": [(a, d, s) for a in ("gcn", "sage") for d in GRAPHS for s in ("unfused", "layer", "full")],
-    "medium": [(a, d, s) for a in ("gcn", "sage") for d in (*GRAPHS, "ogbl-collab") for s in ("unfused", "layer", "full")],
+    "medium": [
+        (a, d, s) for a in ("gcn", "sage") for d in (*GRAPHS, "ogbl-collab") for s in ("unfused", "layer", "full")
+    ],
 }
 
 

@@ -142,15 +142,22 @@ def units_for(spec: GraphSpec, assigns: Sequence[Assign], env: Mapping[str, Any]
     return f"its rows can be neither windowed ({window}) nor cut ({cut})"
 
 
-def row_work(spec: GraphSpec, assigns: Sequence[Assign], along: Mapping[str, int], env: Mapping[str, Any], rows: int):
-    """Each row's work, known before anything runs: one, plus the stored entries in that row of
-    every sparse input the rows walk; a square one the region reads more than once (a fused
-    GNN's neighbours' rows, recomputed per row) adds its rows' neighbours' entries too."""
-    work = np.ones(rows)
+def row_work(
+    spec: GraphSpec, assigns: Sequence[Assign], along: Mapping[str, int], env: Mapping[str, Any], rows: int
+) -> dict[str, np.ndarray]:
+    """Measures of each row's work, known before anything runs (`sample_region` estimates with
+    the one that predicts the sample best):
+
+    - ``entries``: one, plus the row's stored entries in every sparse input the rows walk;
+    - ``rows``: one per row (dense regions, or work that does not follow the entries);
+    - ``two-hop``: where the region reads a square sparse input more than once (a fused GNN
+      recomputes each neighbour's rows per row), the entries plus the row's neighbours' entries.
+    """
     uses: dict[str, int] = {}
     for a in assigns:
         for acc in accesses(a.expr):
             uses[acc.tensor] = uses.get(acc.tensor, 0) + 1
+    entries, hops = np.ones(rows), np.zeros(rows)
     for name, dim in along.items():
         t = spec.tensors.get(name)
         source = (t.copy_of or name) if t is not None else name
@@ -160,9 +167,12 @@ def row_work(spec: GraphSpec, assigns: Sequence[Assign], along: Mapping[str, int
         per_row = row_counts(data, dim)
         if len(per_row) != rows:
             continue
-        work += per_row
+        entries += per_row
         if uses.get(name, 0) > 1 and data.shape[0] == data.shape[1] == rows:
             pattern = scipy.sparse.csr_matrix(data if scipy.sparse.issparse(data) else np.asarray(data))
             pattern.data[:] = 1
-            work += pattern @ per_row
-    return work
+            hops += pattern @ per_row
+    out = {"entries": entries, "rows": np.ones(rows)}
+    if hops.any():
+        out["two-hop"] = entries + hops
+    return out
