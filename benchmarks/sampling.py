@@ -41,6 +41,11 @@ TIERS = {
 }
 
 
+ARCH = {"arch": {"max_cycles": 10**12, "max_fifo_mib": 16384}}
+"""The default machine with the paper tier's limits (benchmarks/paper.py `PAPER_ARCH`): the
+largest whole runs here pass 10^9 cycles."""
+
+
 def build(app: str, dataset: str):
     """The Figure 12 model of `app` on `dataset` (benchmarks/paper.py)."""
     import paper
@@ -65,10 +70,10 @@ def measure(app: str, dataset: str, schedule: str, sample: str, whole: int | Non
     """One point, sampled then whole (unless its whole cycles are given, or not wanted)."""
     model, args, formats = build(app, dataset)
     t = time.perf_counter()
-    prog = fuseflow.compile(model, args, formats=formats, schedule=schedule)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, arch=ARCH)
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
-    res = prog.simulate(sample=sample)
+    res = prog.simulate(sample=sample, arch=ARCH)
     sampled_s = time.perf_counter() - t
     res.check()
     row = {
@@ -84,7 +89,7 @@ def measure(app: str, dataset: str, schedule: str, sample: str, whole: int | Non
     }
     if whole is None and run_whole:
         t = time.perf_counter()
-        plain = prog.simulate()
+        plain = prog.simulate(arch=ARCH)
         row["whole_s"] = round(time.perf_counter() - t, 1)
         plain.check()
         row["whole_cycles"], row["whole_source"] = plain.cycles, "simulated"
@@ -115,7 +120,9 @@ def table(rows: list[dict]) -> None:
                 r["whole_s"] if r["whole_s"] is not None else "-",
             ]
             for r in rows
-        ],
+            if "failed" not in r
+        ]
+        + [[r["point"], "failed", r["failed"][:60], "", "", "", "", "", "", ""] for r in rows if "failed" in r],
         ["point", "whole", "sampled", "error", "interval", "covers", "units", "whole regions", "sampled s", "whole s"],
     )
 
@@ -135,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for app, dataset, schedule in points:
         print(f"{app}:{dataset}:{schedule} ...", file=sys.stderr, flush=True)
-        rows.append(measure(app, dataset, schedule, a.sample, saved.get((app, dataset, schedule)), not a.no_whole))
+        try:
+            rows.append(measure(app, dataset, schedule, a.sample, saved.get((app, dataset, schedule)), not a.no_whole))
+        except fuseflow.FuseflowError as e:  # a stopped point is a row, never a lost run
+            rows.append({"point": f"{app}:{dataset}:{schedule}", "failed": str(e).splitlines()[0][:200]})
+            print(f"  failed: {rows[-1]['failed']}", file=sys.stderr, flush=True)
         if a.output:  # what has finished survives a stopped run
             Path(a.output).write_text(json.dumps(summary(rows, a, time.perf_counter() - t0), indent=2))
     table(rows)
