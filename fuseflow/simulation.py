@@ -5,7 +5,7 @@ return the `SimResult` that `check()` compares with PyTorch. `Program.simulate` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,9 +15,11 @@ from fuseflow.errors import FuseflowError, MismatchError
 from fuseflow.fabric.resources import check_fits
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
+from fuseflow.sampling.program import SampleSummary, makespan_interval, simulate_sampled
 from fuseflow.sampling.spec import SampleSpec
+from fuseflow.sampling.window import Job
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphRun, run_graph
+from fuseflow.sim.graph import GraphRun, run_graph, run_packed
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
@@ -100,15 +102,23 @@ def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str
         )
 
 
-def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target, jobs, executor, progress, engine):
+def _simulate_sampled(
+    prog: Program,
+    env: dict,
+    args: tuple,
+    arch: Arch,
+    target: SampleSpec,
+    jobs: int,
+    executor: Any,
+    progress: Any,
+    engine: str,
+) -> tuple[list[RegionResult], SampleSummary]:
     """`simulate` with the large row-local regions sampled (fuseflow/sampling)."""
-    from fuseflow.sampling.program import simulate_sampled
-    from fuseflow.sim.graph import run_packed
 
-    def run(units):
+    def run(units: Sequence[Job]) -> list[GraphRun]:
         if executor is None and jobs <= 1:
             return [run_packed(s, pack, arch, engine=engine) for s, pack in units]
-        from fuseflow.experiments.executor import LocalExecutor
+        from fuseflow.experiments.executor import LocalExecutor  # the API's executor: see _simulate_shared
 
         pool = executor or LocalExecutor(jobs)
         out: list = [None] * len(units)
@@ -132,7 +142,6 @@ def _simulate_sampled(prog: Program, env: dict, args: tuple, arch: Arch, target,
 
 def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, strategy, args) -> tuple[int, int]:
     from fuseflow.fabric.run import place
-    from fuseflow.sampling.program import makespan_interval
 
     def makespan_of(cycles: list[int]) -> int:
         return max(s.end for s in place(prog, cycles, arch, strategy, args).timeline)
