@@ -41,7 +41,7 @@ best assignment and its runner-up within `NEAR`, those predicted fastest, scaled
 error on the candidate itself."""
 NEAR = 1.15
 """A runner-up assignment this close to a base's best is confirmed too: the model's errors
-between lane choices of one program are about this large (docs/results.md, "Filling the fabric")."""
+between lane choices of one program are about this large (docs/results/fabric.md, "Filling the fabric")."""
 
 
 @dataclass

@@ -85,7 +85,7 @@ every longer segment containing it a candidate the planner does not estimate (do
 def top_k_for(space_size: int) -> int:
     """Finalists to simulate: one per 20 points of the space, 1 to `MAX_TOP_K`, so confirming
     costs about a twentieth of sweeping the space (the cycle model ranks these models exactly:
-    docs/results.md, "Cycle model accuracy")."""
+    docs/results/planning.md, "Cycle model accuracy")."""
     return max(1, min(MAX_TOP_K, space_size // 20))
 
 
@@ -422,7 +422,7 @@ def plan(
     if top_k is None:
         top_k = top_k_for(count_segmentations(n, allowed))
         if model_approximates(Timing.from_settings(Arch.resolve(arch).settings)):
-            top_k = MAX_TOP_K  # finite FIFOs and memory: estimates 3-9% apart may swap (docs/results.md)
+            top_k = MAX_TOP_K  # finite FIFOs and memory: estimates 3-9% apart may swap (docs/results/planning.md)
 
     def say(msg: str) -> None:
         if progress is not None:

@@ -149,10 +149,11 @@ class _Region:
                     "index-notation values"
                 )
 
-    def offset(self) -> float:
+    def offset(self) -> tuple[float, float]:
         """A run's cycles beyond its busiest node's busy cycles (fill and drain): the median over
-        the runs so far."""
-        return float(np.median([r.cycles - _busy(r).max(initial=0.0) for r in self.runs.values()]))
+        the runs so far, and half their range (how much the fill varies: part of the interval)."""
+        fills = np.array([r.cycles - _busy(r).max(initial=0.0) for r in self.runs.values()])
+        return float(np.median(fills)), float((fills.max() - fills.min()) / 2)
 
     def simulated_cycles(self) -> int:
         """Cycles simulated so far, every range once."""
@@ -272,9 +273,10 @@ def _totals(
     k = len(region.runs[bounds[0]].nodes)
     busy, spread = total[-k:], half[-k:]
     column = len(total) - k + int(np.argmax(busy))
-    fill = region.offset()
+    fill, vary = region.offset()
     total[0] = busy.max() + fill
-    return total, (float((busy - spread).max() + fill), float((busy + spread).max() + fill)), est.dof, column
+    low, high = (busy - spread).max() + fill - vary, (busy + spread).max() + fill + vary
+    return total, (float(low), float(high)), est.dof, column
 
 
 def _more(x, strata: Strata, marginals, target: SampleSpec, total: float, dof: int, column: int) -> list[int]:

@@ -65,7 +65,7 @@ def test_gpt_auto_materializes_qkv_and_beats_every_fixed_schedule():
     res = prog.simulate()
     res.check(rtol=1e-5 * 64, atol=1e-5 * 64)
     # `full` is left out: it recomputes across the block and is never the fastest here
-    # (docs/results.md: 0.38x unfused at seq 64); it costs a minute to compile and simulate, and
+    # (docs/results/fusion.md: 0.38x unfused at seq 64); it costs a minute to compile and simulate, and
     # test_applications runs it against PyTorch
     fixed = {
         s if isinstance(s, str) else "fuseflow": fuseflow.compile(model, args, formats, schedule=s).simulate().cycles
