@@ -127,6 +127,34 @@ def table(rows: list[dict]) -> None:
     )
 
 
+def markdown(runs: list[dict]) -> str:
+    """The results page's table: every row of the runs (saved JSONs), with each run's command."""
+    head = ["point", "whole cycles", "sampled", "error", "interval", "covers", "units", "whole regions"]
+    out = ["| " + " | ".join(head + ["sampled s", "whole s"]) + " |"]
+    out.append("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    for run in runs:
+        for r in run["rows"]:
+            if "failed" in r:
+                out.append(f"| {r['point']} | failed: {r['failed'][:80]} | | | | | | | | |")
+                continue
+            s = r["sampled"] or {}
+            half = (r["interval"][1] - r["interval"][0]) / 2 / max(r["sampled_cycles"], 1)
+            err = "-" if r.get("error") is None else f"{r['error']:+.3%}"
+            cover = {True: "yes", False: "**no**", None: "-"}[r.get("covered")]
+            whole = (
+                f"{r['whole_cycles']:,}" + (" (saved)" if r.get("whole_source") == "saved" else "")
+                if r["whole_cycles"]
+                else "-"
+            )
+            out.append(
+                f"| {r['point']} | {whole} | {r['sampled_cycles']:,} | {err} | ±{half:.2%} | {cover} | "
+                f"{s.get('units', 0)}/{s.get('total', 0)} | {len(s.get('whole', {}))} | {r['sampled_s']} | "
+                f"{r['whole_s'] if r['whole_s'] is not None else '-'} |"
+            )
+    out += ["", "Commands:", ""] + [f"- `{run['command']}` ({run['wall_s']:.0f} s)" for run in runs]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tier", default="quick", choices=sorted(TIERS))
@@ -135,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--whole-from", help="a saved benchmarks/paper.py JSON whose Figure 12 cycles stand for whole runs")
     ap.add_argument("--no-whole", action="store_true", help="do not simulate points whole (their error stays unknown)")
     ap.add_argument("-o", "--output", help="write the rows as JSON here")
+    ap.add_argument("--from", dest="source", help="saved JSONs (comma-separated): print their rows as Markdown")
     a = ap.parse_args(argv)
+    if a.source:
+        print(markdown([json.loads(Path(p).read_text()) for p in a.source.split(",")]), end="")
+        return 0
     points = [tuple(p.split(":")) for p in a.only.split(",")] if a.only else TIERS[a.tier]
     saved = saved_cycles(a.whole_from)
     rows = []

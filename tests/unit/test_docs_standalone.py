@@ -29,3 +29,20 @@ def test_no_citation_of_a_document_outside_the_repo():
 def test_the_pattern_sees_a_citation():
     assert OUTSIDE.search("the nests (DESIGN §5.4)") and OUTSIDE.search("see ../shared/DESIGN.md")
     assert not OUTSIDE.search('docs/architecture.md, "Design: lowering"')
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_relative_links_in_the_docs_resolve():
+    """Every relative Markdown link (pages, plots) in docs/ and the README names a file that exists."""
+    broken = []
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+    for page in pages:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for target in LINK.findall(line):
+                if "://" in target or target.startswith("mailto:"):
+                    continue
+                if not (page.parent / target).exists():
+                    broken.append(f"{page.relative_to(ROOT)}:{n}: {target}")
+    assert not broken, "\n".join(broken[:10])
