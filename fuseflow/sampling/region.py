@@ -272,9 +272,11 @@ def _totals(
         return total, (total[0] - half[0], total[0] + half[0]), est.dof, 0
     k = len(region.runs[bounds[0]].nodes)
     busy, spread = total[-k:], half[-k:]
-    column = len(total) - k + int(np.argmax(busy))
+    seen = sum(m[-k:] for m in marginals.values())  # the busiest node in what was simulated
+    node = int(np.argmax(seen))
+    column = len(total) - k + node
     fill, vary = region.offset()
-    total[0] = busy.max() + fill
+    total[0] = busy[node] + fill
     low, high = (busy - spread).max() + fill - vary, (busy + spread).max() + fill + vary
     return total, (float(low), float(high)), est.dof, column
 
