@@ -33,7 +33,7 @@ def cmd_run(a) -> int:
         return print_estimate(prog, a)
     res = prog.simulate(
         arch=a.arch,
-        spans=bool(a.save),
+        spans=bool(a.save) and not a.sample,  # a sampled run has no whole run to trace
         progress=sys.stderr.isatty() or None,
         engine=a.engine,
         memo=a.memo,

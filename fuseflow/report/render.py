@@ -20,13 +20,18 @@ def table(result: dict, nodes: bool = False) -> list:
     from rich.table import Table
 
     out = []
-    t = Table(title=f"total {result['total_cycles']} cycles, arch {result['arch']}, schedule {result.get('schedule')}")
+    total = f"total {result['total_cycles']} cycles"
+    if result.get("sampled"):  # a sampled run: the figures are estimates with an interval
+        lo, hi = result["interval"]
+        total = f"total ~{result['total_cycles']} cycles (sampled {result['sampled']['target']}: {lo}..{hi})"
+    t = Table(title=f"{total}, arch {result['arch']}, schedule {result.get('schedule')}")
     for h in ("region", "cycles", "tokens", "alu ops", "reductions", "mem read B", "mem write B"):
         t.add_column(h, justify="left" if h == "region" else "right")
     for r in result["regions"]:
+        sampled = r.get("sampled")
         t.add_row(
-            r["name"],
-            str(r["cycles"]),
+            r["name"] + (f" (sampled {sampled['units']}/{sampled['total']})" if sampled else ""),
+            f"~{r['cycles']}" if sampled else str(r["cycles"]),
             str(r["tokens_out"]),
             str(r["alu_ops"]),
             str(r["reductions"]),

@@ -186,7 +186,7 @@ def test_sampling_refuses_what_needs_whole_runs():
         prog.simulate(sample="lots")
 
 
-def test_the_cli_marks_sampled_figures():
+def test_the_cli_marks_sampled_figures(tmp_path):
     """`run --sample` on the 2,995-node Cora-ML stand-in: regions too small for the default units run
     whole and say so; the table and the JSON carry the target and the interval."""
     cmd = [sys.executable, "-m", "fuseflow.cli.main", "run", "examples/gcn.py", "-O", "graph=standin:cora-ml"]
@@ -198,5 +198,12 @@ def test_the_cli_marks_sampled_figures():
     j = json.loads(proc.stdout)
     assert j["sampled"]["target"] == "±2% at 95%" and len(j["interval"]) == 2
     assert all("whole" in r or "sampled" in r for r in j["regions"] if not r["name"].startswith("relayout"))
+    saved = tmp_path / "r.json"
+    run = subprocess.run(cmd + ["--sample", "--save", str(saved)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "fuseflow.cli.main", "report", str(saved)], capture_output=True, text=True
+    )
+    assert report.returncode == 0 and "sampled ±2% at 95%" in report.stdout, report.stdout + report.stderr
     bad = subprocess.run(cmd + ["--sample", "often"], capture_output=True, text=True)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--sample 'often'" in bad.stderr
