@@ -190,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(rows: list[dict], a, wall: float) -> dict:
-    """The rows and what they add up to: median and worst |error|, coverage, wall times."""
-    errs = sorted(abs(r["error"]) for r in rows if r.get("error") is not None)
+    """The rows and what they add up to, over the points where something was sampled (the rest
+    ran whole): median and worst |error|, how many intervals cover the whole run."""
     sampled = [r for r in rows if r.get("error") is not None and r["sampled"] and r["sampled"]["units"]]
+    errs = sorted(abs(r["error"]) for r in sampled)
     return {
         "command": "python benchmarks/sampling.py " + " ".join(sys.argv[1:]),
         "sample": a.sample,
