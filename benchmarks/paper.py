@@ -280,7 +280,7 @@ def figure12_point(tier: str, k: int, say, reused: dict | None = None, skip: tup
                     note=f"ours: `{ours_name}` {why}",
                     cycles=cycles,
                     max_abs_error=error,
-                    **({"intervals": intervals} if intervals else {}),
+                    **({"intervals": sampled} if (sampled := _sampled_of(intervals, base_name, ours_name)) else {}),
                 )
             )
     _mark_reused(rows, runs)
@@ -352,6 +352,11 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None, skip: tuple[s
                 )
             )
     return _mark_reused(rows, runs)
+
+
+def _sampled_of(intervals: dict, *schedules: str) -> dict:
+    """The intervals of the schedules a row compares that were sampled (none: the row is exact)."""
+    return {s: intervals[s] for s in schedules if s in intervals}
 
 
 def _mark_reused(rows: list[dict], runs: dict) -> list[dict]:
