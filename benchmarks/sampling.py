@@ -151,8 +151,34 @@ def markdown(runs: list[dict]) -> str:
                 f"{s.get('units', 0)}/{s.get('total', 0)} | {len(s.get('whole', {}))} | {r['sampled_s']} | "
                 f"{r['whole_s'] if r['whole_s'] is not None else '-'} |"
             )
+    agree, groups = rankings([r for run in runs for r in run["rows"]])
+    out += [
+        "",
+        f"Schedules ranked by cycles, per application and dataset: sampled and whole agree on {agree} of {groups}.",
+    ]
     out += ["", "Commands:", ""] + [f"- `{run['command']}` ({run['wall_s']:.0f} s)" for run in runs]
     return "\n".join(out) + "\n"
+
+
+def rankings(rows: list[dict]) -> tuple[int, int]:
+    """In how many (application, dataset) groups of two or more schedules, both measured whole,
+    the schedules rank the same by sampled cycles as by whole cycles (ties by whole cycles
+    count as agreeing either way)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if "failed" not in r and r.get("whole_cycles"):
+            groups.setdefault(r["point"].rsplit(":", 1)[0], []).append(r)
+    agree = total = 0
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        total += 1
+        by_whole = sorted(members, key=lambda r: r["whole_cycles"])
+        agree += all(
+            a["sampled_cycles"] <= b["sampled_cycles"] or a["whole_cycles"] == b["whole_cycles"]
+            for a, b in zip(by_whole, by_whole[1:])
+        )
+    return agree, total
 
 
 def main(argv: list[str] | None = None) -> int:
