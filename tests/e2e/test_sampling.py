@@ -176,6 +176,24 @@ def test_units_run_on_worker_processes_give_the_same_estimate():
     assert one.interval == two.interval
 
 
+def test_units_run_on_ray_give_the_same_estimate():
+    """A sampled run's units on a local Ray (the executor a cluster runs them on) give the
+    estimate and interval of a run in this process."""
+    ray = pytest.importorskip("ray")
+    from fuseflow.experiments.executor import RayExecutor
+
+    prog = gcn_cora_like()
+    here = prog.simulate(sample={**SMALL, "error": 0.05})
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = prog.simulate(sample={**SMALL, "error": 0.05}, executor=RayExecutor())
+    finally:
+        ray.shutdown()
+    assert [r.cycles for r in remote.regions] == [r.cycles for r in here.regions]
+    assert remote.interval == here.interval and remote.sampled == here.sampled
+    remote.check()
+
+
 def test_sampling_refuses_what_needs_whole_runs():
     prog = gcn_cora_like()
     with pytest.raises(FuseflowError, match="not with record"):
