@@ -247,8 +247,8 @@ def _print_study(a, rows: list[dict]) -> None:
 
 
 def _cycles(row: dict) -> str | int:
-    """A study row's cycles; a sampled figure reads ``~N ±h%``."""
-    if "interval" not in row:
+    """A study row's cycles; a sampled figure reads ``~N ±h%`` (exact when every region ran whole)."""
+    if "interval" not in row or not row.get("sampled", {}).get("units"):
         return row["cycles"]
     lo, hi = row["interval"]
     return f"~{row['cycles']} ±{(hi - lo) / 2 / max(row['cycles'], 1):.1%}"
