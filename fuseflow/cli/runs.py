@@ -56,6 +56,33 @@ def cmd_run(a) -> int:
     if a.json:
         print(json.dumps(res.to_json(), indent=2))
         return 0
+    rows = _run_rows(prog, res, err)
+    print_table(
+        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}, strategy {res.strategy}",
+        rows,
+        ["region", "lanes", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
+    )
+    print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
+    if res.sampled is not None and res.interval is not None:
+        s = res.sampled
+        print(
+            f"sampled ({s.target}): makespan in [{res.interval[0]:,}, {res.interval[1]:,}]; {s.units:,} of "
+            f"{s.total:,} units simulated ({s.estimator}); {len(s.whole)} region(s) simulated whole"
+        )
+    if res.split is not None:
+        print(
+            f"split: {res.split.k} micro-batches by {res.split.kind}, imbalance {res.split.imbalance:.2f} "
+            "(max/mean work); a region marked xK ran once per micro-batch, start/end span them all"
+        )
+    print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
+    if a.timeline:
+        print(f"wrote {a.timeline}")
+    return 0
+
+
+def _run_rows(prog, res, err: float) -> list[list]:
+    """The run table's rows: one per region (memoised, micro-batched, sampled ones marked), then
+    the total."""
     err_of = dict(zip(prog.output_names, res.output_errors))
     rows = []
     placed = _region_spans(res.timeline)
@@ -87,27 +114,7 @@ def cmd_run(a) -> int:
             f"{err:.3g}",
         ]
     )
-    print_table(
-        f"{Path(a.model).name}: schedule {a.schedule}, arch {res.arch.name}, strategy {res.strategy}",
-        rows,
-        ["region", "lanes", "cycles", "start", "end", "tokens", "alu ops", "max abs error"],
-    )
-    print(f"makespan {res.cycles:,} cycles ({res.serial_cycles:,} cycles of regions{_fabric_note(res)})")
-    if res.sampled is not None and res.interval is not None:
-        s = res.sampled
-        print(
-            f"sampled ({s.target}): makespan in [{res.interval[0]:,}, {res.interval[1]:,}]; {s.units:,} of "
-            f"{s.total:,} units simulated ({s.estimator}); {len(s.whole)} region(s) simulated whole"
-        )
-    if res.split is not None:
-        print(
-            f"split: {res.split.k} micro-batches by {res.split.kind}, imbalance {res.split.imbalance:.2f} "
-            "(max/mean work); a region marked xK ran once per micro-batch, start/end span them all"
-        )
-    print(f"outputs match eager PyTorch (rtol = atol = 1e-5 x longest dimension): max abs error {err:.3g}")
-    if a.timeline:
-        print(f"wrote {a.timeline}")
-    return 0
+    return rows
 
 
 def _sampled(r) -> str:

@@ -87,31 +87,39 @@ def measure(
             lap("simulate")
             err = res.check()
             lap("check")
-            totals = [r.totals() for r in res.regions]
-            row.update(
-                cycles=int(res.cycles),
-                region_cycles=int(res.serial_cycles),
-                alu_ops=int(sum(x["alu_ops"] for x in totals)),
-                reductions=int(sum(x["reductions"] for x in totals)),
-                mem_read_bytes=int(sum(x["mem_read_bytes"] for x in totals)),
-                mem_write_bytes=int(sum(x["mem_write_bytes"] for x in totals)),
-                memoised_regions=sum(bool(r.memoised) for r in res.regions),
-                max_abs_error=float(err),
-                lanes=max((lanes_of(g) for g in prog.graphs), default=1),
-            )
-            busy = res.utilization.fraction
-            if busy is not None:  # a finite fabric: busy units over capacity, over the makespan
-                row["busy"] = {k: round(v, 4) for k, v in busy.items()}
-            if res.strategy != strategy:  # auto: what it chose
-                row["chosen_strategy"] = res.strategy
-            if res.split is not None:
-                row["split"] = res.split.to_json()
-            if res.sampled is not None and res.interval is not None:
-                row["interval"] = list(res.interval)
-                row["sampled"] = res.sampled.to_json()
+            row.update(simulated_row(prog, res, err, strategy))
     except FuseflowError as e:
         row["status"] = f"failed: {str(e).splitlines()[0][:300]}"
     except Exception as e:  # a bug must not lose the sweep; the row says what happened
         row["status"] = f"failed: {type(e).__name__}: {e}"[:300]
         row["traceback"] = traceback.format_exc(limit=5)
+    return row
+
+
+def simulated_row(prog: Any, res: Any, err: float, strategy: str) -> dict[str, Any]:
+    """A simulated run's part of a row: the makespan, region cycles, counters, the error against
+    PyTorch, lanes; on a finite fabric the busy units; what `auto` chose; the split; and for a
+    sampled run its interval and what was sampled."""
+    totals = [r.totals() for r in res.regions]
+    row: dict[str, Any] = dict(
+        cycles=int(res.cycles),
+        region_cycles=int(res.serial_cycles),
+        alu_ops=int(sum(x["alu_ops"] for x in totals)),
+        reductions=int(sum(x["reductions"] for x in totals)),
+        mem_read_bytes=int(sum(x["mem_read_bytes"] for x in totals)),
+        mem_write_bytes=int(sum(x["mem_write_bytes"] for x in totals)),
+        memoised_regions=sum(bool(r.memoised) for r in res.regions),
+        max_abs_error=float(err),
+        lanes=max((lanes_of(g) for g in prog.graphs), default=1),
+    )
+    busy = res.utilization.fraction
+    if busy is not None:  # a finite fabric: busy units over capacity, over the makespan
+        row["busy"] = {k: round(v, 4) for k, v in busy.items()}
+    if res.strategy != strategy:  # auto: what it chose
+        row["chosen_strategy"] = res.strategy
+    if res.split is not None:
+        row["split"] = res.split.to_json()
+    if res.sampled is not None and res.interval is not None:
+        row["interval"] = list(res.interval)
+        row["sampled"] = res.sampled.to_json()
     return row
