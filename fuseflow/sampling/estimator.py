@@ -5,10 +5,8 @@ is known before anything runs. Units are stratified by work; within stratum h th
 quantity y (cycles, a counter) is estimated by the separate ratio estimator
 ``R_h * X_h`` with ``R_h = sum(y_s) / sum(x_s)`` over the stratum's sampled units, and its
 variance by ``(Xbar_h / xbar_s)^2 N_h^2 (1 - n_h/N_h) s_e^2 / n_h`` with ``e = y - R_h x``
-(Cochran, Sampling Techniques, 6.10-6.13). Units simulated alone each fill and drain the pipeline once; the whole
-region does it once, so ``(N - 1)`` times the measured overlap of adjacent pairs
-(``y(a) + y(b) - y(a+b)``) is taken off (`Overlap`). The interval uses Student's t with the
-sample's residual degrees of freedom.
+(Cochran, Sampling Techniques, 6.10-6.13). The interval uses Student's t with the sample's
+residual degrees of freedom.
 """
 
 from __future__ import annotations
@@ -116,23 +114,6 @@ def ratio_estimate(x: np.ndarray, strata: Strata, sampled: dict[int, np.ndarray]
         elif n == 1 and big_n > 1:
             variance += np.inf  # one unit gives no spread
     return Estimate(total, variance, dof)
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """What simulating units alone adds over the whole region: per adjacent pair, the quantities
-    of the two units alone less those of the pair run together (one pipeline fill and drain)."""
-
-    pairs: tuple[np.ndarray, ...]
-
-    def correction(self, units: int) -> tuple[np.ndarray, np.ndarray]:
-        """The amount to take off a sum over `units` units, and its variance."""
-        if not self.pairs:
-            return np.zeros(0), np.zeros(0)
-        o = np.array(self.pairs, dtype=float)
-        mean = o.mean(axis=0)
-        var = o.var(axis=0, ddof=1) / len(o) if len(o) > 1 else np.zeros_like(mean)
-        return (units - 1) * mean, (units - 1) ** 2 * var
 
 
 def allocate(x: np.ndarray, strata: Strata, sampled: dict[int, np.ndarray], want: float, column: int = 0) -> list[int]:

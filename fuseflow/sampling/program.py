@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,13 +42,7 @@ class SampleSummary:
 
     def to_json(self) -> dict:
         """The summary as JSON."""
-        return {
-            "units": self.units,
-            "total": self.total,
-            "estimator": self.estimator,
-            "target": self.target,
-            "whole": dict(self.whole),
-        }
+        return asdict(self)
 
 
 def simulate_sampled(

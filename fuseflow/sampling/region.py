@@ -15,7 +15,7 @@ are those values.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
@@ -71,15 +71,8 @@ class Sampled:
     simulated_cycles: int
 
     def to_json(self) -> dict:
-        """The sampling summary as JSON."""
-        return {
-            "units": self.units,
-            "total": self.total,
-            "estimator": self.estimator,
-            "target": self.target,
-            "interval": list(self.interval),
-            "simulated_cycles": self.simulated_cycles,
-        }
+        """The sampling summary as JSON (the half-width is the interval's, less the bias bound)."""
+        return {**asdict(self), "interval": list(self.interval)}
 
 
 @dataclass
@@ -213,7 +206,7 @@ def sample_region(
     sampled = Sampled(
         len(marginals) + 1,
         len(bounds),
-        f"{ESTIMATOR}, units by {units.how}, ratio to {aux}",
+        f"{ESTIMATOR}{', bottleneck node' if bottleneck else ''}, units by {units.how}, ratio to {aux}",
         target.describe(),
         (lo, hi),
         float(half),

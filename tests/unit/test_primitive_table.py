@@ -116,3 +116,14 @@ def test_the_simulator_refuses_parameters_its_table_does_not_declare():
     with pytest.raises(ValueError, match="scan 's': unknown parameter 'dims'"):
         g.add_node("scan", "s", [(root, 0)], {"format": "dense", "dims": 4})
     g.add_node("scan", "s", [(root, 0)], {"format": "dense", "dim": 4})  # the declared spelling
+
+
+def test_a_dense_scans_row_window_outside_its_level_is_refused():
+    """The run-time window of a sampled unit (fuseflow/sampling/window.py) must lie in 0..dim."""
+    g = _simulator.Graph(Arch.resolve("comal").settings)
+    root = g.add_node("root", "r", [], {})
+    with pytest.raises(ValueError, match="scan 's': window 3..2 outside 0..4"):
+        g.add_node("scan", "s", [(root, 0)], {"format": "dense", "dim": 4, "lo": 3, "hi": 2})
+    with pytest.raises(ValueError, match="window 0..5 outside 0..4"):
+        g.add_node("scan", "t", [(root, 0)], {"format": "dense", "dim": 4, "lo": 0, "hi": 5})
+    g.add_node("scan", "u", [(root, 0)], {"format": "dense", "dim": 4, "lo": 1, "hi": 3})

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from fuseflow.errors import FuseflowError
-from fuseflow.sampling.estimator import Overlap, Strata, allocate, draw, ratio_estimate, stratify
+from fuseflow.sampling.estimator import Strata, allocate, draw, ratio_estimate, stratify
 from fuseflow.sampling.region import unit_bounds, unit_count
 from fuseflow.sampling.spec import SampleSpec
 
@@ -65,12 +65,6 @@ def test_neyman_allocation_sends_units_to_the_noisy_stratum():
     assert more[1] > 10 * max(more[0], 1)
     drawn = draw(Strata(of, 2), list(y), more, rng)
     assert len(drawn) == sum(more) and not set(drawn) & set(y)
-
-
-def test_overlap_is_taken_off_once_per_boundary():
-    o = Overlap((np.array([10.0]), np.array([14.0])))
-    amount, var = o.correction(5)
-    assert amount[0] == pytest.approx(4 * 12) and var[0] == pytest.approx(16 * 8 / 2)
 
 
 def test_intervals_cover_the_truth_at_about_their_confidence():
