@@ -146,12 +146,21 @@ def makespan_interval(
     results: Sequence[RegionResult], makespan: int, sequential: bool, place: Callable[[list[int]], int]
 ) -> tuple[int, int]:
     """The makespan's interval. One region after another: the half-widths of independent samples
-    add in quadrature. Otherwise the timeline is placed again with every region at the low end,
-    then at the high end, of its interval (a bound that assumes the errors all go one way)."""
-    halves = [r.sampled.half_width for r in results if r.sampled is not None]
+    add in quadrature, and what each interval holds beyond its half-width (the warm-up's bias
+    bound: systematic, not random) adds as it is. Otherwise
+    the timeline is placed again with every region at the low end, then at the high end, of its
+    interval (a bound that assumes the errors all go one way)."""
     if sequential:
-        half = math.sqrt(sum(h * h for h in halves))
-        return int(math.floor(makespan - half)), int(math.ceil(makespan + half))
+        squares, below, above = 0.0, 0.0, 0.0
+        for r in results:
+            if r.sampled is None or r.interval is None:
+                continue
+            h = r.sampled.half_width
+            squares += h * h
+            below += max(0.0, r.cycles - r.interval[0] - h)
+            above += max(0.0, r.interval[1] - r.cycles - h)
+        half = math.sqrt(squares)
+        return int(math.floor(makespan - half - below)), int(math.ceil(makespan + half + above))
     lows = [r.interval[0] if r.interval else r.cycles for r in results]
     highs = [r.interval[1] if r.interval else r.cycles for r in results]
     return min(place(lows), makespan), max(place(highs), makespan)

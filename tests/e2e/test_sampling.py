@@ -107,12 +107,18 @@ def test_every_unit_simulated_gives_the_whole_run_within_the_bias_bound(kind, n,
             assert s.whole_reason and s.cycles == w.cycles
             continue
         assert s.sampled.units == s.sampled.total
+        assert s.sampled.interval[0] <= w.cycles <= s.sampled.interval[1], (s.name, s.sampled, w.cycles)
         bound = BIAS_PER_UNIT * s.sampled.total
+        if "bottleneck" in s.sampled.estimator:
+            # unbounded FIFOs: the busiest node plus the runs' median fill, which varies by the
+            # half-width (no sampling error is left when every unit ran)
+            bound += s.sampled.half_width
         assert abs(s.cycles - w.cycles) <= bound, (s.name, s.cycles, w.cycles)
         for key in ("tokens_in", "alu_ops", "mem_read_bytes"):  # counters add up over rows exactly
             assert s.totals()[key] == w.totals()[key], key
         total_bound += bound
     assert abs(res.cycles - whole.cycles) <= total_bound
+    assert res.interval is not None and res.interval[0] <= whole.cycles <= res.interval[1]
 
 
 def test_the_interval_narrows_as_the_requested_error_shrinks():
