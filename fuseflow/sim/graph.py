@@ -264,19 +264,24 @@ def add_nodes(g: _simulator.Graph, spec: GraphSpec, packed: Mapping[str, Any]) -
     base = len(g)
     try:
         for n in spec.nodes:
-            params = dict(n.params)
-            if n.tensor and n.tensor in packed:
-                p = packed[n.tensor]
-                if n.kind == "scan" and params["format"] == "compressed":
-                    params["seg"] = p.segs[n.level]
-                    params["crd"] = p.crds[n.level]
-                elif n.kind == "load":
-                    params["vals"] = p.vals
-            elif n.kind == "load":
-                raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
-            g.add_node(n.kind, n.name, [(base + src, port) for src, port in n.inputs], params)
+            g.add_node(n.kind, n.name, [(base + src, port) for src, port in n.inputs], node_params(spec, n, packed))
     except ValueError as e:
         raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
+
+
+def node_params(spec: GraphSpec, n: NodeSpec, packed: Mapping[str, Any]) -> dict[str, Any]:
+    """`n`'s parameters with its tensor's level arrays bound (a compressed scan, a load)."""
+    params = dict(n.params)
+    if n.tensor and n.tensor in packed:
+        p = packed[n.tensor]
+        if n.kind == "scan" and params["format"] == "compressed":
+            params["seg"] = p.segs[n.level]
+            params["crd"] = p.crds[n.level]
+        elif n.kind == "load":
+            params["vals"] = p.vals
+    elif n.kind == "load":
+        raise SimulationError(f"graph {spec.name}: load of unknown tensor {n.tensor!r}")
+    return params
 
 
 def run_graph(spec: GraphSpec, data: Mapping[str, np.ndarray], arch: Arch, **options: Any) -> GraphRun:
@@ -300,40 +305,62 @@ def run_packed(
     `packed` may be a function that packs: its arrays are then dropped once the C++ graph holds
     its copies (a 736k-node graph's packed levels are gigabytes), and packed again only if the
     window engine hands the run to the event engine."""
+    repack = packed if callable(packed) else (lambda: packed)
+    res, chosen = execute(spec.name, lambda: _build(spec, repack(), arch), arch, record, spec.value_nodes, spans, progress, engine)
+    return graph_run(spec, int(res["cycles"]), res["nodes"], res.get("traces"), chosen)
+
+
+def execute(
+    name: str,
+    build: Callable[[], _simulator.Graph],
+    arch: Arch,
+    record: bool = False,
+    value_nodes: Sequence[int] = (),
+    spans: bool = False,
+    progress=None,
+    engine: str = "auto",
+) -> tuple[dict, str]:
+    """Run the graph `build()` makes on `engine` (``auto``: the window engine where the arch
+    allows it, the event engine from where it cannot); returns the simulator's result and the
+    engine that ran it."""
     if engine not in ENGINES:
         raise SimulationError(f"unknown simulation engine {engine!r} (one of {', '.join(ENGINES)})")
-    repack = packed if callable(packed) else (lambda: packed)
-    g = _build(spec, repack(), arch)
+    g = build()
     chosen = engine
     if engine == "auto":  # the window engine, handing the run to the event engine before a FIFO fills
         chosen = "window+event" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
     try:
         try:
-            res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
+            res = g.run(arch.max_cycles, record, list(value_nodes), spans, progress, PROGRESS_EVERY, chosen)
             if chosen == "window+event":  # which engines ran: none handed over, or over from cycle 0
                 handed = res.get("event_from")
                 chosen = "window" if handed is None else "event" if handed == 0 else chosen
         except _simulator.WindowUnsafe as e:
             if engine != "auto":
-                raise SimulationError(f"graph {spec.name}: the window engine cannot run this graph: {e}") from None
-            g = _build(spec, repack(), arch)  # the window run spent the graph
+                raise SimulationError(f"graph {name}: the window engine cannot run this graph: {e}") from None
+            g = build()  # the window run spent the graph
             chosen = "event"
-            res = g.run(arch.max_cycles, record, spec.value_nodes, spans, progress, PROGRESS_EVERY, chosen)
+            res = g.run(arch.max_cycles, record, list(value_nodes), spans, progress, PROGRESS_EVERY, chosen)
     except _simulator.SimError as e:
-        raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
+        raise SimulationError(f"graph {name}: {e}", region=name) from None
     except ValueError as e:
-        raise SimulationError(f"graph {spec.name}: {e}", region=spec.name) from None
-    outputs = decode_outputs(spec, res["nodes"])
-    # counters only: the writers' arrays are in `outputs` now (kept, they would hold every
-    # region's output twice for the whole program run); a writer keeps how many it wrote
-    nodes = []
-    for nd in res["nodes"]:
+        raise SimulationError(f"graph {name}: {e}", region=name) from None
+    return res, chosen
+
+
+def graph_run(spec: GraphSpec, cycles: int, nodes: list[dict], traces: list[dict] | None, engine: str) -> GraphRun:
+    """A `GraphRun` from the simulator's per-node dicts (in `spec.nodes` order): the outputs
+    decoded, and the counters without the writers' arrays (they would hold every region's output
+    twice for the whole program run; a writer keeps how many it wrote)."""
+    outputs = decode_outputs(spec, nodes)
+    counters_of = []
+    for nd in nodes:
         counters = {k: v for k, v in nd.items() if k not in _WRITTEN}
         written = nd.get("crd", nd.get("vals"))
         if written is not None:
             counters["written"] = len(written)
-        nodes.append(counters)
-    return GraphRun(spec.name, int(res["cycles"]), nodes, outputs, res.get("traces"), chosen)
+        counters_of.append(counters)
+    return GraphRun(spec.name, cycles, counters_of, outputs, traces, engine)
 
 
 _WRITTEN = ("seg", "crd", "vals")

@@ -208,6 +208,15 @@ std::vector<PrimitiveInfo> primitive_table() {
 }
 
 NodePtr make_node(const std::string& kind, const std::string& name, int n, const Params& p) {
+  if (kind == "tape" || kind == "replay") {  // a piece's stream ends (stream.cpp), outside the primitive table
+    for (const auto& [k, v] : p.ints)
+      if (k != "key") throw std::invalid_argument(kind + " '" + name + "': unknown parameter '" + k + "'");
+    if (!p.floats.empty() || !p.int_arrays.empty() || !p.float_arrays.empty() || p.strings.size() != 1 ||
+        !p.strings.count("path"))
+      throw std::invalid_argument(kind + " '" + name + "' takes a path and a key");
+    if (n != (kind == "tape" ? 1 : 0)) throw std::invalid_argument(kind + " '" + name + "': wrong number of inputs");
+    return kind == "tape" ? make_tape(name, p) : make_replay(name, p);
+  }
   for (const auto& prim : kPrimitives) {
     if (kind != prim.kind) continue;
     check_declared(prim, name, p);

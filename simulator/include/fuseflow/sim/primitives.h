@@ -46,6 +46,12 @@ NodePtr make_tile_load(const std::string& name, const Params& p);
 NodePtr make_tile_alu(const std::string& name, int n_inputs, const Params& p);
 NodePtr make_tile_write_val(const std::string& name, const Params& p);
 
+// stream.cpp: a graph cut in pieces (not sam ops; make_node builds them by these kind names):
+// `tape` (path, key) writes its input stream with each token's visible cycle to a file;
+// `replay` (path, key) pushes a tape's tokens to its consumers, each visible at its cycle.
+NodePtr make_tape(const std::string& name, const Params& p);
+NodePtr make_replay(const std::string& name, const Params& p);
+
 // Build any primitive by its sam op mnemonic; throws std::invalid_argument.
 NodePtr make_node(const std::string& kind, const std::string& name, int n_inputs, const Params& p);
 // Every primitive kind make_node builds (sam op mnemonics), in table order.

@@ -90,6 +90,10 @@ class Fifo {
     if (!buf_) throw std::bad_alloc();
   }
   bool ready(uint64_t now, size_t k = 0) const { return size_ > k && at(k).visible() <= now; }
+  // The cycle queued token k becomes visible (a stream tape records it, stream.cpp).
+  uint64_t visible_at(size_t k = 0) const { return at(k).visible(); }
+  // True while the event engine's calendar is attached: a push then schedules its consumer.
+  bool scheduled() const { return sched_ != nullptr; }
   Token peek(size_t k = 0) const { return at(k).token(); }
   // Consume the head at cycle `at` (recorded while the pops are logged, see log_pops). Inlined
   // into every primitive's step: one flag (on_pop_) guards the work a pop can have beyond that,

@@ -1,0 +1,345 @@
+"""One region's graph simulated in pieces from recorded streams (docs/pieces.md).
+
+Node ids are a topological order, so contiguous id ranges are pieces whose edges all point
+forward. A piece runs alone: every stream it sends to a later piece goes through a `tape` sink
+to a file (each token with the cycle it became visible), and every stream it takes from an
+earlier piece comes from a `replay` source that pushes the tape's tokens to be visible at
+their recorded cycles (simulator/src/stream.cpp). Where the cut FIFOs never fill (unbounded
+FIFOs, no shared memory model), a producer never waits for its consumer, so each piece's
+nodes see exactly the streams they see in the whole graph: cycles, counters and outputs are
+the whole run's. Peak memory is the largest piece's.
+
+Each finished piece leaves its tapes, counters and written arrays in the pieces' directory
+under a fingerprint of the graph, its inputs, the architecture and the simulator build: a run
+stopped between pieces and started again with the same directory resumes at the first piece
+not finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import fuseflow._simulator as _simulator
+from fuseflow.errors import FuseflowError, SimulationError
+from fuseflow.sim.arch import Arch
+from fuseflow.sim.graph import GraphRun, GraphSpec, execute, graph_run, node_params
+
+UNBOUNDED_FIFO = 1 << 20
+"""FIFOs at least this deep are taken as never filling; a replay whose FIFO fills anyway stops
+the run with an error (simulator/src/stream.cpp)."""
+SLACK = 0.1
+"""A count of pieces cuts each within this fraction of the graph's nodes of its ideal place,
+where the fewest streams cross."""
+FORMAT = 1
+"""The pieces' directory layout; a directory of another layout is not resumed."""
+
+Stream = tuple[int, int]
+"""An output port of the whole graph: (node id, port)."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Nodes [first, end) of the graph; the streams it replays from earlier pieces, and those of
+    its own nodes that later pieces read (taped)."""
+
+    index: int
+    first: int
+    end: int
+    replays: tuple[Stream, ...]
+    tapes: tuple[Stream, ...]
+
+
+@dataclass(frozen=True)
+class PieceRun:
+    """A piece's run: its nodes' counters and written arrays (in id order), its tapes' tokens and
+    bytes, and the engine that ran it."""
+
+    index: int
+    nodes: list[dict]
+    tokens: int
+    bytes: int
+    engine: str
+
+
+@dataclass
+class PiecesSummary:
+    """How a region ran in pieces: how many, the streams and tokens taped, their bytes on disk,
+    and how many pieces a resumed run found finished."""
+
+    pieces: int
+    streams: int
+    tokens: int
+    bytes: int
+    resumed: int
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.bytes / self.tokens if self.tokens else 0.0
+
+
+def _consumers(spec: GraphSpec) -> dict[Stream, list[int]]:
+    out: dict[Stream, list[int]] = {}
+    for dst, n in enumerate(spec.nodes):
+        for src, port in n.inputs:
+            out.setdefault((src, port), []).append(dst)
+    return out
+
+
+def crossing(spec: GraphSpec) -> np.ndarray:
+    """How many streams cross a cut before each node id (index b: between b - 1 and b)."""
+    diff = np.zeros(len(spec.nodes) + 1, dtype=np.int64)
+    for (src, _), dsts in _consumers(spec).items():
+        diff[src + 1] += 1  # crosses every cut b with src < b <= its last consumer
+        diff[max(dsts) + 1] -= 1
+    return np.cumsum(diff)
+
+
+def boundaries(spec: GraphSpec, pieces: int | Sequence[str]) -> list[int]:
+    """The first node id of every piece but the first: `pieces` equal counts of nodes, each cut
+    moved within `SLACK` of its place to where the fewest streams cross; or the names of the
+    nodes that start a piece."""
+    n = len(spec.nodes)
+    if isinstance(pieces, int):
+        if pieces < 1:
+            raise FuseflowError(f"pieces must be at least 1, got {pieces}")
+        count = min(pieces, n)
+        cross = crossing(spec)
+        reach = max(1, int(SLACK * n / count))
+        cuts: list[int] = []
+        for j in range(1, count):
+            ideal = round(j * n / count)
+            lo, hi = max(ideal - reach, (cuts[-1] if cuts else 0) + 1), min(ideal + reach, n - (count - j))
+            if lo > hi:
+                continue
+            cuts.append(lo + int(np.argmin(cross[lo : hi + 1])))
+        return cuts
+    ids = {node.name: i for i, node in enumerate(spec.nodes)}
+    missing = [name for name in pieces if name not in ids]
+    if missing:
+        raise FuseflowError(f"graph {spec.name}: no node named {missing[0]!r} to start a piece at")
+    return sorted({ids[name] for name in pieces} - {0})
+
+
+def split(spec: GraphSpec, cuts: Sequence[int]) -> list[Piece]:
+    """The pieces between `cuts`, each with the streams it replays and tapes."""
+    edges = [0, *cuts, len(spec.nodes)]
+    consumers = _consumers(spec)
+    out = []
+    for k, (first, end) in enumerate(zip(edges, edges[1:])):
+        replays = sorted({(src, port) for i in range(first, end) for src, port in spec.nodes[i].inputs if src < first})
+        tapes = sorted(s for s, dsts in consumers.items() if first <= s[0] < end and max(dsts) >= end)
+        out.append(Piece(k, first, end, tuple(replays), tuple(tapes)))
+    return out
+
+
+def check_exact(spec: GraphSpec, arch: Arch, pieces: Sequence[Piece]) -> None:
+    """Refuse a cut whose pieces could differ from the whole run, naming what couples them."""
+    streams = [s for p in pieces for s in p.tapes]
+    if not streams:
+        return
+    src, port = streams[0]
+    name = spec.nodes[src].name
+    if arch.memory_model:
+        raise FuseflowError(
+            f"graph {spec.name}: cannot run in pieces with the memory model on: its channels are shared by "
+            f"every node, so a piece's requests delay another's (the stream {name}.{port} crosses a cut)"
+        )
+    if arch.fifo_depth < UNBOUNDED_FIFO:
+        raise FuseflowError(
+            f"graph {spec.name}: cannot run in pieces with FIFOs of depth {arch.fifo_depth}: the stream "
+            f"{name}.{port} crosses a cut, and a full FIFO there would hold its producer back (backpressure "
+            f"across the cut); pieces need FIFOs of at least {UNBOUNDED_FIFO} tokens"
+        )
+    if spec.block:
+        raise FuseflowError(
+            f"graph {spec.name}: a blocked region's value tokens name tiles in the simulator's tile store, "
+            "which a piece does not share: run it whole"
+        )
+
+
+def fingerprint(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> str:
+    """A digest of what a piece's run depends on: the graph, its inputs' arrays, the
+    architecture and the simulator build."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(json.dumps([FORMAT, _simulator.__file__ and os.path.getmtime(_simulator.__file__)]).encode())
+    h.update(json.dumps(arch.settings, sort_keys=True, default=str).encode())
+    for n in spec.nodes:
+        h.update(json.dumps([n.kind, n.name, n.inputs, n.tensor, n.level, _plain(n.params)], default=str).encode())
+    for name in sorted(packed):
+        p = packed[name]
+        for arr in [*getattr(p, "segs", []), *getattr(p, "crds", []), getattr(p, "vals", None)]:
+            if arr is not None:
+                h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def _plain(params: Mapping[str, Any]) -> dict:
+    return {k: v for k, v in params.items() if not isinstance(v, np.ndarray)}
+
+
+def _key(digest: str, stream: Stream) -> int:
+    """A tape's key: 63 bits of the run's fingerprint and the stream (the simulator refuses a
+    tape whose key differs)."""
+    h = hashlib.blake2b(f"{digest}:{stream[0]}:{stream[1]}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1
+
+
+def _tape(directory: Path, stream: Stream) -> str:
+    return str(directory / f"stream-{stream[0]}-{stream[1]}.tape")
+
+
+def run_piece(
+    spec: GraphSpec, piece: Piece, packed: Mapping[str, Any], arch: Arch, directory: str, digest: str, engine: str
+) -> PieceRun:
+    """Simulate one piece: its replays, its nodes, its tapes (a task a worker process runs)."""
+    where = Path(directory)
+    local: dict[Stream, tuple[int, int]] = {}
+
+    def build() -> _simulator.Graph:
+        g = _simulator.Graph(arch.settings)
+        try:
+            for s in piece.replays:
+                local[s] = (len(g), 0)
+                g.add_node("replay", f"replay {spec.nodes[s[0]].name}.{s[1]}", [], _stream(where, s, digest))
+            base = len(g)
+            for i in range(piece.first, piece.end):
+                n = spec.nodes[i]
+                ins = [(base + src - piece.first, port) if src >= piece.first else local[(src, port)] for src, port in n.inputs]
+                g.add_node(n.kind, n.name, ins, node_params(spec, n, packed))
+            for s in piece.tapes:
+                g.add_node("tape", f"tape {spec.nodes[s[0]].name}.{s[1]}", [(base + s[0] - piece.first, s[1])], _stream(where, s, digest))
+        except ValueError as e:
+            raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
+        return g
+
+    res, chosen = execute(f"{spec.name} (piece {piece.index})", build, arch, engine=engine)
+    first = len(piece.replays)
+    nodes = res["nodes"][first : first + piece.end - piece.first]
+    taped = res["nodes"][first + piece.end - piece.first :]
+    size = sum(os.path.getsize(_tape(where, s)) for s in piece.tapes)
+    return PieceRun(piece.index, nodes, sum(int(t["tokens_in"]) for t in taped), size, chosen)
+
+
+def _stream(where: Path, s: Stream, digest: str) -> dict[str, Any]:
+    return {"path": _tape(where, s), "key": _key(digest, s)}
+
+
+Runner = Callable[[GraphSpec, Piece, Mapping[str, Any], Arch, str, str, str], PieceRun]
+"""Runs one piece (`run_piece`, or the same in a worker process) and returns its run."""
+
+
+@contextmanager
+def _directory(checkpoint: str | os.PathLike | None) -> Iterator[Path]:
+    if checkpoint is not None:
+        path = Path(checkpoint)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    path = Path(tempfile.mkdtemp(prefix="fuseflow-pieces-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def run_in_pieces(
+    spec: GraphSpec,
+    packed: Mapping[str, Any],
+    arch: Arch,
+    pieces: int | Sequence[str],
+    checkpoint: str | os.PathLike | None = None,
+    engine: str = "auto",
+    runner: Runner | None = None,
+    report: Callable[[int, int], None] | None = None,
+) -> tuple[GraphRun, PiecesSummary]:
+    """`spec` run piece after piece (`runner` runs one; in this process by default), merged into
+    the whole run's cycles, counters and outputs. With `checkpoint`, the region's directory
+    under it keeps each finished piece, and a later call resumes after the last one."""
+    parts = split(spec, boundaries(spec, pieces))
+    check_exact(spec, arch, parts)
+    digest = fingerprint(spec, packed, arch)
+    run = runner or run_piece
+    runs: list[PieceRun] = []
+    resumed = 0
+    root = None if checkpoint is None else Path(checkpoint) / _safe(spec.name)
+    with _directory(root) as where:
+        for p in parts:
+            done = _load(where, p, digest)
+            if done is None:
+                done = run(spec, p, packed, arch, str(where), digest, engine)
+                _save(where, p, digest, done)
+            else:
+                resumed += 1
+            runs.append(done)
+            if report is not None:
+                report(p.index + 1, len(parts))
+    nodes = [n for r in runs for n in r.nodes]
+    _check_no_late_node(spec, nodes)
+    cycles = 1 + max((int(n["last_active"]) for n in nodes), default=-1)
+    engines = sorted({r.engine for r in runs})
+    whole = graph_run(spec, cycles, nodes, None, engines[0] if len(engines) == 1 else "+".join(engines))
+    summary = PiecesSummary(
+        len(parts), sum(len(p.tapes) for p in parts), sum(r.tokens for r in runs), sum(r.bytes for r in runs), resumed
+    )
+    return whole, summary
+
+
+def _check_no_late_node(spec: GraphSpec, nodes: Sequence[dict]) -> None:
+    """The whole graph's run ends when its last writer finishes; a node that acts later in its
+    piece would show activity the whole run stops: refuse rather than differ."""
+    writers = [int(n["last_active"]) for n, s in zip(nodes, spec.nodes) if s.kind in ("write_val", "write_crd")]
+    end = max(writers, default=-1)
+    for n, s in zip(nodes, spec.nodes):
+        if int(n["last_active"]) > end:
+            raise SimulationError(
+                f"graph {spec.name}: node {s.name} acts after the last writer finished; the whole run stops it "
+                "there, a piece does not: run this graph whole",
+                region=spec.name,
+            )
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _load(where: Path, piece: Piece, digest: str) -> PieceRun | None:
+    """A finished piece's run from the directory, or None (absent, or of another run)."""
+    meta = where / f"piece-{piece.index}.json"
+    if not meta.exists():
+        return None
+    try:
+        saved = json.loads(meta.read_text())
+        if saved["fingerprint"] != digest or saved["format"] != FORMAT:
+            return None
+        arrays = np.load(where / f"piece-{piece.index}.npz")
+    except (OSError, ValueError, KeyError):
+        return None
+    nodes = saved["nodes"]
+    for i, n in enumerate(nodes):
+        for k in ("seg", "crd", "vals"):
+            if f"{i}.{k}" in arrays:
+                n[k] = arrays[f"{i}.{k}"]
+    return PieceRun(piece.index, nodes, saved["tokens"], saved["bytes"], saved["engine"])
+
+
+def _save(where: Path, piece: Piece, digest: str, run: PieceRun) -> None:
+    """Keep a finished piece: arrays first, then its description (written last and renamed into
+    place, so a piece stopped while saving is run again)."""
+    arrays = {f"{i}.{k}": n[k] for i, n in enumerate(run.nodes) for k in ("seg", "crd", "vals") if k in n}
+    np.savez(where / f"piece-{piece.index}.npz", **arrays)
+    nodes = [{k: v for k, v in n.items() if k not in ("seg", "crd", "vals")} for n in run.nodes]
+    saved = {"format": FORMAT, "fingerprint": digest, "nodes": nodes, "tokens": run.tokens, "bytes": run.bytes, "engine": run.engine}
+    tmp = where / f"piece-{piece.index}.json.tmp"
+    tmp.write_text(json.dumps(saved))
+    tmp.replace(where / f"piece-{piece.index}.json")

@@ -1,0 +1,193 @@
+// Stream tapes: how a graph runs in pieces (fuseflow/sim/pieces.py, docs/pieces.md). A `tape`
+// sink writes every token of one output port, with the cycle it became visible, to a file; a
+// `replay` source pushes a tape's tokens into its consumers' FIFOs so that each becomes visible
+// at its recorded cycle. Where the cut FIFOs are unbounded their producers never wait, so the
+// consumers see exactly the stream they would see in the whole graph.
+//
+// File format (version 1): the 8-byte magic "FFSTREAM", a u32 version, a u32 zero, the u64 key
+// the caller gives (a fingerprint of the graph and edge: a tape of another graph is refused),
+// then one record per token: a byte holding the kind (bits 0-1) and the stop level (bits 2-7;
+// 63 escapes to a second byte), a varint of the visible cycle's increase over the record
+// before, and a zigzag varint of the payload's difference from the last payload of its kind.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "fuseflow/sim/primitives.h"
+
+namespace fuseflow::sim {
+namespace {
+
+constexpr char kMagic[8] = {'F', 'F', 'S', 'T', 'R', 'E', 'A', 'M'};
+constexpr uint32_t kVersion = 1;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { if (f) std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+uint64_t key_of(const Params& p) { return static_cast<uint64_t>(p.get_int("key", 0)); }
+
+class Tape : public Node {
+ public:
+  Tape(const std::string& n, const Params& p) : Node(n, "tape", 1, 0), path_(p.get_string("path", "")), key_(key_of(p)) {
+    if (path_.empty()) throw std::invalid_argument("tape '" + n + "': no path");
+    file_.reset(std::fopen(path_.c_str(), "wb"));
+    if (!file_) throw SimError("tape '" + n + "': cannot write " + path_);
+    uint32_t head[2] = {kVersion, 0};
+    buf_.insert(buf_.end(), kMagic, kMagic + 8);
+    put_raw(head, sizeof head);
+    put_raw(&key_, sizeof key_);
+  }
+  bool is_sink() const override { return true; }
+  FF_INLINE Step step() override {
+    if (!has(0)) return Step::StallInput;
+    while (has(0)) {  // every visible token: the tape never holds its producer back
+      const uint64_t when = input(0)->visible_at();
+      const Token t = take(0);
+      put(t, when);
+      if (t.is_done()) {
+        flush();
+        if (std::fclose(file_.release()) != 0) throw SimError("tape '" + name() + "': cannot close " + path_);
+        finish();
+        break;
+      }
+    }
+    return Step::Progress;
+  }
+
+ private:
+  void put_raw(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+  }
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      buf_.push_back(static_cast<uint8_t>(v | 0x80));
+      v >>= 7;
+    }
+    buf_.push_back(static_cast<uint8_t>(v));
+  }
+  void put(const Token& t, uint64_t when) {
+    const int kind = static_cast<int>(t.kind);
+    const int level = t.level < 63 ? t.level : 63;
+    buf_.push_back(static_cast<uint8_t>(kind | (level << 2)));
+    if (level == 63) buf_.push_back(t.level);
+    varint(when - last_when_);  // a FIFO delivers in order: the cycles never decrease
+    last_when_ = when;
+    const int64_t d = static_cast<int64_t>(static_cast<uint64_t>(t.i) - static_cast<uint64_t>(last_[kind]));
+    varint((static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63));
+    last_[kind] = t.i;
+    if (buf_.size() >= (1u << 20)) flush();
+  }
+  void flush() {
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_.get()) != buf_.size())
+      throw SimError("tape '" + name() + "': cannot write " + path_ + " (disk full?)");
+    buf_.clear();
+  }
+  std::string path_;
+  uint64_t key_;
+  File file_;
+  std::vector<uint8_t> buf_;
+  uint64_t last_when_ = 0;
+  int64_t last_[4] = {0, 0, 0, 0};
+};
+
+class Replay : public Node {
+ public:
+  Replay(const std::string& n, const Params& p) : Node(n, "replay", 0, 1), path_(p.get_string("path", "")) {
+    file_.reset(std::fopen(path_.c_str(), "rb"));
+    if (!file_) throw SimError("replay '" + n + "': cannot read " + path_);
+    char magic[8];
+    uint32_t head[2];
+    uint64_t key = 0;
+    if (std::fread(magic, 1, 8, file_.get()) != 8 || std::memcmp(magic, kMagic, 8) != 0)
+      throw SimError("replay '" + n + "': " + path_ + " is not a stream tape");
+    if (std::fread(head, sizeof head, 1, file_.get()) != 1 || head[0] != kVersion)
+      throw SimError("replay '" + n + "': " + path_ + " is a tape of another format version (this build reads " +
+                     std::to_string(kVersion) + ")");
+    if (std::fread(&key, sizeof key, 1, file_.get()) != 1 || key != key_of(p))
+      throw SimError("replay '" + n + "': " + path_ + " was recorded from another graph or edge");
+    more_ = next();
+  }
+  FF_INLINE Step step() override {
+    // Push every token visible within `ahead` cycles: the window engine's consumers read a
+    // window's tokens after this node's steps in it (windows are at most 1,024 cycles); the
+    // event engine's calendar takes near wake-ups cheaply (its ring is 256 cycles).
+    const uint64_t ahead = out_[0].empty() || !out_[0][0]->scheduled() ? 1024 : 200;
+    while (more_ && token_when_ <= now_ + ahead) {
+      if (token_when_ <= now_)
+        throw SimError("replay '" + name() + "': a token due at cycle " + std::to_string(token_when_) +
+                       " was read at cycle " + std::to_string(now_));
+      for (Fifo* f : out_[0]) {
+        f->push(token_, token_when_);
+        if (f->full())  // it holds tokens ahead of time: the whole graph's FIFO holds no more
+          throw SimError("replay '" + name() + "': its FIFO to node " + std::to_string(f->dst_node) +
+                         " reached its depth: backpressure could cross the cut (run this graph whole)");
+      }
+      ++c_.tokens_out;
+      if (token_.is_done()) {
+        finish();
+        return Step::Progress;
+      }
+      more_ = next();
+    }
+    if (!more_) throw SimError("replay '" + name() + "': " + path_ + " ends before its stream's D (a tape cut short)");
+    busy_ = token_when_ - ahead - now_;  // sleep until the next token is due to be pushed
+    step_costs_ = true;
+    return Step::Progress;
+  }
+
+ private:
+  int byte() {
+    if (pos_ == len_) {
+      len_ = std::fread(buf_, 1, sizeof buf_, file_.get());
+      pos_ = 0;
+      if (len_ == 0) return -1;
+    }
+    return buf_[pos_++];
+  }
+  bool varint(uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const int b = byte();
+      if (b < 0) return false;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    throw SimError("replay '" + name() + "': " + path_ + " is corrupt");
+  }
+  bool next() {  // read the next record into token_/token_when_; false at the end of the file
+    const int head = byte();
+    if (head < 0) return false;
+    const int kind = head & 3;
+    int level = head >> 2;
+    if (level == 63 && (level = byte()) < 0) return false;
+    uint64_t dw = 0, zz = 0;
+    if (!varint(dw) || !varint(zz)) throw SimError("replay '" + name() + "': " + path_ + " ends inside a record");
+    token_when_ += dw;
+    const int64_t d = static_cast<int64_t>(zz >> 1) ^ -static_cast<int64_t>(zz & 1);
+    last_[kind] = static_cast<int64_t>(static_cast<uint64_t>(last_[kind]) + static_cast<uint64_t>(d));
+    token_ = Token();
+    token_.kind = static_cast<Kind>(kind);
+    token_.level = static_cast<uint8_t>(level);
+    token_.i = last_[kind];
+    return true;
+  }
+  std::string path_;
+  File file_;
+  uint8_t buf_[1 << 16];
+  size_t pos_ = 0, len_ = 0;
+  bool more_ = false;
+  Token token_;
+  uint64_t token_when_ = 0;
+  int64_t last_[4] = {0, 0, 0, 0};
+};
+
+}  // namespace
+
+NodePtr make_tape(const std::string& name, const Params& p) { return make_stepped<Tape>(name, p); }
+NodePtr make_replay(const std::string& name, const Params& p) { return make_stepped<Replay>(name, p); }
+
+}  // namespace fuseflow::sim
