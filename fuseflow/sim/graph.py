@@ -306,7 +306,9 @@ def run_packed(
     its copies (a 736k-node graph's packed levels are gigabytes), and packed again only if the
     window engine hands the run to the event engine."""
     repack = packed if callable(packed) else (lambda: packed)
-    res, chosen = execute(spec.name, lambda: _build(spec, repack(), arch), arch, record, spec.value_nodes, spans, progress, engine)
+    res, chosen = execute(
+        spec.name, lambda: _build(spec, repack(), arch), arch, record, spec.value_nodes, spans, progress, engine
+    )
     return graph_run(spec, int(res["cycles"]), res["nodes"], res.get("traces"), chosen)
 
 

@@ -215,10 +215,18 @@ def run_piece(
             base = len(g)
             for i in range(piece.first, piece.end):
                 n = spec.nodes[i]
-                ins = [(base + src - piece.first, port) if src >= piece.first else local[(src, port)] for src, port in n.inputs]
+                ins = [
+                    (base + src - piece.first, port) if src >= piece.first else local[(src, port)]
+                    for src, port in n.inputs
+                ]
                 g.add_node(n.kind, n.name, ins, node_params(spec, n, packed))
             for s in piece.tapes:
-                g.add_node("tape", f"tape {spec.nodes[s[0]].name}.{s[1]}", [(base + s[0] - piece.first, s[1])], _stream(where, s, digest))
+                g.add_node(
+                    "tape",
+                    f"tape {spec.nodes[s[0]].name}.{s[1]}",
+                    [(base + s[0] - piece.first, s[1])],
+                    _stream(where, s, digest),
+                )
         except ValueError as e:
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
@@ -339,7 +347,14 @@ def _save(where: Path, piece: Piece, digest: str, run: PieceRun) -> None:
     arrays = {f"{i}.{k}": n[k] for i, n in enumerate(run.nodes) for k in ("seg", "crd", "vals") if k in n}
     np.savez(where / f"piece-{piece.index}.npz", **arrays)
     nodes = [{k: v for k, v in n.items() if k not in ("seg", "crd", "vals")} for n in run.nodes]
-    saved = {"format": FORMAT, "fingerprint": digest, "nodes": nodes, "tokens": run.tokens, "bytes": run.bytes, "engine": run.engine}
+    saved = {
+        "format": FORMAT,
+        "fingerprint": digest,
+        "nodes": nodes,
+        "tokens": run.tokens,
+        "bytes": run.bytes,
+        "engine": run.engine,
+    }
     tmp = where / f"piece-{piece.index}.json.tmp"
     tmp.write_text(json.dumps(saved))
     tmp.replace(where / f"piece-{piece.index}.json")
