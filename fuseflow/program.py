@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -192,6 +193,8 @@ class Program:
         executor: Any = None,
         strategy: str | Any = "sequential",
         sample: Any = None,
+        pieces: int | Sequence[str] | None = None,
+        checkpoint: str | os.PathLike | None = None,
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) and place the runs on the
         fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
@@ -218,6 +221,14 @@ class Program:
         (docs/sampling.md): `res.cycles` is then the estimate, `res.interval` its interval,
         `res.regions[k].interval` each region's, and `res.sampled` says what was simulated and
         which regions ran whole and why. Outputs are still checked by `check()`.
+
+        `pieces`: a count, or the names of the nodes that start a piece, runs each region's graph
+        in pieces, one after another, each replaying the streams the pieces before it recorded
+        to disk (docs/pieces.md): the cycles, counters and outputs are the whole run's, and the
+        peak memory is the largest piece's. It needs unbounded FIFOs and the memory model off,
+        and refuses otherwise. `checkpoint`: a directory that keeps every finished piece; the
+        same call with the same directory resumes after the last one (`res.regions[k].pieces`
+        says how many it found). With `jobs` > 1 or an `executor`, each piece runs in a worker.
         """
         from fuseflow.simulation import simulate
 
@@ -234,6 +245,8 @@ class Program:
             executor=executor,
             strategy=strategy,
             sample=sample,
+            pieces=pieces,
+            checkpoint=checkpoint,
         )
 
     def resources(self) -> dict[str, dict[str, int]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fuseflow.program import Program
     from fuseflow.sampling.program import SampleSummary
     from fuseflow.sampling.region import Sampled
+    from fuseflow.sim.pieces import PiecesSummary
 
 
 @dataclass
@@ -32,6 +33,7 @@ class RegionResult:
     memoised: bool = False  # cycles and counters from a structurally identical region (sim/memo.py)
     sampled: Sampled | None = None  # cycles and counters estimated from sampled units (sampling/)
     whole_reason: str | None = None  # in a sampled run: why this region was simulated whole
+    pieces: PiecesSummary | None = None  # run in pieces from recorded streams (sim/pieces.py): exact
 
     @property
     def interval(self) -> tuple[int, int] | None:
@@ -131,6 +133,8 @@ class SimResult:
                 entry["sampled"] = r.sampled.to_json()
             if r.whole_reason is not None:
                 entry["whole"] = r.whole_reason
+            if r.pieces is not None:
+                entry["pieces"] = {**asdict(r.pieces), "bytes_per_token": round(r.pieces.bytes_per_token, 2)}
             g = graphs.get(r.name)
             if detail and g is not None:
                 entry["nodes"] = [

@@ -5,6 +5,7 @@ return the `SimResult` that `check()` compares with PyTorch. `Program.simulate` 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,8 @@ def simulate(
     executor: Any = None,
     strategy: Any = "sequential",
     sample: Any = None,
+    pieces: int | Sequence[str] | None = None,
+    checkpoint: str | os.PathLike | None = None,
 ) -> SimResult:
     """`Program.simulate` (its docstring says what each option does)."""
     from fuseflow.sim.memo import as_memo
@@ -57,9 +60,17 @@ def simulate(
         raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
     target = SampleSpec.of(sample)
     summary = None
+    if checkpoint is not None and pieces is None:
+        raise FuseflowError("checkpoint= keeps the finished pieces of a run in pieces: give pieces= too")
+    if target is not None and pieces is not None:
+        raise FuseflowError("sample= estimates, pieces= runs exactly: choose one")
     if target is not None:
         _check_sampling(record, spans, memo_, shared, strategy_.name)
         regions, summary = _simulate_sampled(prog, env, args, arch_, target, jobs, executor, progress, engine)
+        traces = None
+    elif pieces is not None:
+        _check_pieces(record, spans, memo_, checkpoint)
+        regions = _simulate_pieces(prog, env, arch_, pieces, checkpoint, jobs, executor, progress, engine, shared)
         traces = None
     elif memo_ is not None or jobs > 1 or executor is not None:
         regions = _simulate_shared(prog, env, arch_, memo_, jobs, executor, progress, engine, not shared)
@@ -100,6 +111,68 @@ def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str
             "together (memory model) or cuts them into micro-batches: use sequential, or concurrent without "
             "the memory model"
         )
+
+
+def _check_pieces(record: bool, spans: bool, memo, checkpoint) -> None:
+    if record or spans or memo is not None:
+        raise FuseflowError("pieces= runs each region from recorded streams: not with record, spans or memo")
+
+
+def _simulate_pieces(
+    prog: Program,
+    env: dict,
+    arch: Arch,
+    pieces: int | Sequence[str],
+    checkpoint: Any,
+    jobs: int,
+    executor: Any,
+    progress: Any,
+    engine: str,
+    shared: bool,
+) -> list[RegionResult]:
+    """Every region run in pieces (fuseflow/sim/pieces.py), in program order; with `jobs` or an
+    `executor`, each piece in a worker (one after another: a piece reads the tapes of those before)."""
+    from fuseflow.sim.graph import pack_inputs
+    from fuseflow.sim.pieces import run_in_pieces
+
+    runner = None
+    if executor is not None or jobs > 1:
+        runner = _piece_runner(executor)
+    names = [g.name for g in prog.graphs]
+    if isinstance(pieces, (list, tuple)):
+        known = {n.name for g in prog.graphs for n in g.nodes}
+        missing = [p for p in pieces if p not in known]
+        if missing:
+            raise FuseflowError(f"pieces: no node named {missing[0]!r} in any region")
+    out = []
+    with progress_reporter(progress) as report:
+        for i, g in enumerate(prog.graphs):
+            mine = pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
+            cb = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
+            run, summary = run_in_pieces(g, pack_inputs(g, env), arch, mine, checkpoint, engine, runner, cb)
+            env.update(run.outputs)
+            if not shared:
+                _release(prog, env, i)
+            out.append(RegionResult(names[i], run.cycles, run.nodes, run.writes, run.engine, pieces=summary))
+    return out
+
+
+def _piece_runner(executor: Any):
+    """Runs a piece in a worker: the executor's, or a fresh process per piece (its memory goes
+    back to the machine when the piece ends)."""
+    from fuseflow.sim.pieces import run_piece
+
+    if executor is not None:
+        return lambda *task: next(iter(executor.run(run_piece, [task])))[1]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    def run(*task):
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            return pool.submit(run_piece, *task).result()
+
+    return run
 
 
 def _simulate_sampled(

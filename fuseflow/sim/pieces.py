@@ -200,9 +200,17 @@ def _tape(directory: Path, stream: Stream) -> str:
 
 
 def run_piece(
-    spec: GraphSpec, piece: Piece, packed: Mapping[str, Any], arch: Arch, directory: str, digest: str, engine: str
+    spec: GraphSpec,
+    piece: Piece,
+    packed: Mapping[str, Any],
+    arch: Arch,
+    directory: str,
+    digest: str,
+    engine: str,
+    progress: Callable[[int], None] | None = None,
 ) -> PieceRun:
-    """Simulate one piece: its replays, its nodes, its tapes (a task a worker process runs)."""
+    """Simulate one piece: its replays, its nodes, its tapes (a task a worker process runs;
+    `progress(cycle)` as `run_packed`'s)."""
     where = Path(directory)
     local: dict[Stream, tuple[int, int]] = {}
 
@@ -231,7 +239,7 @@ def run_piece(
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
 
-    res, chosen = execute(f"{spec.name} (piece {piece.index})", build, arch, engine=engine)
+    res, chosen = execute(f"{spec.name} (piece {piece.index})", build, arch, progress=progress, engine=engine)
     first = len(piece.replays)
     nodes = res["nodes"][first : first + piece.end - piece.first]
     taped = res["nodes"][first + piece.end - piece.first :]
@@ -269,15 +277,15 @@ def run_in_pieces(
     checkpoint: str | os.PathLike | None = None,
     engine: str = "auto",
     runner: Runner | None = None,
-    report: Callable[[int, int], None] | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> tuple[GraphRun, PiecesSummary]:
-    """`spec` run piece after piece (`runner` runs one; in this process by default), merged into
-    the whole run's cycles, counters and outputs. With `checkpoint`, the region's directory
-    under it keeps each finished piece, and a later call resumes after the last one."""
+    """`spec` run piece after piece (`runner` runs one, in a worker; in this process by
+    default, with `progress(piece, cycle)`), merged into the whole run's cycles, counters and
+    outputs. With `checkpoint`, the region's directory under it keeps each finished piece, and
+    a later call resumes after the last one."""
     parts = split(spec, boundaries(spec, pieces))
     check_exact(spec, arch, parts)
     digest = fingerprint(spec, packed, arch)
-    run = runner or run_piece
     runs: list[PieceRun] = []
     resumed = 0
     root = None if checkpoint is None else Path(checkpoint) / _safe(spec.name)
@@ -285,13 +293,16 @@ def run_in_pieces(
         for p in parts:
             done = _load(where, p, digest)
             if done is None:
-                done = run(spec, p, packed, arch, str(where), digest, engine)
+                if runner is not None:
+                    done = runner(spec, p, packed, arch, str(where), digest, engine)
+                else:
+                    label = f"piece {p.index + 1}/{len(parts)}"
+                    cb = (lambda cycle, label=label: progress(label, cycle)) if progress else None
+                    done = run_piece(spec, p, packed, arch, str(where), digest, engine, cb)
                 _save(where, p, digest, done)
             else:
                 resumed += 1
             runs.append(done)
-            if report is not None:
-                report(p.index + 1, len(parts))
     nodes = [n for r in runs for n in r.nodes]
     _check_no_late_node(spec, nodes)
     cycles = 1 + max((int(n["last_active"]) for n in nodes), default=-1)
