@@ -141,6 +141,27 @@ def add_sample_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_pieces_args(p: argparse.ArgumentParser) -> None:
+    """``--pieces`` and ``--checkpoint``: exact runs of large graphs in pieces, resumable."""
+    p.add_argument(
+        "--pieces",
+        type=pieces_arg,
+        metavar="N|NODE,...",
+        help="run each region's graph in N pieces (or pieces starting at the named nodes), each replaying the "
+        "streams recorded by the pieces before it: exact, with the memory of the largest piece (docs/pieces.md)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="with --pieces: keep every finished piece in DIR; the same command again resumes after the last one",
+    )
+
+
+def pieces_arg(text: str) -> int | list[str]:
+    """``3`` -> 3; ``a,b`` -> ["a", "b"] (the nodes that start a piece)."""
+    return int(text) if text.strip().isdigit() else [t.strip() for t in text.split(",") if t.strip()]
+
+
 def add_pass_args(p: argparse.ArgumentParser) -> None:
     """The ``--order`` and ``--pipeline`` flags every compiling command takes."""
     p.add_argument(

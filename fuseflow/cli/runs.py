@@ -11,6 +11,7 @@ from fuseflow.cli.common import (
     add_engine_arg,
     add_example_file_args,
     add_model_args,
+    add_pieces_args,
     add_sample_arg,
     add_shortcut_args,
     build_model,
@@ -33,13 +34,15 @@ def cmd_run(a) -> int:
         return print_estimate(prog, a)
     res = prog.simulate(
         arch=a.arch,
-        spans=bool(a.save) and not a.sample,  # a sampled run has no whole run to trace
+        spans=bool(a.save) and not a.sample and not a.pieces,  # sampled or in pieces: no whole run to trace
         progress=sys.stderr.isatty() or None,
         engine=a.engine,
         memo=a.memo,
         jobs=a.jobs,
         strategy=a.strategy,
         sample=a.sample,
+        pieces=a.pieces,
+        checkpoint=a.checkpoint,
     )
     err = res.check()
     if a.save:
@@ -69,6 +72,8 @@ def cmd_run(a) -> int:
             f"sampled ({s.target}): makespan in [{res.interval[0]:,}, {res.interval[1]:,}]; {s.units:,} of "
             f"{s.total:,} units simulated ({s.estimator}); {len(s.whole)} region(s) simulated whole"
         )
+    if any(r.pieces is not None for r in res.regions):
+        print(_pieces_line(res))
     if res.split is not None:
         print(
             f"split: {res.split.k} micro-batches by {res.split.kind}, imbalance {res.split.imbalance:.2f} "
@@ -115,6 +120,17 @@ def _run_rows(prog, res, err: float) -> list[list]:
         ]
     )
     return rows
+
+
+def _pieces_line(res) -> str:
+    """What a run in pieces did: the pieces, the tokens taped across cuts and their bytes."""
+    cut = [r.pieces for r in res.regions if r.pieces is not None]
+    tokens, size, resumed = sum(c.tokens for c in cut), sum(c.bytes for c in cut), sum(c.resumed for c in cut)
+    return (
+        f"in pieces: {sum(c.pieces for c in cut)} pieces over {len(cut)} region(s), exact; {tokens:,} tokens "
+        f"crossed a cut in {size:,} bytes ({size / max(tokens, 1):.2f} bytes a token)"
+        + (f"; {resumed} piece(s) resumed from the checkpoint" if resumed else "")
+    )
 
 
 def _sampled(r) -> str:
@@ -322,6 +338,7 @@ def register_run(sub) -> None:
     add_engine_arg(r)
     add_shortcut_args(r)
     add_sample_arg(r)
+    add_pieces_args(r)
     r.set_defaults(fn=cmd_run)
 
 

@@ -235,7 +235,7 @@ def run_piece(
                     [(base + s[0] - piece.first, s[1])],
                     _stream(where, s, digest),
                 )
-        except ValueError as e:
+        except (ValueError, _simulator.SimError) as e:  # a bad node, or a tape that is not this run's
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
 
