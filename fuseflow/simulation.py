@@ -68,12 +68,15 @@ def simulate(
         _check_sampling(record, spans, memo_, shared, strategy_.name)
         regions, summary = _simulate_sampled(prog, env, args, arch_, target, jobs, executor, progress, engine)
         traces = None
-    elif pieces is not None:
-        _check_pieces(record, spans, memo_, checkpoint)
+    elif pieces is not None and memo_ is None:
+        _check_pieces(record, spans, memo_, jobs, executor, pieces, prog)
         regions = _simulate_pieces(prog, env, arch_, pieces, checkpoint, jobs, executor, progress, engine, shared)
         traces = None
     elif memo_ is not None or jobs > 1 or executor is not None:
-        regions = _simulate_shared(prog, env, arch_, memo_, jobs, executor, progress, engine, not shared)
+        if pieces is not None:
+            _check_pieces(record, spans, memo_, jobs, executor, pieces, prog)
+        cut = None if pieces is None else (pieces, checkpoint)
+        regions = _simulate_shared(prog, env, arch_, memo_, jobs, executor, progress, engine, not shared, cut)
         traces = None
     else:
         runs: list[GraphRun] = []
@@ -113,9 +116,21 @@ def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str
         )
 
 
-def _check_pieces(record: bool, spans: bool, memo, checkpoint) -> None:
-    if record or spans or memo is not None:
-        raise FuseflowError("pieces= runs each region from recorded streams: not with record, spans or memo")
+def _check_pieces(record: bool, spans: bool, memo, jobs: int, executor, pieces, prog: Program) -> None:
+    if record or spans:
+        raise FuseflowError("pieces= runs each region from recorded streams: not with record or spans")
+    if memo is not None and (jobs > 1 or executor is not None):
+        raise FuseflowError("pieces= with memo runs regions in order, each in pieces here: not with jobs or executor")
+    if isinstance(pieces, (list, tuple)):
+        known = {n.name for g in prog.graphs for n in g.nodes}
+        missing = [p for p in pieces if p not in known]
+        if missing:
+            raise FuseflowError(f"pieces: no node named {missing[0]!r} in any region")
+
+
+def _pieces_of(g, pieces):
+    """A region's share of `pieces`: the count, or the named nodes that are its own."""
+    return pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
 
 
 def _simulate_pieces(
@@ -139,17 +154,13 @@ def _simulate_pieces(
     if executor is not None or jobs > 1:
         runner = _piece_runner(executor)
     names = [g.name for g in prog.graphs]
-    if isinstance(pieces, (list, tuple)):
-        known = {n.name for g in prog.graphs for n in g.nodes}
-        missing = [p for p in pieces if p not in known]
-        if missing:
-            raise FuseflowError(f"pieces: no node named {missing[0]!r} in any region")
     out = []
     with progress_reporter(progress) as report:
         for i, g in enumerate(prog.graphs):
-            mine = pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
             cb = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
-            run, summary = run_in_pieces(g, pack_inputs(g, env), arch, mine, checkpoint, engine, runner, cb)
+            run, summary = run_in_pieces(
+                g, pack_inputs(g, env), arch, _pieces_of(g, pieces), checkpoint, engine, runner, cb
+            )
             env.update(run.outputs)
             if not shared:
                 _release(prog, env, i)
@@ -223,9 +234,19 @@ def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, str
 
 
 def _simulate_shared(
-    prog: Program, env: dict, arch: Arch, memo, jobs: int, executor, progress, engine: str, release: bool = True
+    prog: Program,
+    env: dict,
+    arch: Arch,
+    memo,
+    jobs: int,
+    executor,
+    progress,
+    engine: str,
+    release: bool = True,
+    cut: tuple | None = None,
 ) -> list:
-    """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs."""
+    """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs.
+    `cut` (pieces, checkpoint): each region simulated here runs in pieces (sim/pieces.py)."""
     from fuseflow.experiments.executor import LocalExecutor
     from fuseflow.sim.components import independent, parts, run_parts
     from fuseflow.sim.graph import pack_inputs, run_packed
@@ -278,10 +299,19 @@ def _simulate_shared(
                 def inputs(g=g, once=once):
                     return once.pop() if once else pack_inputs(g, env)
 
-                run = run_packed(g, inputs, arch, progress=cb, engine=engine)
+                summary = None
+                if cut is None:
+                    run = run_packed(g, inputs, arch, progress=cb, engine=engine)
+                else:
+                    from fuseflow.sim.pieces import run_in_pieces
+
+                    by_piece = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
+                    run, summary = run_in_pieces(
+                        g, inputs(), arch, _pieces_of(g, cut[0]), cut[1], engine, None, by_piece
+                    )
                 memo.put(key, run)
                 values = run.outputs
-                results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
+                results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine, pieces=summary)
             env.update(values)
             if release:
                 _release(prog, env, i)

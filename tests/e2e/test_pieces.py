@@ -185,3 +185,18 @@ def test_the_cli_runs_in_pieces_and_resumes(tmp_path):
     bad = subprocess.run(cmd[:-2] + ["--checkpoint", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "give pieces= too" in bad.stderr
     assert not list(Path(tmp_path).glob("*.tmp"))
+
+
+def test_pieces_with_the_region_memo_match():
+    """With memo, regions simulated once run in pieces; identical ones take their run (how a
+    stack of identical decoders runs its large fused region once, in pieces)."""
+    from test_parallelize import attention
+
+    model, args, formats = attention(seq=32, d=16, block=8)
+    prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")
+    res = prog.simulate(memo=True, pieces=3)
+    res.check()
+    same_run(res, prog.simulate())
+    assert any(r.pieces is not None for r in res.regions)
+    with pytest.raises(FuseflowError, match="not with jobs"):
+        prog.simulate(memo=True, pieces=3, jobs=2)
