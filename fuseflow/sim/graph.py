@@ -6,6 +6,7 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -250,6 +251,22 @@ def _pack(arr: Any, t: TensorSpec) -> Any:
         return pack_bsr(arr, t.fmt, t.block)
     arr = arr.toarray().astype(np.float32) if sparse else arr
     return pack_blocked(arr, t.fmt, t.block) if t.block else pack(arr, t.fmt)
+
+
+SimulatorFault = _simulator.SimError
+"""What the simulator raises for a fault found while building or running a graph."""
+
+
+def new_graph(arch: Arch) -> _simulator.Graph:
+    """An empty C++ graph with `arch`'s timing (nodes are added to it, then it runs once)."""
+    return _simulator.Graph(arch.settings)
+
+
+def simulator_build() -> str:
+    """Names the simulator build (its extension file's size and time): results recorded by
+    another build are not reused."""
+    st = os.stat(_simulator.__file__)
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> _simulator.Graph:

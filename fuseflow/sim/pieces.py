@@ -30,10 +30,18 @@ from typing import Any
 
 import numpy as np
 
-import fuseflow._simulator as _simulator
 from fuseflow.errors import FuseflowError, SimulationError
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphRun, GraphSpec, execute, graph_run, node_params
+from fuseflow.sim.graph import (
+    GraphRun,
+    GraphSpec,
+    SimulatorFault,
+    execute,
+    graph_run,
+    new_graph,
+    node_params,
+    simulator_build,
+)
 
 UNBOUNDED_FIFO = 1 << 20
 """FIFOs at least this deep are taken as never filling; a replay whose FIFO fills anyway stops
@@ -85,6 +93,7 @@ class PiecesSummary:
 
     @property
     def bytes_per_token(self) -> float:
+        """Bytes on disk per taped token (a queued token takes 16 in memory)."""
         return self.bytes / self.tokens if self.tokens else 0.0
 
 
@@ -172,7 +181,7 @@ def fingerprint(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> str:
     """A digest of what a piece's run depends on: the graph, its inputs' arrays, the
     architecture and the simulator build."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(json.dumps([FORMAT, _simulator.__file__ and os.path.getmtime(_simulator.__file__)]).encode())
+    h.update(json.dumps([FORMAT, simulator_build()]).encode())
     h.update(json.dumps(arch.settings, sort_keys=True, default=str).encode())
     for n in spec.nodes:
         h.update(json.dumps([n.kind, n.name, n.inputs, n.tensor, n.level, _plain(n.params)], default=str).encode())
@@ -214,8 +223,8 @@ def run_piece(
     where = Path(directory)
     local: dict[Stream, tuple[int, int]] = {}
 
-    def build() -> _simulator.Graph:
-        g = _simulator.Graph(arch.settings)
+    def build() -> Any:
+        g = new_graph(arch)
         try:
             for s in piece.replays:
                 local[s] = (len(g), 0)
@@ -235,7 +244,7 @@ def run_piece(
                     [(base + s[0] - piece.first, s[1])],
                     _stream(where, s, digest),
                 )
-        except (ValueError, _simulator.SimError) as e:  # a bad node, or a tape that is not this run's
+        except (ValueError, SimulatorFault) as e:  # a bad node, or a tape that is not this run's
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
 
