@@ -230,24 +230,12 @@ class Program:
         same call with the same directory resumes after the last one (`res.regions[k].pieces`
         says how many it found). With `jobs` > 1 or an `executor`, each piece runs in a worker.
         """
-        from fuseflow.simulation import simulate
+        from fuseflow.simulation import SimOptions, simulate
 
-        return simulate(
-            self,
-            args,
-            arch=arch,
-            record=record,
-            spans=spans,
-            progress=progress,
-            engine=engine,
-            memo=memo,
-            jobs=jobs,
-            executor=executor,
-            strategy=strategy,
-            sample=sample,
-            pieces=pieces,
-            checkpoint=checkpoint,
+        options = SimOptions(
+            arch, record, spans, progress, engine, memo, jobs, executor, strategy, sample, pieces, checkpoint
         )
+        return simulate(self, args, options)
 
     def resources(self) -> dict[str, dict[str, int]]:
         """Each region's units per fabric resource class (``compute``, ``memory``): one per

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,70 +27,67 @@ if TYPE_CHECKING:
     from fuseflow.program import Program
 
 
-def simulate(
-    prog: Program,
-    args: tuple,
-    *,
-    arch: Any = None,
-    record: bool = False,
-    spans: bool = False,
-    progress: Any = None,
-    engine: str = "auto",
-    memo: Any = None,
-    jobs: int = 1,
-    executor: Any = None,
-    strategy: Any = "sequential",
-    sample: Any = None,
-    pieces: int | Sequence[str] | None = None,
-    checkpoint: str | os.PathLike | None = None,
-) -> SimResult:
-    """`Program.simulate` (its docstring says what each option does)."""
+@dataclass(frozen=True)
+class SimOptions:
+    """How a program is simulated: `Program.simulate`'s keywords as one value (its docstring
+    says what each does), handed down to the paths that run the regions."""
+
+    arch: Any = None
+    record: bool = False
+    spans: bool = False
+    progress: Any = None
+    engine: str = "auto"
+    memo: Any = None
+    jobs: int = 1
+    executor: Any = None
+    strategy: Any = "sequential"
+    sample: Any = None
+    pieces: int | Sequence[str] | None = None
+    checkpoint: str | os.PathLike | None = None
+
+    @property
+    def parallel(self) -> bool:
+        """Regions (or pieces) run in worker processes."""
+        return self.jobs > 1 or self.executor is not None
+
+    def check(self, memo: Any, target: SampleSpec | None) -> None:
+        """Refuse combinations that cannot run, before anything does."""
+        if (memo is not None or self.parallel) and (self.record or self.spans):
+            raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
+        if self.checkpoint is not None and self.pieces is None:
+            raise FuseflowError("checkpoint= keeps the finished pieces of a run in pieces: give pieces= too")
+        if target is not None and self.pieces is not None:
+            raise FuseflowError("sample= estimates, pieces= runs exactly: choose one")
+
+
+def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
+    """`Program.simulate`: run the regions by the path `o` asks for, then place them."""
+    from fuseflow.fabric.run import needs_values
+    from fuseflow.fabric.strategy import resolve
     from fuseflow.sim.memo import as_memo
 
     args = tuple(args) if args else prog.example_args
-    arch_ = Arch.resolve(arch if arch is not None else prog.arch)
-    from fuseflow.fabric.run import needs_values
-    from fuseflow.fabric.strategy import resolve
-
-    strategy_ = resolve(strategy)  # a bad name or file fails before anything runs
+    arch_ = Arch.resolve(o.arch if o.arch is not None else prog.arch)
+    strategy_ = resolve(o.strategy)  # a bad name or file fails before anything runs
     check_fits(prog.resources().items(), arch_.fabric, arch_.name)
     shared = needs_values(strategy_, arch_)  # regions re-run together or split: keep every tensor
     env = prog.bind(args)
-    memo_ = as_memo(memo)
-    if (memo_ is not None or jobs > 1 or executor is not None) and (record or spans):
-        raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
-    target = SampleSpec.of(sample)
-    summary = None
-    if checkpoint is not None and pieces is None:
-        raise FuseflowError("checkpoint= keeps the finished pieces of a run in pieces: give pieces= too")
-    if target is not None and pieces is not None:
-        raise FuseflowError("sample= estimates, pieces= runs exactly: choose one")
+    memo_ = as_memo(o.memo)
+    target = SampleSpec.of(o.sample)
+    o.check(memo_, target)
+    summary, traces = None, None
     if target is not None:
-        _check_sampling(record, spans, memo_, shared, strategy_.name)
-        regions, summary = _simulate_sampled(prog, env, args, arch_, target, jobs, executor, progress, engine)
-        traces = None
-    elif pieces is not None and memo_ is None:
-        _check_pieces(record, spans, memo_, jobs, executor, pieces, prog)
-        regions = _simulate_pieces(prog, env, arch_, pieces, checkpoint, jobs, executor, progress, engine, shared)
-        traces = None
-    elif memo_ is not None or jobs > 1 or executor is not None:
-        if pieces is not None:
-            _check_pieces(record, spans, memo_, jobs, executor, pieces, prog)
-        cut = None if pieces is None else (pieces, checkpoint)
-        regions = _simulate_shared(prog, env, arch_, memo_, jobs, executor, progress, engine, not shared, cut)
-        traces = None
+        _check_sampling(o.record, o.spans, memo_, shared, strategy_.name)
+        regions, summary = _simulate_sampled(prog, env, args, arch_, target, o)
+    elif o.pieces is not None and memo_ is None:
+        _check_pieces(o, memo_, prog)
+        regions = _simulate_pieces(prog, env, arch_, o, shared)
+    elif memo_ is not None or o.parallel:
+        if o.pieces is not None:
+            _check_pieces(o, memo_, prog)
+        regions = _simulate_shared(prog, env, arch_, memo_, o, not shared)
     else:
-        runs: list[GraphRun] = []
-        with progress_reporter(progress) as report:
-            for g in prog.graphs:
-                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-                run = run_graph(g, env, arch_, record=record, spans=spans, progress=cb, engine=engine)
-                env.update(run.outputs)
-                if not shared:
-                    _release(prog, env, len(runs))
-                runs.append(run)
-        regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
-        traces = [r.traces for r in runs] if record else None
+        regions, traces = _simulate_in_order(prog, env, arch_, o, shared)
     from fuseflow.fabric.run import place
 
     outs = tuple(_as_returned(prog, i, env[n]) for i, n in enumerate(prog.output_names))
@@ -104,6 +102,21 @@ def simulate(
     return res
 
 
+def _simulate_in_order(prog: Program, env: dict, arch: Arch, o: SimOptions, shared: bool) -> tuple[list, list | None]:
+    """Every region simulated here, in program order (traces and spans need this path)."""
+    runs: list[GraphRun] = []
+    with progress_reporter(o.progress) as report:
+        for g in prog.graphs:
+            cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+            run = run_graph(g, env, arch, record=o.record, spans=o.spans, progress=cb, engine=o.engine)
+            env.update(run.outputs)
+            if not shared:
+                _release(prog, env, len(runs))
+            runs.append(run)
+    regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
+    return regions, ([r.traces for r in runs] if o.record else None)
+
+
 def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str) -> None:
     """Sampling estimates each region alone: refuse what needs every region simulated whole."""
     if record or spans or memo is not None:
@@ -116,14 +129,14 @@ def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str
         )
 
 
-def _check_pieces(record: bool, spans: bool, memo, jobs: int, executor, pieces, prog: Program) -> None:
-    if record or spans:
+def _check_pieces(o: SimOptions, memo, prog: Program) -> None:
+    if o.record or o.spans:
         raise FuseflowError("pieces= runs each region from recorded streams: not with record or spans")
-    if memo is not None and (jobs > 1 or executor is not None):
+    if memo is not None and o.parallel:
         raise FuseflowError("pieces= with memo runs regions in order, each in pieces here: not with jobs or executor")
-    if isinstance(pieces, (list, tuple)):
+    if isinstance(o.pieces, (list, tuple)):
         known = {n.name for g in prog.graphs for n in g.nodes}
-        missing = [p for p in pieces if p not in known]
+        missing = [p for p in o.pieces if p not in known]
         if missing:
             raise FuseflowError(f"pieces: no node named {missing[0]!r} in any region")
 
@@ -133,33 +146,20 @@ def _pieces_of(g, pieces):
     return pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
 
 
-def _simulate_pieces(
-    prog: Program,
-    env: dict,
-    arch: Arch,
-    pieces: int | Sequence[str],
-    checkpoint: Any,
-    jobs: int,
-    executor: Any,
-    progress: Any,
-    engine: str,
-    shared: bool,
-) -> list[RegionResult]:
+def _simulate_pieces(prog: Program, env: dict, arch: Arch, o: SimOptions, shared: bool) -> list[RegionResult]:
     """Every region run in pieces (fuseflow/sim/pieces.py), in program order; with `jobs` or an
     `executor`, each piece in a worker (one after another: a piece reads the tapes of those before)."""
     from fuseflow.sim.graph import pack_inputs
     from fuseflow.sim.pieces import run_in_pieces
 
-    runner = None
-    if executor is not None or jobs > 1:
-        runner = _piece_runner(executor)
+    runner = _piece_runner(o.executor) if o.parallel else None
     names = [g.name for g in prog.graphs]
     out = []
-    with progress_reporter(progress) as report:
+    with progress_reporter(o.progress) as report:
         for i, g in enumerate(prog.graphs):
             cb = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
             run, summary = run_in_pieces(
-                g, pack_inputs(g, env), arch, _pieces_of(g, pieces), checkpoint, engine, runner, cb
+                g, pack_inputs(g, env), arch, _pieces_of(g, o.pieces), o.checkpoint, o.engine, runner, cb
             )
             env.update(run.outputs)
             if not shared:
@@ -187,30 +187,22 @@ def _piece_runner(executor: Any):
 
 
 def _simulate_sampled(
-    prog: Program,
-    env: dict,
-    args: tuple,
-    arch: Arch,
-    target: SampleSpec,
-    jobs: int,
-    executor: Any,
-    progress: Any,
-    engine: str,
+    prog: Program, env: dict, args: tuple, arch: Arch, target: SampleSpec, o: SimOptions
 ) -> tuple[list[RegionResult], SampleSummary]:
     """`simulate` with the large row-local regions sampled (fuseflow/sampling)."""
 
     def run(units: Sequence[Job]) -> list[GraphRun]:
-        if executor is None and jobs <= 1:
-            return [run_packed(s, pack, arch, engine=engine) for s, pack in units]
+        if not o.parallel:
+            return [run_packed(s, pack, arch, engine=o.engine) for s, pack in units]
         from fuseflow.experiments.executor import LocalExecutor  # the API's executor: see _simulate_shared
 
-        pool = executor or LocalExecutor(jobs)
+        pool = o.executor or LocalExecutor(o.jobs)
         out: list = [None] * len(units)
-        for i, r in pool.run(run_packed, [(s, pack(), arch, False, False, None, engine) for s, pack in units]):
+        for i, r in pool.run(run_packed, [(s, pack(), arch, False, False, None, o.engine) for s, pack in units]):
             out[i] = r
         return out
 
-    with progress_reporter(progress) as report:
+    with progress_reporter(o.progress) as report:
         return simulate_sampled(
             prog,
             env,
@@ -218,7 +210,7 @@ def _simulate_sampled(
             arch,
             target,
             run,
-            lambda g: run_graph(g, env, arch, engine=engine),
+            lambda g: run_graph(g, env, arch, engine=o.engine),
             lambda i: _release(prog, env, i),
             report,
         )
@@ -233,20 +225,9 @@ def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, str
     return makespan_interval(runs, makespan, strategy.name == "sequential", makespan_of)
 
 
-def _simulate_shared(
-    prog: Program,
-    env: dict,
-    arch: Arch,
-    memo,
-    jobs: int,
-    executor,
-    progress,
-    engine: str,
-    release: bool = True,
-    cut: tuple | None = None,
-) -> list:
+def _simulate_shared(prog: Program, env: dict, arch: Arch, memo, o: SimOptions, release: bool = True) -> list:
     """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs.
-    `cut` (pieces, checkpoint): each region simulated here runs in pieces (sim/pieces.py)."""
+    With `o.pieces`, each region simulated here runs in pieces (sim/pieces.py)."""
     from fuseflow.experiments.executor import LocalExecutor
     from fuseflow.sim.components import independent, parts, run_parts
     from fuseflow.sim.graph import pack_inputs, run_packed
@@ -255,13 +236,13 @@ def _simulate_shared(
 
     memoise = memo is not None  # without a memo, identical regions are each simulated
     memo = memo if memo is not None else RegionMemo()
-    parallel = executor is not None or jobs > 1
+    parallel = o.parallel
     results: dict[int, RegionResult] = {}
     tasks: list[tuple] = []  # (spec, packed, arch, engine) run by the executor
     waiting: dict[str, list[int]] = {}  # key -> regions that take the run of its first task
     keys: dict[int, str | None] = {}
     evaluated: dict[int, dict] = {}
-    with progress_reporter(progress) as report:
+    with progress_reporter(o.progress) as report:
         for i, g in enumerate(prog.graphs):
             packed = pack_inputs(g, env)
             keys[i] = key = structure_key(g, packed, arch) if memoise else None
@@ -277,7 +258,7 @@ def _simulate_shared(
             elif values is not None and parallel:
                 if key is not None:
                     waiting[key] = [i]
-                tasks.append((i, (g, packed, arch, False, False, None, engine)))
+                tasks.append((i, (g, packed, arch, False, False, None, o.engine)))
                 evaluated[i] = values
             elif memoise and independent(arch) and len(split := parts(g)) > 1:  # heads: each memoised
                 cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
@@ -288,7 +269,7 @@ def _simulate_shared(
                     except Unevaluable:
                         return None
 
-                pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=engine)
+                pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine)
                 values = pr.outputs
                 results[i] = RegionResult(g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised)
             else:  # in order, here: later regions read its outputs
@@ -300,14 +281,14 @@ def _simulate_shared(
                     return once.pop() if once else pack_inputs(g, env)
 
                 summary = None
-                if cut is None:
-                    run = run_packed(g, inputs, arch, progress=cb, engine=engine)
+                if o.pieces is None:
+                    run = run_packed(g, inputs, arch, progress=cb, engine=o.engine)
                 else:
                     from fuseflow.sim.pieces import run_in_pieces
 
                     by_piece = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
                     run, summary = run_in_pieces(
-                        g, inputs(), arch, _pieces_of(g, cut[0]), cut[1], engine, None, by_piece
+                        g, inputs(), arch, _pieces_of(g, o.pieces), o.checkpoint, o.engine, None, by_piece
                     )
                 memo.put(key, run)
                 values = run.outputs
@@ -316,7 +297,7 @@ def _simulate_shared(
             if release:
                 _release(prog, env, i)
     if tasks:
-        pool = executor or LocalExecutor(jobs)
+        pool = o.executor or LocalExecutor(o.jobs)
         for t, run in pool.run(run_packed, [task for _, task in tasks]):
             i = tasks[t][0]
             g = prog.graphs[i]
