@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -81,11 +81,11 @@ def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
         regions, summary = _simulate_sampled(prog, env, args, arch_, target, o)
     elif o.pieces is not None and memo_ is None:
         _check_pieces(o, memo_, prog)
-        regions = _simulate_pieces(prog, env, arch_, o, shared)
+        regions = _simulate_pieces(prog, env, arch_, o, shared, _predicted_tokens(prog, args, arch_, o))
     elif memo_ is not None or o.parallel:
         if o.pieces is not None:
             _check_pieces(o, memo_, prog)
-        regions = _simulate_shared(prog, env, arch_, memo_, o, not shared)
+        regions = _simulate_shared(prog, env, arch_, memo_, o, not shared, _predicted_tokens(prog, args, arch_, o))
     else:
         regions, traces = _simulate_in_order(prog, env, arch_, o, shared)
     from fuseflow.fabric.run import place
@@ -141,12 +141,23 @@ def _check_pieces(o: SimOptions, memo, prog: Program) -> None:
             raise FuseflowError(f"pieces: no node named {missing[0]!r} in any region")
 
 
+def _predicted_tokens(prog: Program, args: tuple, arch: Arch, o: SimOptions) -> dict[str, list[float]]:
+    """Each region's predicted tokens per node (the cycle model), where a count of pieces is
+    cut: cuts fall where the fewest predicted tokens cross (sim/pieces.py, `boundaries`)."""
+    if not isinstance(o.pieces, int):
+        return {}
+    est = prog.estimate(*args, arch=replace(arch, fabric=None))
+    return {r.name: [n.tokens for n in r.nodes] for r in est.regions}
+
+
 def _pieces_of(g, pieces):
     """A region's share of `pieces`: the count, or the named nodes that are its own."""
     return pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
 
 
-def _simulate_pieces(prog: Program, env: dict, arch: Arch, o: SimOptions, shared: bool) -> list[RegionResult]:
+def _simulate_pieces(
+    prog: Program, env: dict, arch: Arch, o: SimOptions, shared: bool, tokens: Mapping[str, list[float]]
+) -> list[RegionResult]:
     """Every region run in pieces (fuseflow/sim/pieces.py), in program order; with `jobs` or an
     `executor`, each piece in a worker (one after another: a piece reads the tapes of those before)."""
     from fuseflow.sim.graph import pack_inputs
@@ -159,7 +170,15 @@ def _simulate_pieces(prog: Program, env: dict, arch: Arch, o: SimOptions, shared
         for i, g in enumerate(prog.graphs):
             cb = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
             run, summary = run_in_pieces(
-                g, pack_inputs(g, env), arch, _pieces_of(g, o.pieces), o.checkpoint, o.engine, runner, cb
+                g,
+                pack_inputs(g, env),
+                arch,
+                _pieces_of(g, o.pieces),
+                o.checkpoint,
+                o.engine,
+                runner,
+                cb,
+                tokens.get(g.name),
             )
             env.update(run.outputs)
             if not shared:
@@ -225,7 +244,15 @@ def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, str
     return makespan_interval(runs, makespan, strategy.name == "sequential", makespan_of)
 
 
-def _simulate_shared(prog: Program, env: dict, arch: Arch, memo, o: SimOptions, release: bool = True) -> list:
+def _simulate_shared(
+    prog: Program,
+    env: dict,
+    arch: Arch,
+    memo,
+    o: SimOptions,
+    release: bool = True,
+    tokens: Mapping[str, list[float]] | None = None,
+) -> list:
     """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs.
     With `o.pieces`, each region simulated here runs in pieces (sim/pieces.py)."""
     from fuseflow.experiments.executor import LocalExecutor
@@ -288,7 +315,15 @@ def _simulate_shared(prog: Program, env: dict, arch: Arch, memo, o: SimOptions, 
 
                     by_piece = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
                     run, summary = run_in_pieces(
-                        g, inputs(), arch, _pieces_of(g, o.pieces), o.checkpoint, o.engine, None, by_piece
+                        g,
+                        inputs(),
+                        arch,
+                        _pieces_of(g, o.pieces),
+                        o.checkpoint,
+                        o.engine,
+                        None,
+                        by_piece,
+                        (tokens or {}).get(g.name),
                     )
                 memo.put(key, run)
                 values = run.outputs

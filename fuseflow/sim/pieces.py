@@ -105,25 +105,29 @@ def _consumers(spec: GraphSpec) -> dict[Stream, list[int]]:
     return out
 
 
-def crossing(spec: GraphSpec) -> np.ndarray:
-    """How many streams cross a cut before each node id (index b: between b - 1 and b)."""
-    diff = np.zeros(len(spec.nodes) + 1, dtype=np.int64)
+def crossing(spec: GraphSpec, tokens: Sequence[float] | None = None) -> np.ndarray:
+    """What crosses a cut before each node id (index b: between b - 1 and b): the streams, or
+    with `tokens` (predicted tokens each node emits, `prog.estimate()`), their predicted tokens
+    (a node's shared evenly by its ports), plus one per stream to break ties."""
+    diff = np.zeros(len(spec.nodes) + 1, dtype=np.float64)
     for (src, _), dsts in _consumers(spec).items():
-        diff[src + 1] += 1  # crosses every cut b with src < b <= its last consumer
-        diff[max(dsts) + 1] -= 1
+        w = 1.0 if tokens is None else 1.0 + float(tokens[src]) / max(spec.nodes[src].n_out, 1)
+        diff[src + 1] += w  # crosses every cut b with src < b <= its last consumer
+        diff[max(dsts) + 1] -= w
     return np.cumsum(diff)
 
 
-def boundaries(spec: GraphSpec, pieces: int | Sequence[str]) -> list[int]:
+def boundaries(spec: GraphSpec, pieces: int | Sequence[str], tokens: Sequence[float] | None = None) -> list[int]:
     """The first node id of every piece but the first: `pieces` equal counts of nodes, each cut
-    moved within `SLACK` of its place to where the fewest streams cross; or the names of the
-    nodes that start a piece."""
+    moved within `SLACK` of its place to where the least crosses (`crossing`: the fewest
+    predicted tokens, given `tokens`, else the fewest streams); or the names of the nodes that
+    start a piece."""
     n = len(spec.nodes)
     if isinstance(pieces, int):
         if pieces < 1:
             raise FuseflowError(f"pieces must be at least 1, got {pieces}")
         count = min(pieces, n)
-        cross = crossing(spec)
+        cross = crossing(spec, tokens if tokens is not None and len(tokens) == n else None)
         reach = max(1, int(SLACK * n / count))
         cuts: list[int] = []
         for j in range(1, count):
@@ -287,12 +291,14 @@ def run_in_pieces(
     engine: str = "auto",
     runner: Runner | None = None,
     progress: Callable[[str, int], None] | None = None,
+    tokens: Sequence[float] | None = None,
 ) -> tuple[GraphRun, PiecesSummary]:
     """`spec` run piece after piece (`runner` runs one, in a worker; in this process by
     default, with `progress(piece, cycle)`), merged into the whole run's cycles, counters and
     outputs. With `checkpoint`, the region's directory under it keeps each finished piece, and
-    a later call resumes after the last one."""
-    parts = split(spec, boundaries(spec, pieces))
+    a later call resumes after the last one. `tokens`: each node's predicted tokens, for a count's
+    cuts (`boundaries`)."""
+    parts = split(spec, boundaries(spec, pieces, tokens))
     check_exact(spec, arch, parts)
     digest = fingerprint(spec, packed, arch)
     runs: list[PieceRun] = []

@@ -74,17 +74,28 @@ def case_args():
     return prog.model, prog.example_args
 
 
-def test_a_count_cuts_where_fewest_streams_cross():
+def brute_crossing(g, b: int, tokens=None) -> float:
+    """What crosses a cut before node b, counted edge by edge: each (node, port) with a consumer
+    at or after b and the node before it, once (weighted by its share of the node's tokens)."""
+    streams = {(src, port) for dst, n in enumerate(g.nodes) for src, port in n.inputs if src < b <= dst}
+    return sum(1.0 + (0.0 if tokens is None else tokens[src] / max(g.nodes[src].n_out, 1)) for src, _ in streams)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_count_cuts_where_least_crosses(weighted):
     prog = case("gated", 200, 0.05, 3, "full")
     (g,) = prog.graphs
-    cross = crossing(g)
     n = len(g.nodes)
-    cuts = boundaries(g, 4)
+    tokens = [n_.tokens for n_ in prog.estimate().regions[-1].nodes] if weighted else None
+    cuts = boundaries(g, 4, tokens)
     assert len(cuts) == 3 and cuts == sorted(cuts) and cuts[0] > 0 and cuts[-1] < n
-    for j, c in enumerate(cuts, 1):  # each cut within its slack, at the fewest crossings there
+    reach = max(1, int(0.1 * n / 4))
+    for j, c in enumerate(cuts, 1):  # each cut within its slack, where the least crosses there
         ideal = round(j * n / 4)
-        assert abs(c - ideal) <= max(1, int(0.1 * n / 4))
-        assert cross[c] == min(cross[max(1, ideal - max(1, int(0.1 * n / 4))) : ideal + max(1, int(0.1 * n / 4)) + 1])
+        assert abs(c - ideal) <= reach
+        window = range(max(1, ideal - reach), ideal + reach + 1)
+        assert brute_crossing(g, c, tokens) == pytest.approx(min(brute_crossing(g, b, tokens) for b in window))
+    assert all(crossing(g, tokens)[b] == pytest.approx(brute_crossing(g, b, tokens)) for b in range(1, n))
     for p in split(g, cuts):  # streams a piece replays come from earlier pieces; tapes go to later ones
         assert all(src < p.first for src, _ in p.replays)
         assert all(p.first <= src < p.end for src, _ in p.tapes)
