@@ -54,8 +54,9 @@ def prepare(seq: int, d_model: int, layers: int, path: Path) -> dict:
     for g in prog.graphs[:big]:  # the largest region's inputs: the regions before it, simulated
         env.update(run_graph(g, env, arch).outputs)
     g = prog.graphs[big]
-    with path.open("wb") as f:
-        pickle.dump((g, pack_inputs(g, env), arch), f)
+    tokens = next(r for r in prog.estimate(arch=arch).regions if r.name == g.name).nodes
+    with path.open("wb") as f:  # with the predicted tokens per node that simulate(pieces=N) cuts by
+        pickle.dump((g, pack_inputs(g, env), arch, [n.tokens for n in tokens]), f)
     return {"geometry": geo, "region": g.name, "nodes": len(g.nodes), "compile_s": round(compile_s, 1)}
 
 
@@ -65,13 +66,13 @@ def measure(path: str, pieces: int) -> dict:
     from fuseflow.sim.pieces import run_in_pieces
 
     with open(path, "rb") as f:
-        g, packed, arch = pickle.load(f)
+        g, packed, arch, tokens = pickle.load(f)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.perf_counter()
     if pieces == 1:
         run, summary = run_packed(g, packed, arch), None
     else:
-        run, summary = run_in_pieces(g, packed, arch, pieces)
+        run, summary = run_in_pieces(g, packed, arch, pieces, tokens=tokens)
     wall = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {
