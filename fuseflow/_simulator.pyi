@@ -35,6 +35,16 @@ class Graph:
         Run until every writer has seen D. Returns cycles, per-node counters and writer arrays; with `record`, every edge's token trace (edges leaving `value_nodes` print as floats); with `spans`, each node's active cycle intervals; `progress(cycle)` is called every `progress_every` cycles (Ctrl-C stops the run there). `engine` is 'event' (any timing) or 'window' (faster; raises WindowUnsafe for a run it cannot reproduce exactly, e.g. when a FIFO fills; the graph is then spent), or 'window+event' (the window engine until a FIFO could fill within a window, then the event engine from that cycle on; `event_from` in the result says when). A graph with parts needs `release(done, cycle) -> [(part, start cycle)]`: called with -1 before the run and with each part whose writers finished; `parts` in the result is each part's (start, finish).
         """
 
+    def set_checkpoint(self, path: str, key: str, every_seconds: float) -> None:
+        """
+        Save the run's whole state to `path` at the start of a window every `every_seconds` of wall time (0: every window; the window engine only); `key` names the graph, inputs and build.
+        """
+
+    def set_resume(self, path: str, key: str) -> None:
+        """
+        Continue the next run from a state `set_checkpoint` saved (refused unless its key is `key`).
+        """
+
     def begin_part(self) -> int:
         """
         Nodes added from now on form a new part (one region of a shared run); returns its id.

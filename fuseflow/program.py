@@ -195,6 +195,7 @@ class Program:
         sample: Any = None,
         pieces: int | Sequence[str] | None = None,
         checkpoint: str | os.PathLike | None = None,
+        every: str | float | None = None,
     ) -> SimResult:
         """Run every region on `args` (default: the example arguments) and place the runs on the
         fabric (`arch`'s ``[arch.fabric]``; unbounded without one) by `strategy`:
@@ -226,14 +227,17 @@ class Program:
         in pieces, one after another, each replaying the streams the pieces before it recorded
         to disk (docs/pieces.md): the cycles, counters and outputs are the whole run's, and the
         peak memory is the largest piece's. It needs unbounded FIFOs and the memory model off,
-        and refuses otherwise. `checkpoint`: a directory that keeps every finished piece; the
-        same call with the same directory resumes after the last one (`res.regions[k].pieces`
-        says how many it found). With `jobs` > 1 or an `executor`, each piece runs in a worker.
+        and refuses otherwise. `checkpoint`: a directory that keeps every finished piece (without
+        `pieces`, every region is one piece); the same call with the same directory resumes after
+        the last one (`res.regions[k].pieces` says how many it found). `every` (``"10m"``,
+        seconds) also saves the state of a running piece that often, and a stopped piece continues
+        from its last state (the window engine: memory model off). With `jobs` > 1 or an
+        `executor`, each piece runs in a worker.
         """
         from fuseflow.simulation import SimOptions, simulate
 
         options = SimOptions(
-            arch, record, spans, progress, engine, memo, jobs, executor, strategy, sample, pieces, checkpoint
+            arch, record, spans, progress, engine, memo, jobs, executor, strategy, sample, pieces, checkpoint, every
         )
         return simulate(self, args, options)
 

@@ -44,6 +44,7 @@ class SimOptions:
     sample: Any = None
     pieces: int | Sequence[str] | None = None
     checkpoint: str | os.PathLike | None = None
+    every: str | float | None = None
 
     @property
     def parallel(self) -> bool:
@@ -54,10 +55,28 @@ class SimOptions:
         """Refuse combinations that cannot run, before anything does."""
         if (memo is not None or self.parallel) and (self.record or self.spans):
             raise FuseflowError("record and spans need every region simulated in order: not with memo or jobs")
-        if self.checkpoint is not None and self.pieces is None:
-            raise FuseflowError("checkpoint= keeps the finished pieces of a run in pieces: give pieces= too")
-        if target is not None and self.pieces is not None:
-            raise FuseflowError("sample= estimates, pieces= runs exactly: choose one")
+        if self.every is not None and self.checkpoint is None:
+            raise FuseflowError("every= saves states in the checkpoint directory: give checkpoint= too")
+        if target is not None and (self.pieces is not None or self.checkpoint is not None):
+            raise FuseflowError("sample= estimates, pieces= and checkpoint= run exactly: choose one")
+
+    @property
+    def every_seconds(self) -> float | None:
+        """`every` in seconds: a number, or ``"90s"``, ``"10m"``, ``"2h"``."""
+        return None if self.every is None else seconds(self.every)
+
+
+def seconds(every: str | float) -> float:
+    """``"90s"`` / ``"10m"`` / ``"2h"`` / a number of seconds -> seconds (at least 0)."""
+    text = str(every).strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(text[-1:])
+    try:
+        value = float(text[:-1] if scale else text) * (scale or 1)
+    except ValueError:
+        raise FuseflowError(f"every: {every!r} is not a duration (e.g. 90s, 10m, 2h, or seconds)") from None
+    if value < 0:
+        raise FuseflowError(f"every: {every!r} is negative")
+    return value
 
 
 def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
@@ -75,6 +94,8 @@ def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
     memo_ = as_memo(o.memo)
     target = SampleSpec.of(o.sample)
     o.check(memo_, target)
+    if o.checkpoint is not None and o.pieces is None:  # each region one piece: kept when done, resumable
+        o = replace(o, pieces=1)
     summary, traces = None, None
     if target is not None:
         _check_sampling(o.record, o.spans, memo_, shared, strategy_.name)
@@ -144,7 +165,7 @@ def _check_pieces(o: SimOptions, memo, prog: Program) -> None:
 def _predicted_tokens(prog: Program, args: tuple, arch: Arch, o: SimOptions) -> dict[str, list[float]]:
     """Each region's predicted tokens per node (the cycle model), where a count of pieces is
     cut: cuts fall where the fewest predicted tokens cross (sim/pieces.py, `boundaries`)."""
-    if not isinstance(o.pieces, int):
+    if not isinstance(o.pieces, int) or o.pieces <= 1:
         return {}
     est = prog.estimate(*args, arch=replace(arch, fabric=None))
     return {r.name: [n.tokens for n in r.nodes] for r in est.regions}
@@ -179,6 +200,7 @@ def _simulate_pieces(
                 runner,
                 cb,
                 tokens.get(g.name),
+                o.every_seconds,
             )
             env.update(run.outputs)
             if not shared:
@@ -324,6 +346,7 @@ def _simulate_shared(
                         None,
                         by_piece,
                         (tokens or {}).get(g.name),
+                        o.every_seconds,
                     )
                 memo.put(key, run)
                 values = run.outputs

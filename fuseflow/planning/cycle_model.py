@@ -49,6 +49,7 @@ COVERED_SETTINGS = frozenset(
         "tile_elementwise_ii_per_b",
         "memory",
         "max_fifo_mib",
+        "max_seconds",
     }
 )
 """Architecture settings (sim/arch.py) the model reads or that do not change cycles."""

@@ -329,6 +329,41 @@ def run_packed(
     return graph_run(spec, int(res["cycles"]), res["nodes"], res.get("traces"), chosen)
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """States of one run saved to `path` every `every` seconds of wall time (0: every window),
+    under `key` (the graph, inputs, arch and build): a file of another key is another run's."""
+
+    path: str
+    key: str
+    every: float
+
+    def arm(self, g: _simulator.Graph) -> None:
+        """Resume `g`'s run from the saved state if it is this run's (else drop it), and save."""
+        if self.saved_key() == self.key:
+            g.set_resume(self.path, self.key)
+        else:
+            self.discard()
+        g.set_checkpoint(self.path, self.key, self.every)
+
+    def saved_key(self) -> str | None:
+        """The key in the saved state's header (None: no state, or not one)."""
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(20)
+                if len(head) < 20 or head[:8] != b"FFCHKPT1":
+                    return None
+                size = int.from_bytes(head[12:20], "little")
+                return f.read(size).decode(errors="replace") if size < 4096 else None
+        except OSError:
+            return None
+
+    def discard(self) -> None:
+        for p in (self.path, self.path + ".tmp"):
+            if os.path.exists(p):
+                os.remove(p)
+
+
 def execute(
     name: str,
     build: Callable[[], _simulator.Graph],
@@ -338,16 +373,27 @@ def execute(
     spans: bool = False,
     progress=None,
     engine: str = "auto",
+    checkpoint: Checkpoint | None = None,
 ) -> tuple[dict, str]:
     """Run the graph `build()` makes on `engine` (``auto``: the window engine where the arch
     allows it, the event engine from where it cannot); returns the simulator's result and the
-    engine that ran it."""
+    engine that ran it. With `checkpoint`, the window engine saves the run's state as it goes
+    and a saved state of the same run is continued (docs/pieces.md)."""
     if engine not in ENGINES:
         raise SimulationError(f"unknown simulation engine {engine!r} (one of {', '.join(ENGINES)})")
     g = build()
     chosen = engine
     if engine == "auto":  # the window engine, handing the run to the event engine before a FIFO fills
         chosen = "window+event" if g.window_capable and arch.fifo_depth >= WINDOW_MIN_FIFO_DEPTH else "event"
+    if checkpoint is not None:
+        if chosen == "event":
+            raise SimulationError(
+                f"graph {name}: states inside a run are saved by the window engine, which needs the memory model "
+                f"off and FIFOs of at least {WINDOW_MIN_FIFO_DEPTH} tokens (arch {arch.name}); checkpoint "
+                "without `every` keeps finished pieces only",
+                region=name,
+            )
+        checkpoint.arm(g)
     try:
         try:
             res = g.run(arch.max_cycles, record, list(value_nodes), spans, progress, PROGRESS_EVERY, chosen)
@@ -357,6 +403,8 @@ def execute(
         except _simulator.WindowUnsafe as e:
             if engine != "auto":
                 raise SimulationError(f"graph {name}: the window engine cannot run this graph: {e}") from None
+            if checkpoint is not None:  # the event engine saves no states: this run starts over if stopped
+                checkpoint.discard()
             g = build()  # the window run spent the graph
             chosen = "event"
             res = g.run(arch.max_cycles, record, list(value_nodes), spans, progress, PROGRESS_EVERY, chosen)
@@ -364,6 +412,8 @@ def execute(
         raise SimulationError(f"graph {name}: {e}", region=name) from None
     except ValueError as e:
         raise SimulationError(f"graph {name}: {e}", region=name) from None
+    if checkpoint is not None:  # done: the caller keeps the result
+        checkpoint.discard()
     return res, chosen
 
 

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import numpy as np
 from fuseflow.errors import FuseflowError, SimulationError
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import (
+    Checkpoint,
     GraphRun,
     GraphSpec,
     SimulatorFault,
@@ -49,6 +50,8 @@ the run with an error (simulator/src/stream.cpp)."""
 SLACK = 0.1
 """A count of pieces cuts each within this fraction of the graph's nodes of its ideal place,
 where the fewest streams cross."""
+LIMITS = ("max_cycles", "max_seconds", "max_fifo_mib")
+"""Settings that stop a run without changing it: not part of a run's fingerprint."""
 FORMAT = 1
 """The pieces' directory layout; a directory of another layout is not resumed."""
 
@@ -78,6 +81,8 @@ class PieceRun:
     tokens: int
     bytes: int
     engine: str
+    states: int = 0  # states saved while it ran (checkpoints inside the run)
+    continued_from: int | None = None  # the cycle it continued from, resumed from a saved state
 
 
 @dataclass
@@ -90,6 +95,8 @@ class PiecesSummary:
     tokens: int
     bytes: int
     resumed: int
+    states: int = 0  # states saved inside runs (`every`)
+    continued: list[int] = field(default_factory=list)  # cycles pieces continued from saved states
 
     @property
     def bytes_per_token(self) -> float:
@@ -186,7 +193,8 @@ def fingerprint(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> str:
     architecture and the simulator build."""
     h = hashlib.blake2b(digest_size=16)
     h.update(json.dumps([FORMAT, simulator_build()]).encode())
-    h.update(json.dumps(arch.settings, sort_keys=True, default=str).encode())
+    timing = {k: v for k, v in arch.settings.items() if k not in LIMITS}  # a run resumed may raise its limits
+    h.update(json.dumps(timing, sort_keys=True, default=str).encode())
     for n in spec.nodes:
         h.update(json.dumps([n.kind, n.name, n.inputs, n.tensor, n.level, _plain(n.params)], default=str).encode())
     for name in sorted(packed):
@@ -221,9 +229,11 @@ def run_piece(
     digest: str,
     engine: str,
     progress: Callable[[int], None] | None = None,
+    every: float | None = None,
 ) -> PieceRun:
     """Simulate one piece: its replays, its nodes, its tapes (a task a worker process runs;
-    `progress(cycle)` as `run_packed`'s)."""
+    `progress(cycle)` as `run_packed`'s). With `every`, its run's state is saved in `directory`
+    every that many seconds, and a state saved there by the same run is continued."""
     where = Path(directory)
     local: dict[Stream, tuple[int, int]] = {}
 
@@ -252,19 +262,27 @@ def run_piece(
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
 
-    res, chosen = execute(f"{spec.name} (piece {piece.index})", build, arch, progress=progress, engine=engine)
+    state = (
+        None
+        if every is None
+        else Checkpoint(str(where / f"piece-{piece.index}.state"), f"{digest}:{piece.index}", every)
+    )
+    res, chosen = execute(
+        f"{spec.name} (piece {piece.index})", build, arch, progress=progress, engine=engine, checkpoint=state
+    )
     first = len(piece.replays)
     nodes = res["nodes"][first : first + piece.end - piece.first]
     taped = res["nodes"][first + piece.end - piece.first :]
     size = sum(os.path.getsize(_tape(where, s)) for s in piece.tapes)
-    return PieceRun(piece.index, nodes, sum(int(t["tokens_in"]) for t in taped), size, chosen)
+    tokens = sum(int(t["tokens_in"]) for t in taped)
+    return PieceRun(piece.index, nodes, tokens, size, chosen, int(res.get("checkpoints", 0)), res.get("resumed_from"))
 
 
 def _stream(where: Path, s: Stream, digest: str) -> dict[str, Any]:
     return {"path": _tape(where, s), "key": _key(digest, s)}
 
 
-Runner = Callable[[GraphSpec, Piece, Mapping[str, Any], Arch, str, str, str], PieceRun]
+Runner = Callable[[GraphSpec, Piece, Mapping[str, Any], Arch, str, str, str, None, float | None], PieceRun]
 """Runs one piece (`run_piece`, or the same in a worker process) and returns its run."""
 
 
@@ -292,12 +310,16 @@ def run_in_pieces(
     runner: Runner | None = None,
     progress: Callable[[str, int], None] | None = None,
     tokens: Sequence[float] | None = None,
+    every: float | None = None,
 ) -> tuple[GraphRun, PiecesSummary]:
     """`spec` run piece after piece (`runner` runs one, in a worker; in this process by
     default, with `progress(piece, cycle)`), merged into the whole run's cycles, counters and
     outputs. With `checkpoint`, the region's directory under it keeps each finished piece, and
     a later call resumes after the last one. `tokens`: each node's predicted tokens, for a count's
-    cuts (`boundaries`)."""
+    cuts (`boundaries`). `every`: seconds between states saved inside a piece's run (with
+    `checkpoint`): a stopped piece continues from its last state."""
+    if every is not None and checkpoint is None:
+        raise FuseflowError("every= saves states in the checkpoint directory: give checkpoint= too")
     parts = split(spec, boundaries(spec, pieces, tokens))
     check_exact(spec, arch, parts)
     digest = fingerprint(spec, packed, arch)
@@ -309,11 +331,11 @@ def run_in_pieces(
             done = _load(where, p, digest)
             if done is None:
                 if runner is not None:
-                    done = runner(spec, p, packed, arch, str(where), digest, engine)
+                    done = runner(spec, p, packed, arch, str(where), digest, engine, None, every)
                 else:
                     label = f"piece {p.index + 1}/{len(parts)}"
                     cb = (lambda cycle, label=label: progress(label, cycle)) if progress else None
-                    done = run_piece(spec, p, packed, arch, str(where), digest, engine, cb)
+                    done = run_piece(spec, p, packed, arch, str(where), digest, engine, cb, every)
                 _save(where, p, digest, done)
             else:
                 resumed += 1
@@ -324,7 +346,13 @@ def run_in_pieces(
     engines = sorted({r.engine for r in runs})
     whole = graph_run(spec, cycles, nodes, None, engines[0] if len(engines) == 1 else "+".join(engines))
     summary = PiecesSummary(
-        len(parts), sum(len(p.tapes) for p in parts), sum(r.tokens for r in runs), sum(r.bytes for r in runs), resumed
+        len(parts),
+        sum(len(p.tapes) for p in parts),
+        sum(r.tokens for r in runs),
+        sum(r.bytes for r in runs),
+        resumed,
+        sum(r.states for r in runs),
+        [r.continued_from for r in runs if r.continued_from is not None],
     )
     return whole, summary
 
@@ -364,7 +392,9 @@ def _load(where: Path, piece: Piece, digest: str) -> PieceRun | None:
         for k in ("seg", "crd", "vals"):
             if f"{i}.{k}" in arrays:
                 n[k] = arrays[f"{i}.{k}"]
-    return PieceRun(piece.index, nodes, saved["tokens"], saved["bytes"], saved["engine"])
+    return PieceRun(
+        piece.index, nodes, saved["tokens"], saved["bytes"], saved["engine"], saved["states"], saved["continued_from"]
+    )
 
 
 def _save(where: Path, piece: Piece, digest: str, run: PieceRun) -> None:
@@ -380,6 +410,8 @@ def _save(where: Path, piece: Piece, digest: str, run: PieceRun) -> None:
         "tokens": run.tokens,
         "bytes": run.bytes,
         "engine": run.engine,
+        "states": run.states,
+        "continued_from": run.continued_from,
     }
     tmp = where / f"piece-{piece.index}.json.tmp"
     tmp.write_text(json.dumps(saved))

@@ -152,6 +152,8 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
   out["mem_requests"] = r.mem_requests;
   out["parts"] = r.parts;
   if (r.event_from != kNever) out["event_from"] = r.event_from;
+  out["checkpoints"] = r.checkpoints;
+  if (r.resumed_from != kNever) out["resumed_from"] = r.resumed_from;
   nb::list nodes;
   for (size_t i = 0; i < g.size(); ++i) {
     Node& n = g.node(i);
@@ -216,6 +218,11 @@ NB_MODULE(_simulator, m) {
            "that cycle on; `event_from` in the result says when). "
            "A graph with parts needs `release(done, cycle) -> [(part, start cycle)]`: called with -1 before the run "
            "and with each part whose writers finished; `parts` in the result is each part's (start, finish).")
+      .def("set_checkpoint", &Graph::set_checkpoint, nb::arg("path"), nb::arg("key"), nb::arg("every_seconds"),
+           "Save the run's whole state to `path` at the start of a window every `every_seconds` of wall time "
+           "(0: every window; the window engine only); `key` names the graph, inputs and build.")
+      .def("set_resume", &Graph::set_resume, nb::arg("path"), nb::arg("key"),
+           "Continue the next run from a state `set_checkpoint` saved (refused unless its key is `key`).")
       .def("begin_part", &Graph::begin_part,
            "Nodes added from now on form a new part (one region of a shared run); returns its id.")
       .def_prop_ro("window_capable", &Graph::window_capable,

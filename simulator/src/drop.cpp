@@ -65,6 +65,17 @@ class CrdDrop : public Node {
     }
     protocol_error("coordinate stream carries N");
   }
+  void save(StateOut& o) const override {
+    save_base(o);
+    o.pod(pending_.has_value()); o.pod(pending_.value_or(Token())); o.pod(nonempty_); o.pod(emitted_outer_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    const bool has = in.pod<bool>();
+    const Token t = in.pod<Token>();
+    pending_ = has ? std::optional<Token>(t) : std::nullopt;
+    in.pod(nonempty_); in.pod(emitted_outer_);
+  }
  private:
   std::optional<Token> pending_;
   bool nonempty_ = false, emitted_outer_ = false;

@@ -1,5 +1,6 @@
 #include "fuseflow/sim/graph.h"
 
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <algorithm>
@@ -219,7 +220,16 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
       if (ctx.part_sinks[p] == 0) throw std::invalid_argument("part " + std::to_string(p) + " has no writer");
     }
   }
-  run_start_ = std::chrono::steady_clock::now();
+  const bool resume = !resume_path_.empty();
+  if (resume || ckpt_every_ >= 0) {
+    const char* why = engine == Engine::Event ? "the event engine runs it"
+                      : !parts_.empty()      ? "a graph with parts runs on the event engine"
+                      : record || want_spans ? "traces and spans are not saved"
+                      : !window_capable()    ? "the memory model needs the event engine"
+                                             : nullptr;
+    if (why) throw std::invalid_argument(std::string("checkpoints are taken by the window engine: ") + why);
+  }
+  run_start_ = last_save_ = std::chrono::steady_clock::now();
   release_timer_ = ~uint64_t{0};
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
@@ -228,7 +238,8 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     if (engine != Engine::Event) {
       if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
       std::vector<uint64_t> next;
-      r.event_from = run_window(ctx, max_cycles, progress, progress_every, engine == Engine::WindowThenEvent, next);
+      r.event_from =
+          run_window(ctx, max_cycles, progress, progress_every, engine == Engine::WindowThenEvent, next, resume);
       if (r.event_from != kNever) {
         const Resume resume{r.event_from, next};
         run_event(ctx, max_cycles, progress, progress_every, release, &resume);
@@ -240,6 +251,8 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     over_budget();
   }
   r.cycles = ctx.last + 1;
+  r.checkpoints = checkpoints_;
+  r.resumed_from = resumed_from_;
   for (auto& p : parts_) r.parts.push_back({p.start, p.finish});
   r.mem_requests = memory_->requests();
   if (record)
@@ -341,7 +354,7 @@ void Graph::run_event(RunCtx& ctx, uint64_t max_cycles, const std::function<void
 }
 
 uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                           uint64_t progress_every, bool handoff, std::vector<uint64_t>& next) {
+                           uint64_t progress_every, bool handoff, std::vector<uint64_t>& next, bool resume) {
   // Windows of `window` cycles (window_cycles: shorter for shallow FIFOs). Within one, nodes
   // run in id (topological) order, each through
   // every cycle of the window in which the event engine would step it: the cycle its II ends
@@ -355,11 +368,24 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   // room for handoff_room in every FIFO, none fills within the window.
   const size_t handoff_room = 4 * window;
   next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)
-  uint64_t start = 0, next_report = progress_every;
+  uint64_t start = 0;
+  if (resume) {
+    load_state(start, next, ctx);
+    resumed_from_ = start;
+  }
+  uint64_t next_report = start + progress_every;
   std::vector<int> ids(n), order;
   for (int i = 0; i < n; ++i) ids[i] = i;
   std::vector<Fifo*> filling, logged;
   while (true) {
+    if (ckpt_every_ >= 0 && !(resume && start == resumed_from_)) {  // between windows: nothing half done
+      const auto now = std::chrono::steady_clock::now();
+      if (ckpt_every_ == 0 || std::chrono::duration<double>(now - last_save_).count() >= ckpt_every_) {
+        save_state(start, next, ctx);
+        last_save_ = now;
+        ++checkpoints_;
+      }
+    }
     // A FIFO that could fill in this window (less room than handoff_room): its consumer runs
     // first when that is exact (backpressure_order), else the event engine takes over (handoff).
     filling.clear();
@@ -412,6 +438,56 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
     if (nd->sleep_from > ctx.end_cycle || (nd->sleep_from == ctx.end_cycle && nd->id > ctx.end_sink))
       throw WindowUnsafe("node '" + nd->name() + "' acts after the last writer finished");
   return kNever;
+}
+
+namespace {
+constexpr char kStateMagic[8] = {'F', 'F', 'C', 'H', 'K', 'P', 'T', '1'};
+constexpr uint32_t kStateVersion = 1;
+}  // namespace
+
+void Graph::set_checkpoint(const std::string& path, const std::string& key, double every_seconds) {
+  if (every_seconds < 0) throw std::invalid_argument("checkpoint interval must be at least 0 seconds");
+  ckpt_path_ = path; ckpt_key_ = key; ckpt_every_ = every_seconds;
+}
+
+void Graph::set_resume(const std::string& path, const std::string& key) { resume_path_ = path; resume_key_ = key; }
+
+void Graph::save_state(uint64_t start, const std::vector<uint64_t>& next, const RunCtx& ctx) {
+  const std::string tmp = ckpt_path_ + ".tmp";
+  {
+    StateOut o(tmp);
+    o.bytes(kStateMagic, sizeof kStateMagic);
+    o.pod(kStateVersion);
+    o.str(ckpt_key_);
+    o.pod(static_cast<uint64_t>(nodes_.size()));
+    o.pod(static_cast<uint64_t>(fifos_.size()));
+    o.pod(start);
+    o.vec(next);
+    o.pod(ctx.live_sinks); o.pod(ctx.last); o.pod(ctx.end_cycle); o.pod(ctx.end_sink);
+    o.vec(tiles_->arena());
+    for (const auto& f : fifos_) f->save(o);
+    for (const auto& nd : nodes_) nd->save(o);
+    o.close();
+  }
+  if (std::rename(tmp.c_str(), ckpt_path_.c_str()) != 0) throw SimError("checkpoint: cannot write " + ckpt_path_);
+}
+
+void Graph::load_state(uint64_t& start, std::vector<uint64_t>& next, RunCtx& ctx) {
+  StateIn in(resume_path_);
+  char magic[sizeof kStateMagic];
+  in.bytes(magic, sizeof magic);
+  if (std::memcmp(magic, kStateMagic, sizeof magic) != 0) in.refuse("not a fuseflow checkpoint");
+  if (in.pod<uint32_t>() != kStateVersion)
+    in.refuse("a checkpoint of another format version (this build reads " + std::to_string(kStateVersion) + ")");
+  if (in.str() != resume_key_) in.refuse("saved from another graph, other inputs, another arch or another simulator build");
+  if (in.pod<uint64_t>() != nodes_.size() || in.pod<uint64_t>() != fifos_.size()) in.refuse("its graph has other nodes");
+  in.pod(start);
+  in.vec(next);
+  if (next.size() != nodes_.size()) in.refuse("its graph has other nodes");
+  in.pod(ctx.live_sinks); in.pod(ctx.last); in.pod(ctx.end_cycle); in.pod(ctx.end_sink);
+  in.vec(tiles_->arena());
+  for (auto& f : fifos_) f->load(in);
+  for (auto& nd : nodes_) nd->load(in);
 }
 
 uint64_t Graph::window_cycles(size_t fifo_depth) {

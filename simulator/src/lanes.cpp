@@ -34,6 +34,8 @@ class Fork : public Node {
   }
 
  private:
+  void save(StateOut& o) const override { save_base(o); o.pod(lane_); }
+  void load(StateIn& in) override { load_base(in); in.pod(lane_); }
   int p_, lane_ = 0;
   bool copy_;  // depth -1: a stream from above the level, every token to every lane
 };
@@ -125,6 +127,14 @@ class Join : public Node {
     return Step::Progress;
   }
 
+  void save(StateOut& o) const override {
+    save_base(o);
+    o.vec(done_); o.pod(lane_); o.pod(pending_); o.pod(level_); o.pod(in_element_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    in.vec(done_); in.pod(lane_); in.pod(pending_); in.pod(level_); in.pod(in_element_);
+  }
   int p_, d_;
   std::vector<bool> done_;
   int lane_ = 0, pending_ = -1, level_ = 0;

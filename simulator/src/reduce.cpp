@@ -124,6 +124,13 @@ class AccTable {
     entries_.clear();
   }
 
+  template <class Out> void save(Out& o) const {
+    o.vec(entries_); o.vec(slots_); o.vec(used_); o.vec(direct_); o.vec(direct_used_);
+  }
+  template <class In> void load(In& in) {
+    in.vec(entries_); in.vec(slots_); in.vec(used_); in.vec(direct_); in.vec(direct_used_);
+  }
+
  private:
   size_t probe(const Key& k) const {  // the key's slot, or the empty slot where it belongs
     uint64_t h = static_cast<uint64_t>(k.first) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.second) * 0xC2B2AE3D27D4EB4Full;
@@ -236,6 +243,14 @@ class Reduce : public Node {
       return k;
     }
   }
+  void save(StateOut& o) const override {
+    if constexpr (!std::is_trivially_copyable_v<typename Acc::V>) throw SimError("checkpoint: a tile reduction's state is not saved");
+    else { save_base(o); o.pod(acc_); o.pod(pending_stop_); }
+  }
+  void load(StateIn& in) override {
+    if constexpr (!std::is_trivially_copyable_v<typename Acc::V>) throw SimError("checkpoint: a tile reduction's state is not saved");
+    else { load_base(in); in.pod(acc_); in.pod(pending_stop_); }
+  }
  private:
   void reset() { acc_ = pol_.identity(); }
   Acc pol_;
@@ -253,6 +268,8 @@ class TokenQueue {
     if (++head_ == q_.size()) { q_.clear(); head_ = 0; }
   }
   void push_back(Token t) { q_.push_back(t); }
+  void save(StateOut& o) const { o.vec(q_); o.pod(head_); }
+  void load(StateIn& in) { in.vec(q_); in.pod(head_); }
  private:
   std::vector<Token> q_;
   size_t head_ = 0;
@@ -309,6 +326,26 @@ class Spacc : public Node {
     }
   }
 
+  void save(StateOut& o) const override {
+    if constexpr (!std::is_trivially_copyable_v<typename Acc::V>) throw SimError("checkpoint: a tile accumulator's state is not saved");
+    else {
+      save_base(o);
+      o.pod(done_pending_); o.pod(queued_);
+      acc_.save(o);
+      o.pod(static_cast<uint64_t>(pending_.size()));
+      for (const auto& q : pending_) q.save(o);
+    }
+  }
+  void load(StateIn& in) override {
+    if constexpr (!std::is_trivially_copyable_v<typename Acc::V>) throw SimError("checkpoint: a tile accumulator's state is not saved");
+    else {
+      load_base(in);
+      in.pod(done_pending_); in.pod(queued_);
+      acc_.load(in);
+      if (in.pod<uint64_t>() != pending_.size()) in.refuse("a spacc's ports differ: another graph");
+      for (auto& q : pending_) q.load(in);
+    }
+  }
  private:
   bool flushing() const {
     return queued_ != 0;

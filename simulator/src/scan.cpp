@@ -17,6 +17,8 @@ class Root : public Node {
     else { emit(0, Token::done()); finish(); }
     return Step::Progress;
   }
+  void save(StateOut& o) const override { save_base(o); o.pod(sent_); }
+  void load(StateIn& in) override { load_base(in); in.pod(sent_); }
  private:
   bool sent_ = false;
 };
@@ -133,6 +135,14 @@ class Scan : public Node {
     }
     pos_ += static_cast<int64_t>(k);
     return k;
+  }
+  void save(StateOut& o) const override {
+    save_base(o);
+    o.pod(in_fiber_); o.pod(base_); o.pod(pos_); o.pod(end_); o.pod(seg_ready_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    in.pod(in_fiber_); in.pod(base_); in.pod(pos_); in.pod(end_); in.pod(seg_ready_);
   }
  private:
   bool dense_ = false, in_fiber_ = false;

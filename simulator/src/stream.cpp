@@ -10,6 +10,7 @@
 // 63 escapes to a second byte), a varint of the visible cycle's increase over the record
 // before, and a zigzag varint of the payload's difference from the last payload of its kind.
 #include <cstdio>
+#include <unistd.h>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -33,15 +34,10 @@ class Tape : public Node {
  public:
   Tape(const std::string& n, const Params& p) : Node(n, "tape", 1, 0), path_(p.get_string("path", "")), key_(key_of(p)) {
     if (path_.empty()) throw std::invalid_argument("tape '" + n + "': no path");
-    file_.reset(std::fopen(path_.c_str(), "wb"));
-    if (!file_) throw SimError("tape '" + n + "': cannot write " + path_);
-    uint32_t head[2] = {kVersion, 0};
-    buf_.insert(buf_.end(), kMagic, kMagic + 8);
-    put_raw(head, sizeof head);
-    put_raw(&key_, sizeof key_);
   }
   bool is_sink() const override { return true; }
   FF_INLINE Step step() override {
+    if (!file_ && !finished()) open();
     if (!has(0)) return Step::StallInput;
     while (has(0)) {  // every visible token: the tape never holds its producer back
       const uint64_t when = input(0)->visible_at();
@@ -57,7 +53,35 @@ class Tape : public Node {
     return Step::Progress;
   }
 
+  // A checkpoint: the records so far are flushed, and the tape is cut back to them on resume.
+  void save(StateOut& o) const override {
+    save_base(o);
+    auto* self = const_cast<Tape*>(this);
+    if (file_) self->flush(), std::fflush(file_.get());
+    o.pod(static_cast<int64_t>(file_ ? std::ftell(file_.get()) : -1));
+    o.pod(last_when_); o.pod(last_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    const int64_t at = in.pod<int64_t>();
+    in.pod(last_when_); in.pod(last_);
+    buf_.clear();
+    file_.reset();
+    if (at < 0 || finished()) return;  // not opened yet (opens at its first step), or closed
+    file_.reset(std::fopen(path_.c_str(), "r+b"));
+    if (!file_ || ::ftruncate(fileno(file_.get()), at) != 0 || std::fseek(file_.get(), at, SEEK_SET) != 0)
+      throw SimError("tape '" + name() + "': cannot resume " + path_ + " (its records up to the checkpoint are gone)");
+  }
+
  private:
+  void open() {
+    file_.reset(std::fopen(path_.c_str(), "wb"));
+    if (!file_) throw SimError("tape '" + name() + "': cannot write " + path_);
+    uint32_t head[2] = {kVersion, 0};
+    buf_.insert(buf_.end(), kMagic, kMagic + 8);
+    put_raw(head, sizeof head);
+    put_raw(&key_, sizeof key_);
+  }
   void put_raw(const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     buf_.insert(buf_.end(), b, b + n);
@@ -137,6 +161,19 @@ class Replay : public Node {
     busy_ = token_when_ - ahead - now_;  // sleep until the next token is due to be pushed
     step_costs_ = true;
     return Step::Progress;
+  }
+  // A checkpoint: where the next record starts, and the record read ahead.
+  void save(StateOut& o) const override {
+    save_base(o);
+    o.pod(static_cast<int64_t>(std::ftell(file_.get())) - static_cast<int64_t>(len_ - pos_));
+    o.pod(more_); o.pod(token_); o.pod(token_when_); o.pod(last_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    const int64_t at = in.pod<int64_t>();
+    in.pod(more_); in.pod(token_); in.pod(token_when_); in.pod(last_);
+    pos_ = len_ = 0;
+    if (std::fseek(file_.get(), at, SEEK_SET) != 0) throw SimError("replay '" + name() + "': cannot resume " + path_);
   }
 
  private:

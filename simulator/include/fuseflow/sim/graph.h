@@ -49,6 +49,8 @@ struct RunResult {
   uint64_t event_from = kNever;  // WindowThenEvent: the cycle the event engine took over
   std::vector<Edge> traces;  // filled when recording
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> spans;  // per node active [start, end]
+  uint64_t checkpoints = 0;          // states saved (set_checkpoint)
+  uint64_t resumed_from = kNever;    // the cycle a resumed run continued from (set_resume)
 };
 
 class Graph {
@@ -69,6 +71,14 @@ class Graph {
   RunResult run(uint64_t max_cycles, bool record, bool spans = false,
                 const std::function<void(uint64_t)>& progress = {}, uint64_t progress_every = 1 << 20,
                 Engine engine = Engine::Event, const Release& release = {});
+  // Checkpoints (state.h): the window engine saves the run's whole state to `path` at the start
+  // of a window once `every_seconds` have passed since the last save (0: every window), writing
+  // `path`.tmp and renaming it, so the file always holds a whole state. `key` names the graph,
+  // its inputs and the simulator build (the caller's): set_resume refuses a file of another key.
+  // A run that hands over to the event engine saves no more states from there.
+  void set_checkpoint(const std::string& path, const std::string& key, double every_seconds);
+  // Continue from a saved state (the graph built as before): identical cycles, counters, outputs.
+  void set_resume(const std::string& path, const std::string& key);
   // True when the window engine can run this graph's timing (memory model off).
   bool window_capable() const { return !timing_.memory.enabled; }
   size_t size() const { return nodes_.size(); }
@@ -93,7 +103,7 @@ class Graph {
   // that runs the window exactly (Graph::run_window); false when it cannot.
   bool backpressure_order(const std::vector<Fifo*>& filling, uint64_t reach, std::vector<int>& order) const;
   uint64_t run_window(RunCtx& ctx, uint64_t max_cycles, const std::function<void(uint64_t)>& progress,
-                      uint64_t progress_every, bool handoff, std::vector<uint64_t>& next);
+                      uint64_t progress_every, bool handoff, std::vector<uint64_t>& next, bool resume = false);
   Timing timing_;
   std::unique_ptr<Memory> memory_;
   std::unique_ptr<TileStore> tiles_ = std::make_unique<TileStore>();
@@ -101,6 +111,12 @@ class Graph {
   std::vector<std::unique_ptr<Fifo>> fifos_;
   std::vector<Part> parts_;
   uint64_t release_timer_ = ~uint64_t{0};  // the cycle `release` asked to be called at (none: all ones)
+  void save_state(uint64_t start, const std::vector<uint64_t>& next, const RunCtx& ctx);
+  void load_state(uint64_t& start, std::vector<uint64_t>& next, RunCtx& ctx);
+  std::string ckpt_path_, ckpt_key_, resume_path_, resume_key_;
+  double ckpt_every_ = -1;  // < 0: no checkpoints
+  std::chrono::steady_clock::time_point last_save_;
+  uint64_t checkpoints_ = 0, resumed_from_ = kNever;
 };
 
 }  // namespace fuseflow::sim

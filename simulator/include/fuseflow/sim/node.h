@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fuseflow/sim/state.h"
 #include "fuseflow/sim/tile.h"
 #include "fuseflow/sim/timing.h"
 #include "fuseflow/sim/token.h"
@@ -91,6 +92,10 @@ class Node {
   Step last_outcome = Step::Progress;
   // Writers are sinks: the run ends when every sink is finished.
   virtual bool is_sink() const { return false; }
+  // A checkpoint of the node's state between two windows (Graph::run, state.h): the base's
+  // fields; a primitive with state of its own saves it after them (most have none).
+  virtual void save(StateOut& o) const { save_base(o); }
+  virtual void load(StateIn& in) { load_base(in); }
 
   bool finished() const { return finished_; }
   // Stop a node whose part has ended (its writers are done): the event engine ends a lone graph
@@ -301,6 +306,25 @@ class Node {
   // message is built only on failure, so the step's hot path keeps a small frame.
   [[noreturn]] __attribute__((noinline, cold)) void out_of_range(const char* what, int64_t ref, size_t n) const;
 
+  void save_base(StateOut& o) const {
+    o.str(kind_);
+    o.str(name_);
+    o.pod(busy_until); o.pod(sleep_from); o.pod(last_outcome); o.pod(finished_); o.pod(c_);
+    o.pod(now_); o.pod(mem_ready_); o.pod(busy_); o.pod(tile_latency_); o.pod(out_at_); o.pod(step_costs_);
+    o.pod(static_cast<uint64_t>(lines_.size()));
+    for (const auto& [slot, line] : lines_) { o.pod(slot); o.pod(line.first); o.pod(line.second); }
+  }
+  void load_base(StateIn& in) {
+    if (in.str() != kind_ || in.str() != name_) in.refuse("node " + name_ + " (" + kind_ + ") is not the node saved here: another graph");
+    in.pod(busy_until); in.pod(sleep_from); in.pod(last_outcome); in.pod(finished_); in.pod(c_);
+    in.pod(now_); in.pod(mem_ready_); in.pod(busy_); in.pod(tile_latency_); in.pod(out_at_); in.pod(step_costs_);
+    lines_.clear();
+    for (uint64_t k = in.pod<uint64_t>(); k > 0; --k) {
+      const int slot = in.pod<int>();
+      const int64_t line = in.pod<int64_t>();
+      lines_[slot] = {line, in.pod<uint64_t>()};
+    }
+  }
   // A sleeping node's idle cycles are charged to the stall that put it to sleep, when it wakes.
   void before_step(uint64_t cycle) {
     if (last_outcome != Step::Progress && cycle > sleep_from + 1)

@@ -16,6 +16,7 @@ class TileStore {
     return h;
   }
   const float* get(int64_t h) const { return data_.data() + h; }
+  std::vector<float>& arena() { return data_; }  // a checkpoint saves and restores it whole
 
  private:
   std::vector<float> data_;

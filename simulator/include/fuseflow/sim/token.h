@@ -202,6 +202,24 @@ class Fifo {
   void set_discard() { discard_ = true; rehook(); }
   void set_scheduler(Scheduler* s) { sched_ = s; rehook(); }
   const std::vector<Token>& trace() const { return trace_; }
+  // A checkpoint's copy of the queue (state.h's StateOut / StateIn; templates: token.h comes first).
+  template <class Out> void save(Out& o) const {
+    o.pod(src_node); o.pod(src_port); o.pod(dst_node); o.pod(dst_port);
+    o.pod(static_cast<uint64_t>(size_));
+    const size_t first = std::min(size_, mask_ + 1 - head_);  // the ring in at most two pieces
+    o.bytes(buf_.get() + head_, first * sizeof(Entry));
+    o.bytes(buf_.get(), (size_ - first) * sizeof(Entry));
+  }
+  template <class In> void load(In& in) {
+    if (in.template pod<int>() != src_node || in.template pod<int>() != src_port || in.template pod<int>() != dst_node ||
+        in.template pod<int>() != dst_port)
+      in.refuse("its FIFOs are not this graph's");
+    head_ = size_ = 0;
+    const uint64_t n = in.template pod<uint64_t>();
+    while (n > mask_ + 1) grow();
+    in.bytes(buf_.get(), n * sizeof(Entry));
+    size_ = n;
+  }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
  private:

@@ -13,6 +13,8 @@ class WriterBase : public Node {
   const std::vector<int64_t>& seg() const { return seg_; }
   const std::vector<int64_t>& crd() const { return crd_; }
   const std::vector<float>& vals() const { return vals_; }
+  void save(StateOut& o) const override { save_base(o); o.vec(seg_); o.vec(crd_); o.vec(vals_); }
+  void load(StateIn& in) override { load_base(in); in.vec(seg_); in.vec(crd_); in.vec(vals_); }
 
  protected:
   std::vector<int64_t> seg_, crd_;
