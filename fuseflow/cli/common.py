@@ -153,7 +153,14 @@ def add_pieces_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint",
         metavar="DIR",
-        help="with --pieces: keep every finished piece in DIR; the same command again resumes after the last one",
+        help="keep every finished piece (without --pieces, every region) in DIR; `fuseflow resume DIR` (or the same "
+        "command again) resumes after the last one",
+    )
+    p.add_argument(
+        "--every",
+        metavar="TIME",
+        help="with --checkpoint: also save a running piece's state this often (90s, 10m, 2h): a stopped run "
+        "continues from its last state (the window engine: memory model off)",
     )
 
 

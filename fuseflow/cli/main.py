@@ -13,6 +13,7 @@ from fuseflow.version import __version__
 COMMANDS = (
     files.register_ops,
     runs.register_run,
+    runs.register_resume,
     planning.register_dse,
     planning.register_plan,
     planning.register_estimate,

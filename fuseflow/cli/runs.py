@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from fuseflow.fabric.resources import lanes_of
 
 def cmd_run(a) -> int:
     """``fuseflow run``: compile, simulate, check against PyTorch and report."""
+    if a.checkpoint:
+        remember_command(a.checkpoint)
     prog = compile_example(a)
     explain_plan(prog, a)
     if a.estimate:
@@ -43,6 +46,7 @@ def cmd_run(a) -> int:
         sample=a.sample,
         pieces=a.pieces,
         checkpoint=a.checkpoint,
+        every=a.every,
     )
     err = res.check()
     if a.save:
@@ -122,15 +126,50 @@ def _run_rows(prog, res, err: float) -> list[list]:
     return rows
 
 
+COMMAND_FILE = "command.json"
+"""In a checkpoint directory: the command that writes it, for `fuseflow resume`."""
+
+
+def remember_command(directory: str) -> None:
+    """Keep the running command line in the checkpoint directory (`fuseflow resume` runs it again)."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / COMMAND_FILE).write_text(json.dumps({"argv": sys.argv[1:], "cwd": str(Path.cwd())}))
+
+
+def cmd_resume(a) -> int:
+    """``fuseflow resume DIR``: the command that wrote checkpoint DIR, run again from where it stopped."""
+    from fuseflow.cli.main import main
+
+    saved = Path(a.directory) / COMMAND_FILE
+    if not saved.exists():
+        raise FuseflowError(f"{a.directory} holds no command to resume (run ... --checkpoint DIR writes one)")
+    command = json.loads(saved.read_text())
+    if Path.cwd() != Path(command["cwd"]):
+        os.chdir(command["cwd"])  # its model file and paths are relative to where it ran
+    return main(command["argv"])
+
+
+def register_resume(sub) -> None:
+    r = sub.add_parser("resume", help="continue a checkpointed run (run ... --checkpoint DIR) where it stopped")
+    r.add_argument("directory", metavar="DIR", help="the run's checkpoint directory")
+    r.set_defaults(fn=cmd_resume)
+
+
 def _pieces_line(res) -> str:
     """What a run in pieces did: the pieces, the tokens taped across cuts and their bytes."""
     cut = [r.pieces for r in res.regions if r.pieces is not None]
     tokens, size, resumed = sum(c.tokens for c in cut), sum(c.bytes for c in cut), sum(c.resumed for c in cut)
-    return (
-        f"in pieces: {sum(c.pieces for c in cut)} pieces over {len(cut)} region(s), exact; {tokens:,} tokens "
-        f"crossed a cut in {size:,} bytes ({size / max(tokens, 1):.2f} bytes a token)"
-        + (f"; {resumed} piece(s) resumed from the checkpoint" if resumed else "")
-    )
+    continued = [cycle for c in cut for cycle in c.continued]
+    line = f"in pieces: {sum(c.pieces for c in cut)} pieces over {len(cut)} region(s), exact"
+    if tokens:
+        line += f"; {tokens:,} tokens crossed a cut in {size:,} bytes ({size / tokens:.2f} bytes a token)"
+    if resumed:
+        line += f"; {resumed} piece(s) resumed from the checkpoint"
+    if continued:
+        line += (
+            f"; {len(continued)} piece(s) continued from a saved state (cycle {', '.join(f'{c:,}' for c in continued)})"
+        )
+    return line
 
 
 def _sampled(r) -> str:

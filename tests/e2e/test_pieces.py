@@ -109,8 +109,8 @@ def test_what_could_couple_pieces_is_refused():
         prog.simulate(pieces=2, arch={"fifo_depth": 8})
     with pytest.raises(FuseflowError, match="no node named 'nope'"):
         prog.simulate(pieces=["nope"])
-    with pytest.raises(FuseflowError, match="give pieces= too"):
-        prog.simulate(checkpoint="x")
+    with pytest.raises(FuseflowError, match="give checkpoint= too"):
+        prog.simulate(pieces=2, every="1m")
     with pytest.raises(FuseflowError, match="choose one"):
         prog.simulate(pieces=2, sample=True)
     with pytest.raises(FuseflowError, match="not with record"):
@@ -193,8 +193,8 @@ def test_the_cli_runs_in_pieces_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "exact;" in again.stdout and "resumed from the checkpoint" in again.stdout
     assert f"makespan {j['total_cycles']:,} cycles" in again.stdout
-    bad = subprocess.run(cmd[:-2] + ["--checkpoint", str(tmp_path)], capture_output=True, text=True)
-    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "give pieces= too" in bad.stderr
+    bad = subprocess.run(cmd + ["--every", "1m"], capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.strip().count("\n") == 0 and "give checkpoint= too" in bad.stderr
     assert not list(Path(tmp_path).glob("*.tmp"))
 
 
