@@ -171,6 +171,12 @@ def _predicted_tokens(prog: Program, args: tuple, arch: Arch, o: SimOptions) -> 
     return {r.name: [n.tokens for n in r.nodes] for r in est.regions}
 
 
+def _cut(g, o: SimOptions) -> bool:
+    """Whether region `g` runs in pieces: under a count (or a checkpoint) every region does; under
+    node names, those regions that hold one."""
+    return o.pieces is not None and (isinstance(o.pieces, int) or bool(_pieces_of(g, o.pieces)))
+
+
 def _pieces_of(g, pieces):
     """A region's share of `pieces`: the count, or the named nodes that are its own."""
     return pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
@@ -309,7 +315,8 @@ def _simulate_shared(
                     waiting[key] = [i]
                 tasks.append((i, (g, packed, arch, False, False, None, o.engine)))
                 evaluated[i] = values
-            elif memoise and independent(arch) and len(split := parts(g)) > 1:  # heads: each memoised
+            elif memoise and not _cut(g, o) and independent(arch) and len(split := parts(g)) > 1:
+                # heads: each memoised (a region cut in pieces runs as one graph)
                 cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
 
                 def evaluate(g=g):
@@ -330,7 +337,7 @@ def _simulate_shared(
                     return once.pop() if once else pack_inputs(g, env)
 
                 summary = None
-                if o.pieces is None:
+                if not _cut(g, o):
                     run = run_packed(g, inputs, arch, progress=cb, engine=o.engine)
                 else:
                     from fuseflow.sim.pieces import run_in_pieces
