@@ -262,11 +262,8 @@ def run_piece(
             raise SimulationError(f"graph {spec.name}, piece {piece.index}: {e}", region=spec.name) from None
         return g
 
-    state = (
-        None
-        if every is None
-        else Checkpoint(str(where / f"piece-{piece.index}.state"), f"{digest}:{piece.index}", every)
-    )
+    key = f"{digest}:{piece.first}:{piece.end}"  # a state of another cut is another run's
+    state = None if every is None else Checkpoint(str(where / f"piece-{piece.index}.state"), key, every)
     res, chosen = execute(
         f"{spec.name} (piece {piece.index})", build, arch, progress=progress, engine=engine, checkpoint=state
     )
@@ -320,22 +317,29 @@ def run_in_pieces(
     `checkpoint`): a stopped piece continues from its last state."""
     if every is not None and checkpoint is None:
         raise FuseflowError("every= saves states in the checkpoint directory: give checkpoint= too")
-    parts = split(spec, boundaries(spec, pieces, tokens))
-    check_exact(spec, arch, parts)
     digest = fingerprint(spec, packed, arch)
     runs: list[PieceRun] = []
-    resumed = 0
+    resumed, added = 0, 0
     root = None if checkpoint is None else Path(checkpoint) / _safe(spec.name)
     with _directory(root) as where:
-        for p in parts:
+        asked = boundaries(spec, pieces, tokens)
+        cuts = _saved_cuts(where, digest, asked)
+        parts = split(spec, cuts)
+        check_exact(spec, arch, parts)
+        while len(runs) < len(parts):
+            p = parts[len(runs)]
             done = _load(where, p, digest)
             if done is None:
-                if runner is not None:
-                    done = runner(spec, p, packed, arch, str(where), digest, engine, None, every)
-                else:
-                    label = f"piece {p.index + 1}/{len(parts)}"
-                    cb = (lambda cycle, label=label: progress(label, cycle)) if progress else None
-                    done = run_piece(spec, p, packed, arch, str(where), digest, engine, cb, every)
+                try:
+                    done = _run_one(spec, p, len(parts), packed, arch, where, digest, engine, runner, progress, every)
+                except SimulationError as e:
+                    b = backlog_cut(spec, p, str(e))
+                    if b is None or added >= REFINE:
+                        raise
+                    cuts, added = sorted({*cuts, b}), added + 1  # the backlog goes to a tape, on disk
+                    parts = split(spec, cuts)
+                    _keep_cuts(where, digest, asked, cuts)
+                    continue
                 _save(where, p, digest, done)
             else:
                 resumed += 1
@@ -355,6 +359,50 @@ def run_in_pieces(
         [r.continued_from for r in runs if r.continued_from is not None],
     )
     return whole, summary
+
+
+REFINE = 16
+"""At most this many cuts a run adds where a piece's queued tokens outgrow `max_fifo_mib`."""
+
+
+def _run_one(spec, p: Piece, count: int, packed, arch, where: Path, digest: str, engine, runner, progress, every):
+    if runner is not None:
+        return runner(spec, p, packed, arch, str(where), digest, engine, None, every)
+    label = f"piece {p.index + 1}/{count}"
+    cb = (lambda cycle: progress(label, cycle)) if progress else None
+    return run_piece(spec, p, packed, arch, str(where), digest, engine, cb, every)
+
+
+def backlog_cut(spec: GraphSpec, piece: Piece, error: str) -> int | None:
+    """Where to cut `piece` when its run stopped at the queued-token limit (`error` names the
+    fullest FIFOs, `src -> dst: N tokens`): before the consumer of the fullest FIFO inside the
+    piece, so that its producer's run-ahead is taped instead of queued. None: another error."""
+    if "max_fifo_mib" not in error:
+        return None
+    ids = {n.name: i for i, n in enumerate(spec.nodes)}
+    for line in error.splitlines():
+        src, sep, rest = line.strip().partition(" -> ")
+        dst = rest.rpartition(": ")[0]
+        if sep and src in ids and dst in ids and piece.first <= ids[src] < ids[dst] < piece.end:
+            return ids[dst]
+    return None
+
+
+def _saved_cuts(where: Path, digest: str, asked: list[int]) -> list[int]:
+    """The cuts a stopped run of the same request had come to (it may have added some), or `asked`."""
+    try:
+        saved = json.loads((where / "cuts.json").read_text())
+        if saved["fingerprint"] == digest and saved["asked"] == asked:
+            return [int(c) for c in saved["cuts"]]
+    except (OSError, ValueError, KeyError):
+        pass
+    return list(asked)
+
+
+def _keep_cuts(where: Path, digest: str, asked: list[int], cuts: list[int]) -> None:
+    tmp = where / "cuts.json.tmp"
+    tmp.write_text(json.dumps({"fingerprint": digest, "asked": asked, "cuts": cuts}))
+    tmp.replace(where / "cuts.json")
 
 
 def _check_no_late_node(spec: GraphSpec, nodes: Sequence[dict]) -> None:
@@ -382,7 +430,7 @@ def _load(where: Path, piece: Piece, digest: str) -> PieceRun | None:
         return None
     try:
         saved = json.loads(meta.read_text())
-        if saved["fingerprint"] != digest or saved["format"] != FORMAT:
+        if saved["fingerprint"] != digest or saved["format"] != FORMAT or saved["range"] != [piece.first, piece.end]:
             return None
         arrays = np.load(where / f"piece-{piece.index}.npz")
     except (OSError, ValueError, KeyError):
@@ -406,6 +454,7 @@ def _save(where: Path, piece: Piece, digest: str, run: PieceRun) -> None:
     saved = {
         "format": FORMAT,
         "fingerprint": digest,
+        "range": [piece.first, piece.end],
         "nodes": nodes,
         "tokens": run.tokens,
         "bytes": run.bytes,
