@@ -235,20 +235,27 @@ def run_piece(
     `progress(cycle)` as `run_packed`'s). With `every`, its run's state is saved in `directory`
     every that many seconds, and a state saved there by the same run is continued."""
     where = Path(directory)
-    local: dict[Stream, tuple[int, int]] = {}
+    fed = [
+        (i, j)
+        for i in range(piece.first, piece.end)
+        for j, (src, _) in enumerate(spec.nodes[i].inputs)
+        if src < piece.first
+    ]
+    replay_of = {edge: k for k, edge in enumerate(fed)}  # one replay per consumer input (its own pace)
 
     def build() -> Any:
         g = new_graph(arch)
         try:
-            for s in piece.replays:
-                local[s] = (len(g), 0)
-                g.add_node("replay", f"replay {spec.nodes[s[0]].name}.{s[1]}", [], _stream(where, s, digest))
+            for i, j in fed:
+                s = spec.nodes[i].inputs[j]
+                name = f"replay {spec.nodes[s[0]].name}.{s[1]} -> {spec.nodes[i].name}.{j}"
+                g.add_node("replay", name, [], _stream(where, s, digest))
             base = len(g)
             for i in range(piece.first, piece.end):
                 n = spec.nodes[i]
                 ins = [
-                    (base + src - piece.first, port) if src >= piece.first else local[(src, port)]
-                    for src, port in n.inputs
+                    (base + src - piece.first, port) if src >= piece.first else (replay_of[(i, j)], 0)
+                    for j, (src, port) in enumerate(n.inputs)
                 ]
                 g.add_node(n.kind, n.name, ins, node_params(spec, n, packed))
             for s in piece.tapes:
@@ -267,7 +274,7 @@ def run_piece(
     res, chosen = execute(
         f"{spec.name} (piece {piece.index})", build, arch, progress=progress, engine=engine, checkpoint=state
     )
-    first = len(piece.replays)
+    first = len(fed)
     nodes = res["nodes"][first : first + piece.end - piece.first]
     taped = res["nodes"][first + piece.end - piece.first :]
     size = sum(os.path.getsize(_tape(where, s)) for s in piece.tapes)
@@ -319,27 +326,15 @@ def run_in_pieces(
         raise FuseflowError("every= saves states in the checkpoint directory: give checkpoint= too")
     digest = fingerprint(spec, packed, arch)
     runs: list[PieceRun] = []
-    resumed, added = 0, 0
+    resumed = 0
     root = None if checkpoint is None else Path(checkpoint) / _safe(spec.name)
     with _directory(root) as where:
-        asked = boundaries(spec, pieces, tokens)
-        cuts = _saved_cuts(where, digest, asked)
-        parts = split(spec, cuts)
+        parts = split(spec, boundaries(spec, pieces, tokens))
         check_exact(spec, arch, parts)
-        while len(runs) < len(parts):
-            p = parts[len(runs)]
+        for p in parts:
             done = _load(where, p, digest)
             if done is None:
-                try:
-                    done = _run_one(spec, p, len(parts), packed, arch, where, digest, engine, runner, progress, every)
-                except SimulationError as e:
-                    b = backlog_cut(spec, p, str(e))
-                    if b is None or added >= REFINE:
-                        raise
-                    cuts, added = sorted({*cuts, b}), added + 1  # the backlog goes to a tape, on disk
-                    parts = split(spec, cuts)
-                    _keep_cuts(where, digest, asked, cuts)
-                    continue
+                done = _run_one(spec, p, len(parts), packed, arch, where, digest, engine, runner, progress, every)
                 _save(where, p, digest, done)
             else:
                 resumed += 1
@@ -361,48 +356,12 @@ def run_in_pieces(
     return whole, summary
 
 
-REFINE = 16
-"""At most this many cuts a run adds where a piece's queued tokens outgrow `max_fifo_mib`."""
-
-
 def _run_one(spec, p: Piece, count: int, packed, arch, where: Path, digest: str, engine, runner, progress, every):
     if runner is not None:
         return runner(spec, p, packed, arch, str(where), digest, engine, None, every)
     label = f"piece {p.index + 1}/{count}"
     cb = (lambda cycle: progress(label, cycle)) if progress else None
     return run_piece(spec, p, packed, arch, str(where), digest, engine, cb, every)
-
-
-def backlog_cut(spec: GraphSpec, piece: Piece, error: str) -> int | None:
-    """Where to cut `piece` when its run stopped at the queued-token limit (`error` names the
-    fullest FIFOs, `src -> dst: N tokens`): before the consumer of the fullest FIFO inside the
-    piece, so that its producer's run-ahead is taped instead of queued. None: another error."""
-    if "max_fifo_mib" not in error:
-        return None
-    ids = {n.name: i for i, n in enumerate(spec.nodes)}
-    for line in error.splitlines():
-        src, sep, rest = line.strip().partition(" -> ")
-        dst = rest.rpartition(": ")[0]
-        if sep and src in ids and dst in ids and piece.first <= ids[src] < ids[dst] < piece.end:
-            return ids[dst]
-    return None
-
-
-def _saved_cuts(where: Path, digest: str, asked: list[int]) -> list[int]:
-    """The cuts a stopped run of the same request had come to (it may have added some), or `asked`."""
-    try:
-        saved = json.loads((where / "cuts.json").read_text())
-        if saved["fingerprint"] == digest and saved["asked"] == asked:
-            return [int(c) for c in saved["cuts"]]
-    except (OSError, ValueError, KeyError):
-        pass
-    return list(asked)
-
-
-def _keep_cuts(where: Path, digest: str, asked: list[int], cuts: list[int]) -> None:
-    tmp = where / "cuts.json.tmp"
-    tmp.write_text(json.dumps({"fingerprint": digest, "asked": asked, "cuts": cuts}))
-    tmp.replace(where / "cuts.json")
 
 
 def _check_no_late_node(spec: GraphSpec, nodes: Sequence[dict]) -> None:

@@ -118,68 +118,62 @@ class Tape : public Node {
   int64_t last_[4] = {0, 0, 0, 0};
 };
 
-class Replay : public Node {
+// Reads a tape's records one after another (a replay holds two: what it pushes, and how far
+// the whole run's producer had got).
+class TapeReader {
  public:
-  Replay(const std::string& n, const Params& p) : Node(n, "replay", 0, 1), path_(p.get_string("path", "")) {
+  TapeReader(const std::string& who, const std::string& path, uint64_t key) : who_(who), path_(path) {
     file_.reset(std::fopen(path_.c_str(), "rb"));
-    if (!file_) throw SimError("replay '" + n + "': cannot read " + path_);
+    if (!file_) throw SimError(who_ + ": cannot read " + path_);
     char magic[8];
     uint32_t head[2];
-    uint64_t key = 0;
+    uint64_t saved = 0;
     if (std::fread(magic, 1, 8, file_.get()) != 8 || std::memcmp(magic, kMagic, 8) != 0)
-      throw SimError("replay '" + n + "': " + path_ + " is not a stream tape");
+      throw SimError(who_ + ": " + path_ + " is not a stream tape");
     if (std::fread(head, sizeof head, 1, file_.get()) != 1 || head[0] != kVersion)
-      throw SimError("replay '" + n + "': " + path_ + " is a tape of another format version (this build reads " +
+      throw SimError(who_ + ": " + path_ + " is a tape of another format version (this build reads " +
                      std::to_string(kVersion) + ")");
-    if (std::fread(&key, sizeof key, 1, file_.get()) != 1 || key != key_of(p))
-      throw SimError("replay '" + n + "': " + path_ + " was recorded from another graph or edge");
-    more_ = next();
+    if (std::fread(&saved, sizeof saved, 1, file_.get()) != 1 || saved != key)
+      throw SimError(who_ + ": " + path_ + " was recorded from another graph or edge");
+    more = next();
   }
-  FF_INLINE Step step() override {
-    // Push every token visible within `ahead` cycles: the window engine's consumers read a
-    // window's tokens after this node's steps in it (windows are at most 1,024 cycles); the
-    // event engine's calendar takes near wake-ups cheaply (its ring is 256 cycles).
-    const uint64_t ahead = out_[0].empty() || !out_[0][0]->scheduled() ? 1024 : 200;
-    while (more_ && token_when_ <= now_ + ahead) {
-      if (token_when_ <= now_)
-        throw SimError("replay '" + name() + "': a token due at cycle " + std::to_string(token_when_) +
-                       " was read at cycle " + std::to_string(now_));
-      for (Fifo* f : out_[0]) {
-        f->push(token_, token_when_);
-        if (f->full())  // it holds tokens ahead of time: the whole graph's FIFO holds no more
-          throw SimError("replay '" + name() + "': its FIFO to node " + std::to_string(f->dst_node) +
-                         " reached its depth: backpressure could cross the cut (run this graph whole)");
-      }
-      ++c_.tokens_out;
-      if (token_.is_done()) {
-        finish();
-        return Step::Progress;
-      }
-      more_ = next();
-    }
-    if (!more_) throw SimError("replay '" + name() + "': " + path_ + " ends before its stream's D (a tape cut short)");
-    busy_ = token_when_ - ahead - now_;  // sleep until the next token is due to be pushed
-    step_costs_ = true;
-    return Step::Progress;
+  // The record read ahead: its token and visible cycle (valid while `more`).
+  Token token;
+  uint64_t when = 0;
+  bool more = false;
+  // Read the next record; false at the end of the file.
+  bool next() {
+    const int head = byte();
+    if (head < 0) return more = false;
+    const int kind = head & 3;
+    int level = head >> 2;
+    if (level == 63 && (level = byte()) < 0) return more = false;
+    uint64_t dw = 0, zz = 0;
+    if (!varint(dw) || !varint(zz)) throw SimError(who_ + ": " + path_ + " ends inside a record");
+    when += dw;
+    const int64_t d = static_cast<int64_t>(zz >> 1) ^ -static_cast<int64_t>(zz & 1);
+    last_[kind] = static_cast<int64_t>(static_cast<uint64_t>(last_[kind]) + static_cast<uint64_t>(d));
+    token = Token();
+    token.kind = static_cast<Kind>(kind);
+    token.level = static_cast<uint8_t>(level);
+    token.i = last_[kind];
+    return more = true;
   }
-  // A checkpoint: where the next record starts, and the record read ahead.
-  void save(StateOut& o) const override {
-    save_base(o);
+  void save(StateOut& o) const {
     o.pod(static_cast<int64_t>(std::ftell(file_.get())) - static_cast<int64_t>(len_ - pos_));
-    o.pod(more_); o.pod(token_); o.pod(token_when_); o.pod(last_);
+    o.pod(more); o.pod(token); o.pod(when); o.pod(last_);
   }
-  void load(StateIn& in) override {
-    load_base(in);
+  void load(StateIn& in) {
     const int64_t at = in.pod<int64_t>();
-    in.pod(more_); in.pod(token_); in.pod(token_when_); in.pod(last_);
+    in.pod(more); in.pod(token); in.pod(when); in.pod(last_);
     pos_ = len_ = 0;
-    if (std::fseek(file_.get(), at, SEEK_SET) != 0) throw SimError("replay '" + name() + "': cannot resume " + path_);
+    if (std::fseek(file_.get(), at, SEEK_SET) != 0) throw SimError(who_ + ": cannot resume " + path_);
   }
 
  private:
   int byte() {
     if (pos_ == len_) {
-      len_ = std::fread(buf_, 1, sizeof buf_, file_.get());
+      len_ = std::fread(buf_.data(), 1, buf_.size(), file_.get());
       pos_ = 0;
       if (len_ == 0) return -1;
     }
@@ -193,33 +187,79 @@ class Replay : public Node {
       v |= static_cast<uint64_t>(b & 0x7f) << shift;
       if (!(b & 0x80)) return true;
     }
-    throw SimError("replay '" + name() + "': " + path_ + " is corrupt");
+    throw SimError(who_ + ": " + path_ + " is corrupt");
   }
-  bool next() {  // read the next record into token_/token_when_; false at the end of the file
-    const int head = byte();
-    if (head < 0) return false;
-    const int kind = head & 3;
-    int level = head >> 2;
-    if (level == 63 && (level = byte()) < 0) return false;
-    uint64_t dw = 0, zz = 0;
-    if (!varint(dw) || !varint(zz)) throw SimError("replay '" + name() + "': " + path_ + " ends inside a record");
-    token_when_ += dw;
-    const int64_t d = static_cast<int64_t>(zz >> 1) ^ -static_cast<int64_t>(zz & 1);
-    last_[kind] = static_cast<int64_t>(static_cast<uint64_t>(last_[kind]) + static_cast<uint64_t>(d));
-    token_ = Token();
-    token_.kind = static_cast<Kind>(kind);
-    token_.level = static_cast<uint8_t>(level);
-    token_.i = last_[kind];
-    return true;
-  }
-  std::string path_;
+  std::string who_, path_;
   File file_;
-  uint8_t buf_[1 << 16];
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 16);
   size_t pos_ = 0, len_ = 0;
-  bool more_ = false;
-  Token token_;
-  uint64_t token_when_ = 0;
   int64_t last_[4] = {0, 0, 0, 0};
+};
+
+// Feeds one consumer's input from a tape. A token is pushed before it becomes visible, and no
+// more than kBuffer tokens wait in the FIFO: a consumer slower than the recorded producer leaves
+// its backlog on disk, not in memory (the whole run queued it). The FIFO then shows the consumer
+// the same tokens at the same cycles as the whole run's, as far as the consumer can reach: at
+// most a window's pops (1,024 cycles) go between two top-ups. A second reader counts the tokens
+// the whole run's producer had pushed by each cycle: where that backlog would have reached the
+// FIFO's depth, backpressure would have crossed the cut, and the run stops.
+class Replay : public Node {
+ public:
+  static constexpr size_t kBuffer = 1 << 14;
+  static constexpr uint64_t kTopUp = 512;  // cycles between top-ups while the consumer is behind
+  Replay(const std::string& n, const Params& p)
+      : Node(n, "replay", 0, 1), read_("replay '" + n + "'", p.get_string("path", ""), key_of(p)),
+        count_("replay '" + n + "'", p.get_string("path", ""), key_of(p)) {}
+  FF_INLINE Step step() override {
+    if (out_[0].size() != 1) throw SimError("replay '" + name() + "' feeds one FIFO, not " + std::to_string(out_[0].size()));
+    Fifo* f = out_[0][0];
+    // Tokens visible within `ahead` cycles go in now: the window engine's consumers read a
+    // window's tokens after this node's steps in it; the event engine's calendar takes near
+    // wake-ups cheaply (its ring is 256 cycles).
+    const uint64_t ahead = f->scheduled() ? 200 : 1024;
+    while (count_.more && count_.when <= now_) {
+      ++produced_;
+      count_.next();
+    }
+    if (produced_ - (pushed_ - f->size()) >= f->depth())
+      throw SimError("replay '" + name() + "': the whole run's FIFO to node " + std::to_string(f->dst_node) +
+                     " reaches its depth here: backpressure could cross the cut (run this graph whole)");
+    while (read_.more && read_.when <= now_ + ahead && f->size() < kBuffer) {
+      if (read_.when <= now_ && f->size() == 0)
+        throw SimError("replay '" + name() + "': a token due at cycle " + std::to_string(read_.when) +
+                       " was read at cycle " + std::to_string(now_));
+      f->push(read_.token, read_.when);
+      ++pushed_;
+      ++c_.tokens_out;
+      if (read_.token.is_done()) {
+        finish();
+        return Step::Progress;
+      }
+      if (!read_.next())
+        throw SimError("replay '" + name() + "': its tape ends before its stream's D (a tape cut short)");
+    }
+    const uint64_t due = read_.when > now_ + ahead ? read_.when - ahead - now_ : kTopUp;
+    busy_ = f->size() >= kBuffer ? std::min(due, kTopUp) : due;  // the next token's turn, or a top-up
+    step_costs_ = true;
+    return Step::Progress;
+  }
+  // A checkpoint: both readers' places and the counts.
+  void save(StateOut& o) const override {
+    save_base(o);
+    read_.save(o);
+    count_.save(o);
+    o.pod(pushed_); o.pod(produced_);
+  }
+  void load(StateIn& in) override {
+    load_base(in);
+    read_.load(in);
+    count_.load(in);
+    in.pod(pushed_); in.pod(produced_);
+  }
+
+ private:
+  TapeReader read_, count_;
+  uint64_t pushed_ = 0, produced_ = 0;
 };
 
 }  // namespace

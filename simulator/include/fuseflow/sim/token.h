@@ -177,6 +177,7 @@ class Fifo {
     return held < depth_ ? depth_ - held : 0;
   }
   bool full() const { return size_ >= depth_; }
+  size_t depth() const { return depth_; }
   size_t size() const { return size_; }
   bool has_room(size_t n) const { return size_ + n <= depth_; }
   // The same, as a producer's step at cycle `now` sees it (Node::room of a node whose outputs
