@@ -3,17 +3,38 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from pathlib import Path
 
 from fuseflow.cli import files, planning, runs
 from fuseflow.errors import FuseflowError
 from fuseflow.version import __version__
 
+
+def cmd_resume(a) -> int:
+    """``fuseflow resume DIR``: the command that wrote checkpoint DIR, run again from where it stopped."""
+    saved = Path(a.directory) / runs.COMMAND_FILE
+    if not saved.exists():
+        raise FuseflowError(f"{a.directory} holds no command to resume (run ... --checkpoint DIR writes one)")
+    command = json.loads(saved.read_text())
+    if Path.cwd() != Path(command["cwd"]):
+        os.chdir(command["cwd"])  # its model file and paths are relative to where it ran
+    return main(command["argv"])
+
+
+def register_resume(sub) -> None:
+    """``fuseflow resume DIR``."""
+    r = sub.add_parser("resume", help="continue a checkpointed run (run ... --checkpoint DIR) where it stopped")
+    r.add_argument("directory", metavar="DIR", help="the run's checkpoint directory")
+    r.set_defaults(fn=cmd_resume)
+
+
 COMMANDS = (
     files.register_ops,
     runs.register_run,
-    runs.register_resume,
+    register_resume,
     planning.register_dse,
     planning.register_plan,
     planning.register_estimate,

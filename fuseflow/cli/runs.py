@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -134,25 +133,6 @@ def remember_command(directory: str) -> None:
     """Keep the running command line in the checkpoint directory (`fuseflow resume` runs it again)."""
     Path(directory).mkdir(parents=True, exist_ok=True)
     (Path(directory) / COMMAND_FILE).write_text(json.dumps({"argv": sys.argv[1:], "cwd": str(Path.cwd())}))
-
-
-def cmd_resume(a) -> int:
-    """``fuseflow resume DIR``: the command that wrote checkpoint DIR, run again from where it stopped."""
-    from fuseflow.cli.main import main
-
-    saved = Path(a.directory) / COMMAND_FILE
-    if not saved.exists():
-        raise FuseflowError(f"{a.directory} holds no command to resume (run ... --checkpoint DIR writes one)")
-    command = json.loads(saved.read_text())
-    if Path.cwd() != Path(command["cwd"]):
-        os.chdir(command["cwd"])  # its model file and paths are relative to where it ran
-    return main(command["argv"])
-
-
-def register_resume(sub) -> None:
-    r = sub.add_parser("resume", help="continue a checkpointed run (run ... --checkpoint DIR) where it stopped")
-    r.add_argument("directory", metavar="DIR", help="the run's checkpoint directory")
-    r.set_defaults(fn=cmd_resume)
 
 
 def _pieces_line(res) -> str:

@@ -359,6 +359,7 @@ class Checkpoint:
             return None
 
     def discard(self) -> None:
+        """Delete the saved state (the run finished, or it is another run's)."""
         for p in (self.path, self.path + ".tmp"):
             if os.path.exists(p):
                 os.remove(p)
