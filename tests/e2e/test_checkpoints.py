@@ -168,3 +168,27 @@ def test_the_cli_resumes_a_checkpointed_run(tmp_path):
         [sys.executable, "-m", "fuseflow.cli.main", "resume", str(tmp_path)], capture_output=True, text=True
     )
     assert missing.returncode == 1 and "holds no command to resume" in missing.stderr
+
+
+@pytest.mark.parametrize("stop", [0.3, 0.7])
+def test_lanes_continue_identically(tmp_path, stop):
+    """Forks and joins keep their turn and pending stops across a saved state."""
+    import fuseflow
+
+    base = case("gated", 600, 0.05, 9, "full")
+    prog = fuseflow.compile(
+        base.model,
+        base.example_args,
+        formats={"A": "csr"},
+        schedule="full",
+        passes="sam-parallelize{level=i factor=4}",
+    )
+    assert any(n.kind == "fork" for g in prog.graphs for n in g.nodes)
+    whole = prog.simulate()
+    limit = max(1025, int(stop * max(r.cycles for r in whole.regions)))
+    with pytest.raises(SimulationError, match="cycle limit reached"):
+        prog.simulate(checkpoint=tmp_path, every=0, arch=settings_of(prog, max_cycles=limit))
+    res = prog.simulate(checkpoint=tmp_path, every=0)
+    res.check()
+    same_run(res, whole)
+    assert [c for r in res.regions if r.pieces for c in r.pieces.continued]
