@@ -6,6 +6,8 @@ C++ graph from them, so repeated ``simulate()`` calls cost one C++ construction,
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -262,11 +264,13 @@ def new_graph(arch: Arch) -> _simulator.Graph:
     return _simulator.Graph(arch.settings)
 
 
+@functools.cache
 def simulator_build() -> str:
-    """Names the simulator build (its extension file's size and time): results recorded by
-    another build are not reused."""
-    st = os.stat(_simulator.__file__)
-    return f"{st.st_size}:{st.st_mtime_ns}"
+    """Names the simulator build by its extension file's contents: results recorded by another
+    build are not reused, and a reinstall of the same build (another machine, a fresh
+    environment) keeps them."""
+    with open(_simulator.__file__, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _build(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> _simulator.Graph:
