@@ -159,7 +159,7 @@ def _capturing(into: dict | None):
     if into is None:
         yield
         return
-    from fuseflow.planning import cycle_model
+    from fuseflow.cost import cycle_model
 
     real = cycle_model.estimate_graph
 

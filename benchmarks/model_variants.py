@@ -39,7 +39,7 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
 - `drainall`: the model with the fourteenth rule also over memory nodes reached through scans
   below the accumulator, charged their own chain per drained token;
 
-A new rule is a subclass of the model (`cycle_model._Model`) overriding `memory_stalls`, added
+A new rule is a subclass of the model (`cycle_model.CycleModel`) overriding `memory_stalls`, added
 to `RULES`.
 """
 
@@ -58,10 +58,10 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fuseflow.planning import cycle_model, memory_stalls  # noqa: E402
+from fuseflow.cost import cycle_model, memory_stalls  # noqa: E402
 
 
-class _Series(cycle_model._Model):
+class _Series(cycle_model.CycleModel):
     """Stalls add along a direct memory-to-memory edge whose feeder cannot run a line ahead:
     its lines change at most once per `FILL` x fifo_depth tokens, so the FIFO to the consumer is
     full before the feeder reaches its next line and it asks for that line only once the consumer
@@ -139,7 +139,7 @@ class _Blend(_Series):
         return True
 
 
-class _Worst(cycle_model._Model):
+class _Worst(cycle_model.CycleModel):
     """The region waits for its worst memory node alone (the model's rule before the chains)."""
 
     def memory_stalls(self) -> float:
@@ -149,7 +149,7 @@ class _Worst(cycle_model._Model):
         return max(own.values(), default=0.0)
 
 
-class _Uncovered(cycle_model._Model):
+class _Uncovered(cycle_model.CycleModel):
     """The model's chains, where a node in series with its feeder (and the feeder) pay their
     lines without the FIFO's cover: the FIFO between them is full while the feeder waits on its
     own line, so it hides nothing. Each still streams at most at the FIFO's rate (a line per
@@ -182,7 +182,7 @@ class _Uncovered(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
-class _Barrier(cycle_model._Model):
+class _Barrier(cycle_model.CycleModel):
     """The model's chains, and a memory node below an accumulator (`spacc`, `reduce`) waits
     behind every memory node above it: the accumulator emits a fiber's result only once its
     inputs' last tokens for it arrived, so the stages before and after it take turns."""
@@ -209,7 +209,7 @@ class _Barrier(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
-class _PerToken(cycle_model._Model):
+class _PerToken(cycle_model.CycleModel):
     """The twelfth rule's first form: every token of a pair in series stays `STAY` latencies plus
     the path in the feeder's FIFO to the accumulator (Little's law per token, all of the
     feeder's lines counted), where the model charges a round trip per coordinate line."""
@@ -225,7 +225,7 @@ class _PerToken(cycle_model._Model):
         return max(min(self.later_lines(feeder) * (stay - depth * c), steps * (stay / depth - c)), 0.0)
 
 
-class _Turns(cycle_model._Model):
+class _Turns(cycle_model.CycleModel):
     """The model, where across an accumulator whose output fibers hold more tokens than a FIFO
     the stages above and below take turns for the share of each fiber the FIFO below cannot
     hold (`--share` of it): the accumulator accepts the next fiber's inputs only once its
@@ -261,7 +261,7 @@ class _Turns(cycle_model._Model):
         return max(chain.values(), default=0.0)
 
 
-class _Undrained(cycle_model._Model):
+class _Undrained(cycle_model.CycleModel):
     """The model before its fourteenth rule: a load below an accumulator overlaps the chain
     above while the accumulator drains its fibers."""
 
@@ -269,7 +269,7 @@ class _Undrained(cycle_model._Model):
         return 0.0
 
 
-class _DrainAll(cycle_model._Model):
+class _DrainAll(cycle_model.CycleModel):
     """The model, where the drain rule also follows the drain through scans and covers the
     memory nodes there, charged their own chain per drained token (GPT's fused FFN: each
     drained up projection value starts a fiber of the down projection's weight)."""
@@ -286,14 +286,14 @@ class _DrainAll(cycle_model._Model):
         return up + extra if extra > 0.0 else 0.0
 
 
-class _Floorless(cycle_model._Model):
+class _Floorless(cycle_model.CycleModel):
     """The model without the round trip under a pair in series (before its twelfth rule)."""
 
     def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
         return 0.0
 
 
-class _Chains(cycle_model._Model):
+class _Chains(cycle_model.CycleModel):
     """The model's chains without the tail below an accumulator (the model before its eleventh
     rule): memory nodes below an accumulator overlap the ones above it entirely."""
 
@@ -301,7 +301,7 @@ class _Chains(cycle_model._Model):
         return (0.0, 1.0)
 
 
-RULES: dict[str, type[cycle_model._Model]] = {
+RULES: dict[str, type[cycle_model.CycleModel]] = {
     "chains": _Chains,
     "pertoken": _PerToken,
     "floorless": _Floorless,
@@ -310,7 +310,7 @@ RULES: dict[str, type[cycle_model._Model]] = {
     "drainall": _DrainAll,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
-    "model": cycle_model._Model,
+    "model": cycle_model.CycleModel,
     "worst": _Worst,
     "series": _Series,
     "bypass": _Bypass,
@@ -323,9 +323,9 @@ APART = 1.05
 (`estimator_accuracy.py`'s `ordered_apart_per_model`)."""
 
 
-def score(regions: list[dict], rule: type[cycle_model._Model]) -> list[tuple[dict, float]]:
+def score(regions: list[dict], rule: type[cycle_model.CycleModel]) -> list[tuple[dict, float]]:
     """Each captured region with its estimate under `rule`."""
-    return [(r, rule(*r["inputs"]).run().cycles) for r in regions]
+    return [(r, cycle_model.estimate_graph(*r["inputs"], model=rule).cycles) for r in regions]
 
 
 def summary(scored: list[tuple[dict, float]]) -> dict:

@@ -928,7 +928,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown figure {unknown[0]}: one of {', '.join(FIGURES)} or all")
     t0 = time.perf_counter()
-    from fuseflow.experiments.executor import make_executor
+    from fuseflow.executor import make_executor
 
     earlier = json.loads(Path(a.reuse).read_text()) if a.reuse else None
     if earlier is not None and earlier["tier"] != a.tier:

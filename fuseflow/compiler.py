@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from fuseflow.conversion.linalg_attrs import main_func
 from fuseflow.dialects.sam_ir import module_outputs, parse_module
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits
@@ -20,13 +21,13 @@ from fuseflow.frontend.export import ImportedModel, import_model
 from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.heap import old_objects_frozen
 from fuseflow.mlir import ir
-from fuseflow.passes import PassStep, as_steps, lower_to_sam, pipeline_text, run_pipeline, step
+from fuseflow.passes import PASSES, PassStep, as_steps, lower_to_sam, pipeline_text, run_pipeline, step
 from fuseflow.passes.context import PassContext
 from fuseflow.planning import planner
-from fuseflow.planning.rank import OrderRanker, ranker_options
 from fuseflow.program import Program, Relayout, bind_args
-from fuseflow.schedule.regions import assign_regions, listing, main_func
+from fuseflow.schedule.regions import assign_regions, listing
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
+from fuseflow.search.rank import OrderRanker, ranker_options
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec, graph_specs, parse_graphs
 
@@ -159,19 +160,7 @@ def lower_program(
             regions_assigned=True,  # assign_regions above annotated the module: the partition keeps it
         )
         full = full_pipeline(schedule, pipeline, node_budget)
-        if full and full[-1].name == "lower-to-sam":
-            # The lowering's own text and typed graphs (what reading the text back gives): parsed
-            # only to verify its distinct graphs (a renamed copy verifies as its original does),
-            # printed when asked (`Program.sam_text`): 1.4 s of GPT-3 Small's 1,380 regions.
-            before = run_pipeline(module, full[:-1], ctx)
-            sam_source, distinct = lower_to_sam.lower(before, full[-1].options, ctx)
-            verified = parse_module(distinct)
-            graphs, outs = graph_specs(ctx.typed or []), module_outputs(verified) or []
-            sam_printed = None
-        else:
-            sam_module = run_pipeline(module, full, ctx)
-            sam_source = sam_printed = str(sam_module)
-            graphs, outs = parse_graphs(sam_module)
+        sam_source, sam_printed, graphs, outs = _run_full(module, full, ctx)
         summary, chosen, assigns = ctx.summary, ctx.chosen, ctx.assigns
     sched_name = builtin_name(schedule) or "custom"
     relayouts = _relayouts(graphs, imported)
@@ -205,6 +194,23 @@ def lower_program(
         region_ops={r: tuple(sorted(ops)) for r, ops in region_ops.items()},
         _sam_printed=sam_printed,
     )
+
+
+def _run_full(module, full: list[PassStep], ctx: PassContext) -> tuple[str, str | None, list[GraphSpec], list]:
+    """Run the full pipeline: the sam module's text, its printed form (None until asked), its
+    graphs and outputs. When the pipeline ends with the lowering, its own text and typed graphs
+    (what reading the text back gives) are kept: parsed only to verify the distinct graphs (a
+    renamed copy verifies as its original does), printed when asked (`Program.sam_text`): 1.4 s
+    of GPT-3 Small's 1,380 regions."""
+    if full and full[-1].name == "lower-to-sam":
+        before = run_pipeline(module, full[:-1], ctx)
+        sam_source, distinct = lower_to_sam.lower(before, full[-1].options, ctx)
+        verified = parse_module(distinct)
+        return sam_source, None, graph_specs(ctx.typed or []), module_outputs(verified) or []
+    sam_module = run_pipeline(module, full, ctx)
+    graphs, outs = parse_graphs(sam_module)
+    text = str(sam_module)
+    return text, text, graphs, outs
 
 
 def _relayouts(graphs: list[GraphSpec], imported: ImportedModel) -> list[Relayout]:
@@ -270,7 +276,6 @@ def _pipeline(steps: list[PassStep], order: str | Mapping[str, str] | None) -> l
 def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budget: int) -> list[PassStep]:
     """The registered pipeline `compile` runs (what `fuseflow-opt --pass-pipeline` would take):
     partition, the user's linalg passes and ordering, ``lower-to-sam``, the user's sam passes."""
-    from fuseflow.passes import PASSES
 
     stages: dict[str, list[PassStep]] = {"linalg": [], "sam": []}
     for s in pipeline:

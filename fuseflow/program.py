@@ -12,16 +12,24 @@ import numpy as np
 import torch
 
 from fuseflow import views
+from fuseflow.cost.cycle_model import GraphEstimate, Timing, estimate_graph
+from fuseflow.cost.input_stats import relayout_cycles, stats_for_inputs
+from fuseflow.cost.tensor_stats import level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits, demand_of
+from fuseflow.fabric.run import predicted_timeline
+from fuseflow.fabric.strategy import resolve
 from fuseflow.formats import Format
 from fuseflow.frontend.export import ImportedModel, densify
 from fuseflow.frontend.torch_sparse import is_plain_2d, is_sparse, to_coo_array, to_scipy, validate
 from fuseflow.mlir import ir
+from fuseflow.planning.estimate import ProgramEstimate
 from fuseflow.results import RegionResult, SimResult
 from fuseflow.schedule.regions import OpInfo
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec
+from fuseflow.sim.values import evaluate_into
+from fuseflow.simulation import SimOptions, simulate
 
 if TYPE_CHECKING:
     from fuseflow.planning.estimate import ProgramEstimate
@@ -80,8 +88,6 @@ class Program:
 
     def relayout_runs(self, data: Mapping[str, Any], cache: dict | None = None) -> list[RegionResult]:
         """The conversion regions of re-laid model inputs, with their modelled cycles."""
-        from fuseflow.analysis.tensor_stats import level_counts
-        from fuseflow.planning.input_stats import relayout_cycles
 
         out = []
         for r in self.relayouts:
@@ -106,10 +112,6 @@ class Program:
         counted from their values where those are cheap to compute (`sim.values`), and
         predicted from the writers of the region that produces them otherwise. `strategy` places
         the predicted regions on the fabric as `simulate` does (`.cycles` is the makespan)."""
-        from fuseflow.planning.cycle_model import GraphEstimate, Timing, estimate_graph
-        from fuseflow.planning.estimate import ProgramEstimate
-        from fuseflow.planning.input_stats import stats_for_inputs
-        from fuseflow.sim.values import evaluate_into
 
         args = tuple(args) if args else self.example_args
         arch_ = Arch.resolve(arch if arch is not None else self.arch)
@@ -126,14 +128,11 @@ class Program:
         conversions = [
             GraphEstimate(r.name, float(r.cycles), [], {}, "relayout", 0.0) for r in self.relayout_runs(data, cache)
         ]
-        from fuseflow.fabric.strategy import resolve
 
         strategy_ = resolve(strategy)
         whole = ProgramEstimate(self, conversions + regions, arch_, strategy_.name)
         check_fits(self.resources().items(), arch_.fabric, arch_.name)
         if strategy_.name != "sequential" or arch_.fabric is not None:
-            from fuseflow.fabric.run import predicted_timeline
-
             predicted = [r.cycles for r in whole.regions]
             whole.timeline, whole.split = predicted_timeline(self, predicted, args, arch_, strategy_, data)
             chosen = getattr(strategy_, "chosen", None)
@@ -234,7 +233,6 @@ class Program:
         from its last state (the window engine: memory model off). With `jobs` > 1 or an
         `executor`, each piece runs in a worker.
         """
-        from fuseflow.simulation import SimOptions, simulate
 
         options = SimOptions(
             arch, record, spans, progress, engine, memo, jobs, executor, strategy, sample, pieces, checkpoint, every

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -14,14 +15,21 @@ import numpy as np
 import torch
 
 from fuseflow.errors import FuseflowError, MismatchError
+from fuseflow.executor import LocalExecutor
 from fuseflow.fabric.resources import check_fits
+from fuseflow.fabric.run import needs_values, place
+from fuseflow.fabric.strategy import resolve
 from fuseflow.progress import progress_reporter
 from fuseflow.results import RegionResult, SimResult
 from fuseflow.sampling.program import SampleSummary, makespan_interval, simulate_sampled
 from fuseflow.sampling.spec import SampleSpec
 from fuseflow.sampling.window import Job
 from fuseflow.sim.arch import Arch
-from fuseflow.sim.graph import GraphRun, run_graph, run_packed
+from fuseflow.sim.components import independent, parts, run_parts
+from fuseflow.sim.graph import GraphRun, pack_inputs, run_graph, run_packed
+from fuseflow.sim.memo import RegionMemo, as_memo, structure_key
+from fuseflow.sim.pieces import run_in_pieces, run_piece
+from fuseflow.sim.values import Unevaluable, region_values
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
@@ -81,9 +89,6 @@ def seconds(every: str | float) -> float:
 
 def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
     """`Program.simulate`: run the regions by the path `o` asks for, then place them."""
-    from fuseflow.fabric.run import needs_values
-    from fuseflow.fabric.strategy import resolve
-    from fuseflow.sim.memo import as_memo
 
     args = tuple(args) if args else prog.example_args
     arch_ = Arch.resolve(o.arch if o.arch is not None else prog.arch)
@@ -109,7 +114,6 @@ def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
         regions = _simulate_shared(prog, env, arch_, memo_, o, not shared, _predicted_tokens(prog, args, arch_, o))
     else:
         regions, traces = _simulate_in_order(prog, env, arch_, o, shared)
-    from fuseflow.fabric.run import place
 
     outs = tuple(_as_returned(prog, i, env[n]) for i, n in enumerate(prog.output_names))
     runs_ = prog.relayout_runs(env) + regions
@@ -187,8 +191,6 @@ def _simulate_pieces(
 ) -> list[RegionResult]:
     """Every region run in pieces (fuseflow/sim/pieces.py), in program order; with `jobs` or an
     `executor`, each piece in a worker (one after another: a piece reads the tapes of those before)."""
-    from fuseflow.sim.graph import pack_inputs
-    from fuseflow.sim.pieces import run_in_pieces
 
     runner = _piece_runner(o.executor) if o.parallel else None
     names = [g.name for g in prog.graphs]
@@ -218,12 +220,10 @@ def _simulate_pieces(
 def _piece_runner(executor: Any):
     """Runs a piece in a worker: the executor's, or a fresh process per piece (its memory goes
     back to the machine when the piece ends)."""
-    from fuseflow.sim.pieces import run_piece
 
     if executor is not None:
         return lambda *task: next(iter(executor.run(run_piece, [task])))[1]
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     def run(*task):
         ctx = multiprocessing.get_context("spawn")
@@ -241,7 +241,6 @@ def _simulate_sampled(
     def run(units: Sequence[Job]) -> list[GraphRun]:
         if not o.parallel:
             return [run_packed(s, pack, arch, engine=o.engine) for s, pack in units]
-        from fuseflow.experiments.executor import LocalExecutor  # the API's executor: see _simulate_shared
 
         pool = o.executor or LocalExecutor(o.jobs)
         out: list = [None] * len(units)
@@ -264,7 +263,6 @@ def _simulate_sampled(
 
 
 def _makespan_interval(prog: Program, runs: list, makespan: int, arch: Arch, strategy, args) -> tuple[int, int]:
-    from fuseflow.fabric.run import place
 
     def makespan_of(cycles: list[int]) -> int:
         return max(s.end for s in place(prog, cycles, arch, strategy, args).timeline)
@@ -283,11 +281,6 @@ def _simulate_shared(
 ) -> list:
     """`simulate` with a memo and/or in parallel; fills `env` with every region's outputs.
     With `o.pieces`, each region simulated here runs in pieces (sim/pieces.py)."""
-    from fuseflow.experiments.executor import LocalExecutor
-    from fuseflow.sim.components import independent, parts, run_parts
-    from fuseflow.sim.graph import pack_inputs, run_packed
-    from fuseflow.sim.memo import RegionMemo, structure_key
-    from fuseflow.sim.values import Unevaluable, region_values
 
     memoise = memo is not None  # without a memo, identical regions are each simulated
     memo = memo if memo is not None else RegionMemo()
@@ -317,44 +310,11 @@ def _simulate_shared(
                 evaluated[i] = values
             elif memoise and not _cut(g, o) and independent(arch) and len(split := parts(g)) > 1:
                 # heads: each memoised (a region cut in pieces runs as one graph)
-                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
-
-                def evaluate(g=g):
-                    try:
-                        return region_values(prog.assigns[g.name], env)
-                    except Unevaluable:
-                        return None
-
-                pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine)
-                values = pr.outputs
-                results[i] = RegionResult(g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised)
+                results[i], values = _run_parts_here(prog, g, split, env, arch, memo, o, report)
             else:  # in order, here: later regions read its outputs
-                cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
                 once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them
                 del packed
-
-                def inputs(g=g, once=once):
-                    return once.pop() if once else pack_inputs(g, env)
-
-                summary = None
-                if not _cut(g, o):
-                    run = run_packed(g, inputs, arch, progress=cb, engine=o.engine)
-                else:
-                    from fuseflow.sim.pieces import run_in_pieces
-
-                    by_piece = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
-                    run, summary = run_in_pieces(
-                        g,
-                        inputs(),
-                        arch,
-                        _pieces_of(g, o.pieces),
-                        o.checkpoint,
-                        o.engine,
-                        None,
-                        by_piece,
-                        (tokens or {}).get(g.name),
-                        o.every_seconds,
-                    )
+                run, summary = _run_here(g, once, env, arch, o, report, (tokens or {}).get(g.name))
                 memo.put(key, run)
                 values = run.outputs
                 results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine, pieces=summary)
@@ -377,6 +337,35 @@ def _simulate_shared(
             g, hit = prog.graphs[i], memo.get(key)
             results[i] = RegionResult(g.name, hit.cycles, hit.for_graph(g), first.writes, hit.engine, True)
     return [results[i] for i in range(len(prog.graphs))]
+
+
+def _run_parts_here(prog: Program, g, split, env: dict, arch: Arch, memo, o: SimOptions, report):
+    """A region whose independent parts (heads) are each memoised; its result and outputs."""
+    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+
+    def evaluate():
+        try:
+            return region_values(prog.assigns[g.name], env)
+        except Unevaluable:
+            return None
+
+    pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine)
+    return RegionResult(g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised), pr.outputs
+
+
+def _run_here(g, once: list, env: dict, arch: Arch, o: SimOptions, report, tokens: list[float] | None):
+    """A region run in this process, whole or in pieces; `once` holds its packed inputs, handed
+    over so that they die once the C++ graph holds them. Returns the run and its pieces' summary."""
+    cb = (lambda cycle, name=g.name: report(name, cycle)) if report else None
+
+    def inputs():
+        return once.pop() if once else pack_inputs(g, env)
+
+    if not _cut(g, o):
+        return run_packed(g, inputs, arch, progress=cb, engine=o.engine), None
+    by_piece = (lambda piece, cycle, name=g.name: report(f"{name} {piece}", cycle)) if report else None
+    pieces = _pieces_of(g, o.pieces)
+    return run_in_pieces(g, inputs(), arch, pieces, o.checkpoint, o.engine, None, by_piece, tokens, o.every_seconds)
 
 
 def _release(prog: Program, env: dict, done: int) -> None:

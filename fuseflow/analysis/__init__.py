@@ -1,5 +1,6 @@
-"""Pure analyses of fuseflow's IR-independent data: no MLIR, no simulator.
+"""Pure analyses of index notation: no MLIR, no simulator, no costs.
 
-`tensor_stats` measures the per-level structure of tensors; `cycle_model` predicts a sam graph's
-tokens per node and cycles from those statistics (docs/cycle-model.md).
+`index_notation` is the expression language regions lower from; `nests` plans a region's loop
+nests; `storage_order`, `absent` and `alpha` answer questions the lowering asks of it. What a
+graph costs lives in `fuseflow.cost`.
 """

@@ -1,4 +1,5 @@
-"""Lower a partitioned linalg module to a sam module: one ``sam.graph`` per fusion region.
+"""Lower a partitioned linalg module to a sam module: one ``sam.graph`` per fusion region, each
+in a given dataflow order (which order is the search's choice: `fuseflow.search.orders`).
 
 Tensors crossing a region boundary are materialised: the producer region writes them (format
 inferred from its iteration: a level is dense when it covers the full range) and the consumer
@@ -8,19 +9,25 @@ region scans them by name.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fuseflow import views
-from fuseflow.analysis.index_notation import Access, Assign, Const, Reduce, render
+from fuseflow.analysis.index_notation import Access, Assign, Const, Reduce, accesses, render
+from fuseflow.conversion import linalg_attrs
 from fuseflow.conversion.index_to_sam import SamLowering, TensorInfo
+from fuseflow.conversion.linalg_attrs import (
+    DEFAULT_DENSITY,
+    body_ops,
+    compute_ops,
+    main_func,
+    region_order,
+    require_regions,
+)
 from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, RegionParser, derives, is_inlined
 from fuseflow.dialects.sam_ir import module_text
 from fuseflow.formats import Format, parse_format
 from fuseflow.mlir import ir
-from fuseflow.planning.ordering import DEFAULT_CAP, DEFAULT_DENSITY, Candidate, RegionVars, choose, estimate_density
-from fuseflow.planning.rank import OrderRanker
-from fuseflow.schedule.regions import FORMAT_ATTR, REGION_ATTR, Partition, body_ops, main_func, region_order
 
 
 def _format_of(t: ir.RankedTensorType) -> Format:
@@ -57,12 +64,6 @@ def _consumers(value: ir.Value) -> list[ir.Operation]:
     return out
 
 
-BLOCK_ATTR = "fuseflow.block"
-"""Function attribute the block pass writes: {region name or "*": block size}."""
-ORDERS_ATTR = "fuseflow.orders"
-"""Function attribute the ordering pass writes: {region name: "i,k,j"}; lower-to-sam follows it."""
-
-
 @dataclass
 class _Tensors:
     """What `lower_module` knows of the function before lowering a region: every value's tensor
@@ -90,71 +91,191 @@ class _Tensors:
         return self._ops_of.get(region, set())
 
 
-def lower_module(
-    module: ir.Module,
-    node_budget: int = 100_000,
-    order_spec: str | Mapping[str, str] | None = None,
-    cap: int = DEFAULT_CAP,
-    ranker: OrderRanker | None = None,
-    typed: list | None = None,
-    distinct: list | None = None,
-) -> tuple[str, dict, dict[str, Candidate], dict[str, list[Assign]]]:
-    """Return the sam module text, a summary {region: [expressions]}, the chosen orders and each
-    region's outputs in index notation (what `sim/values.py` evaluates). `typed`, when given,
-    receives each region's typed graph (`SamGraph`, as reading the text back would give it);
-    `distinct` the text of each graph that is not a renamed copy of an earlier one.
+@dataclass
+class LoweredModule:
+    """A linalg function lowered to sam: the module's text, each region's expressions and notes
+    (`summary`), its outputs in index notation (`assigns`, what `sim/values.py` evaluates), each
+    region's typed graph (as reading the text back would give it) and the text of each graph
+    that is not a renamed copy of an earlier one (`distinct`: what verifying the module parses)."""
 
-    Each region's dataflow order comes from the function's ``fuseflow.orders`` attribute (the
-    ordering pass) when it names the region, else from `order_spec` (``auto``, ``K`` or ``i,k,j``,
-    see `ordering.choose`; a mapping gives one per region name), else from the default heuristic
-    order. Each chosen `Candidate` carries the region's enumerated alternatives. With a `ranker`,
-    ``auto`` lowers the most promising candidates and keeps the one the cycle model predicts
-    fastest (`planning/rank.py`).
-    """
-    func = main_func(module)
-    fixed = {k: ir.StringAttr(v).value for k, v in _dict_attr(func, ORDERS_ATTR).items()}
-    blocks = {k: ir.IntegerAttr(v).value for k, v in _dict_attr(func, BLOCK_ATTR).items()}
-    Partition.of(func)
-    t = _function_tensors(func)
-    graphs, summary, chosen, assigns = [], {}, {}, {}
-    # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
-    picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}
-    lowered: dict[tuple, tuple[SamLowering, list[str]]] = {}  # structure -> its first lowering, names
-    if ranker is not None:
-        ranker.begin(t.density, {n: info.fmt for n, info in t.tensors.items()})
-    for region in t.order:
-        asgs = _parse_region(region, t, node_budget)
-        assigns[region] = asgs
-        spec = fixed.get(region, order_spec.get(region) if isinstance(order_spec, Mapping) else order_spec)
-        lowering, pick, rv = _lower_region(
-            region, asgs, t, blocks.get(region, blocks.get("*", 0)), spec, cap, ranker, picked, node_budget, lowered
+    text: str
+    summary: dict[str, list[str]]
+    assigns: dict[str, list[Assign]]
+    typed: list
+    distinct: list[str]
+
+
+Order = Sequence[str]
+"""A region's dataflow order: its index variables, outermost first."""
+
+
+class RegionLowering:
+    """One region's lowering at any order: what an order search asks of a region.
+
+    `at(order)` lowers the region's outputs in that order (None: the lowering's own default
+    order), once per order; with a `cache` (lowerings shared across compiles, keyed by structure)
+    a region lowered before under the same structure and names is reused."""
+
+    def __init__(self, module: ModuleLowering, name: str, asgs: list[Assign]) -> None:
+        self.module = module
+        self.name = name
+        self.asgs = asgs
+        self.block = module.block_of(name)
+        self.declared = self._fresh().tensors
+        self.names: list[str] = []  # the tensors' names in slot order (`structure`)
+        self._built: dict[tuple | None, SamLowering] = {}
+        self._shared_as: tuple | None = None
+
+    def _fresh(self) -> SamLowering:
+        """A lowering of this region with its input tensors registered, nothing lowered yet."""
+        t = self.module.t
+        tensors = t.tensors
+        lw = SamLowering(self.name, {}, self.module.node_budget, self.block)
+        lw.declared = t.sparse_results
+        for asg in self.asgs:
+            used = dict.fromkeys(a.tensor for a in accesses(asg.expr))  # first use: deterministic text
+            for n in used:
+                if n not in tensors and views.parse(n) is not None:  # a derived tensor, read by name
+                    shape = views.shape_of(n, lambda b: tensors[b].shape)
+                    tensors[n] = TensorInfo(
+                        n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input"
+                    )
+            lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
+        return lw
+
+    def structure(self, tag: tuple | None, costly: Callable[[str], bool] | None = None) -> tuple | None:
+        """The region's structure key (`_structure_key`) with `tag` (what else the caller's choice
+        depends on); fills `names`. None for a region reading derived tensors."""
+        self.names.clear()
+        return _structure_key(
+            self.asgs, self.declared, self.module.t.sparse_results, self.block, tag, costly, self.names
         )
+
+    def share_as(self, key: tuple | None) -> None:
+        """Share this region's lowerings in the module's cache under structure `key`."""
+        if key is not None and self.module.cache is not None:
+            self._shared_as = (
+                self.name,
+                self.module.node_budget,
+                tuple(self.names),
+                tuple(a.loc for a in self.asgs),
+                key,
+            )
+
+    def at(self, order: Order | None) -> SamLowering:
+        """The region lowered in `order` (built once per order)."""
+        key = tuple(order) if order is not None else None
+        if key not in self._built:
+            cache, same = self.module.cache, self._shared_as
+            hit = cache.get((same, key)) if cache is not None and same is not None else None
+            if hit is None:
+                hit = self._fresh()
+                for asg in self.asgs:
+                    hit.lower(asg, list(order) if order is not None else None)
+                if cache is not None and same is not None:
+                    cache[(same, key)] = hit
+            self._built[key] = hit
+        return self._built[key]
+
+
+class ModuleLowering:
+    """A partitioned linalg function lowered region by region, in program order.
+
+    Phase 1 (here) names the function's inputs, outputs and region-crossing values; then, per
+    region, `parse` gives its outputs in index notation, `region` its lowering at any order, and
+    `add` takes the lowering chosen. `lower_module` lowers every region at given orders; an order
+    search (``fuseflow-order``) asks `RegionLowering.at` for the orders it weighs first.
+    `cache`: lowerings shared across compiles (the planner's), keyed by region structure."""
+
+    def __init__(self, module: ir.Module, node_budget: int = 100_000, cache: dict | None = None) -> None:
+        func = main_func(module)
+        self.fixed_orders = linalg_attrs.orders(func)
+        self.blocks = linalg_attrs.blocks(func)
+        require_regions(func)
+        self.t = _function_tensors(func)
+        self.node_budget = node_budget
+        self.cache = cache
+        self._copies: dict[tuple, tuple[SamLowering, list[str]]] = {}  # structure -> first lowering, names
+        self._graphs: list[str] = []
+        self._summary: dict[str, list[str]] = {}
+        self._assigns: dict[str, list[Assign]] = {}
+        self._typed: list = []
+        self._distinct: list[str] = []
+
+    @property
+    def regions(self) -> list[str]:
+        """Regions in program order, copy regions last."""
+        return self.t.order
+
+    @property
+    def density(self) -> dict[str, float]:
+        """Densities of the inputs (recorded, or the default of a compressed one); an order
+        search adds each region's outputs as it goes."""
+        return self.t.density
+
+    @property
+    def declared_formats(self) -> dict[str, Format]:
+        """Every known tensor's format."""
+        return {n: info.fmt for n, info in self.t.tensors.items()}
+
+    def block_of(self, region: str) -> int:
+        """The block size recorded for `region` (0: not blocked)."""
+        return self.blocks.get(region, self.blocks.get("*", 0))
+
+    def parse(self, region: str) -> list[Assign]:
+        """Phase 2: a region's outputs in index notation."""
+        asgs = _parse_region(region, self.t, self.node_budget)
+        self._assigns[region] = asgs
+        return asgs
+
+    def region(self, name: str, asgs: list[Assign]) -> RegionLowering:
+        """Phase 3: the region's lowering at any order."""
+        return RegionLowering(self, name, asgs)
+
+    def lower_like(self, region: RegionLowering, key: tuple | None, order: Order | None) -> SamLowering:
+        """The region in `order`: a renamed copy of the first region with structure `key` (the
+        heads of an attention, the blocks of a decoder), else lowered."""
+        first = self._copies.get(key) if key is not None else None
+        if first is not None:
+            copy = first[0].renamed(region.name, dict(zip(first[1], region.names)))
+            if copy is not None:
+                return copy
+        lowering = region.at(order)
+        if key is not None:
+            self._copies.setdefault(key, (lowering, list(region.names)))
+        return lowering
+
+    def add(self, region: RegionLowering, lowering: SamLowering, notes: Sequence[str] = ()) -> str:
+        """Take `lowering` as the region's; `notes` go to its summary after its expressions.
+        Returns the graph's text."""
         text = lowering.text()
-        if ranker is not None:
-            ranker.commit(text, asgs, lowering.typed)
-        exprs = []
-        for asg in asgs:
-            exprs.append(f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}")
-            t.density[asg.out] = estimate_density(rv, asg)
-        if pick is not None:
-            chosen[region] = pick
-            verified = sum(1 for c in pick.alternatives if c.simulated is not None)
-            exprs.append(f"order: {pick.name}" + (f" (fastest of {verified} simulated)" if verified else ""))
-        t.tensors.update(lowering.outputs)
-        graphs.append(text)
-        if distinct is not None and lowering.copy_of is None:
-            distinct.append(text)
-        if typed is not None:
-            typed.append(lowering.typed())
-        summary[region] = exprs + [f"note: {n}" for n in lowering.notes]
-    return module_text(graphs, t.out_names), summary, chosen, assigns
+        exprs = [f"{asg.out}({','.join(asg.vars)}) = {render(asg.expr)}" for asg in region.asgs]
+        self.t.tensors.update(lowering.outputs)
+        self._graphs.append(text)
+        if lowering.copy_of is None:
+            self._distinct.append(text)
+        self._typed.append(lowering.typed())
+        self._summary[region.name] = exprs + list(notes) + [f"note: {n}" for n in lowering.notes]
+        return text
+
+    def result(self) -> LoweredModule:
+        """The sam module of every region added."""
+        return LoweredModule(
+            module_text(self._graphs, self.t.out_names), self._summary, self._assigns, self._typed, self._distinct
+        )
 
 
-def _dict_attr(func, name: str) -> dict[str, ir.Attribute]:
-    """A dictionary attribute of the function as {key: attribute} ({} when absent)."""
-    if name not in func.attributes:
-        return {}
-    return {k.name: k.attr for k in ir.DictAttr(func.attributes[name])}
+def lower_module(
+    module: ir.Module, orders: Mapping[str, Order] | None = None, node_budget: int = 100_000
+) -> LoweredModule:
+    """Lower every region of a partitioned linalg function, each in its order from `orders`
+    (the lowering's own default order for a region not named). No order is searched: that is
+    ``fuseflow-order``'s job (`fuseflow.search.orders`)."""
+    ml = ModuleLowering(module, node_budget)
+    for name in ml.regions:
+        region = ml.region(name, ml.parse(name))
+        ml.add(region, region.at((orders or {}).get(name)))
+    return ml.result()
 
 
 def _function_tensors(func) -> _Tensors:
@@ -163,44 +284,38 @@ def _function_tensors(func) -> _Tensors:
     names: dict = {}
     tensors: dict[str, TensorInfo] = {}
     density: dict[str, float] = {}
-    # MLIR's attribute map has no .get()
-    arg_attrs = func.attributes["arg_attrs"] if "arg_attrs" in func.attributes else None  # noqa: SIM401
-    res_attrs = func.attributes["res_attrs"] if "res_attrs" in func.attributes else None  # noqa: SIM401
+    sig = linalg_attrs.signature(func)
     for i, arg in enumerate(block.arguments):
-        name = f"arg{i}"
-        attrs = ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
-        if attrs is not None and "fuseflow.name" in attrs:
-            name = ir.StringAttr(attrs["fuseflow.name"]).value
+        name = sig.args[i] or f"arg{i}"
         names[arg] = name
         rt = ir.RankedTensorType(arg.type)
         tensors[name] = TensorInfo(name, tuple(rt.shape), _format_of(rt), "input")
-        if attrs is not None and "fuseflow.density" in attrs:
-            density[name] = ir.FloatAttr(attrs["fuseflow.density"]).value
+        recorded = sig.densities[i]
+        if recorded is not None:
+            density[name] = recorded
         elif "compressed" in tensors[name].fmt.levels:
             density[name] = DEFAULT_DENSITY
     ret = [op for op in body_ops(func) if op.name == "func.return"][0]
     out_names = []
     copies: dict[str, ir.Value] = {}  # copy regions: outputs that are inputs (or views of inputs)
     for i, v in enumerate(ret.operands):
-        name = f"out{i}"
-        if res_attrs is not None and "fuseflow.name" in ir.DictAttr(res_attrs[i]):
-            name = ir.StringAttr(ir.DictAttr(res_attrs[i])["fuseflow.name"]).value
+        name = sig.results[i] or f"out{i}"
         out_names.append(name)
         if v in names or _view_of_argument(v) or _splits_or_merges(v):  # an input, a view of one, a reshape: a copy
             copies[f"copy_{name}"] = v
             continue
         names[v] = name
-    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
-    region_of = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops}
+    ops = compute_ops(func)
+    region_of: dict = {op: linalg_attrs.region_of(op) for op in ops}  # every op has one (require_regions)
     order = region_order(func) + list(copies)
     outputs_of = _crossing_values(ops, region_of, ret, names, order)
     sparse_results: dict[str, Format] = {}
     for op in ops:
-        if FORMAT_ATTR in op.attributes:
+        spec = linalg_attrs.declared_format(op)
+        if spec is not None:
             for res in op.results:
                 if res in names:
                     rank = len(ir.RankedTensorType(res.type).shape)
-                    spec = ir.StringAttr(op.attributes[FORMAT_ATTR]).value
                     sparse_results[names[res]] = parse_format(
                         spec, rank, what=f"the result of {op.name} ({names[res]})"
                     )
@@ -246,101 +361,13 @@ def _parse_region(region: str, t: _Tensors, node_budget: int) -> list[Assign]:
     return [parser.output(res, t.names[res]) for res in t.outputs_of[region]]
 
 
-def _lower_region(
-    region: str,
-    asgs: list[Assign],
-    t: _Tensors,
-    region_block: int,
-    spec: str | None,
-    cap: int,
-    ranker: OrderRanker | None,
-    picked: dict[tuple, Candidate],
-    node_budget: int,
-    lowered: dict[tuple, tuple[SamLowering, list[str]]],
-) -> tuple[SamLowering, Candidate | None, RegionVars]:
-    """Phase 3: choose a region's order (searched, ranked, or taken from an identical region)
-    and lower it; returns the lowering, the chosen candidate and the region's variables. A
-    region identical to one lowered before up to its tensors' names (`lowered`, by structure
-    key) is that lowering renamed: a decoder's heads, the decoders of a model."""
-    tensors = t.tensors
-
-    def fresh() -> SamLowering:
-        """A lowering of this region with its input tensors registered, nothing lowered yet."""
-        lw = SamLowering(region, {}, node_budget, region_block)
-        lw.declared = t.sparse_results
-        for asg in asgs:
-            used = dict.fromkeys(a.tensor for a in _accs(asg.expr))  # first use: deterministic text
-            for n in used:
-                if n not in tensors and views.parse(n) is not None:  # a derived tensor, read by name
-                    shape = views.shape_of(n, lambda b: tensors[b].shape)
-                    tensors[n] = TensorInfo(
-                        n, shape, Format(("dense",) * len(shape), tuple(range(len(shape)))), "input"
-                    )
-            lw.tensors.update({n: replace(tensors[n], role="input") for n in used if n not in lw.tensors})
-        return lw
-
-    built: dict[tuple | None, SamLowering] = {}  # the ranker's lowerings, reused for the choice
-    declared = fresh().tensors
-    # the same region lowered in another compile (the planner's candidates share regions): its
-    # structure key (the picks' one when the order is searched) with the tensors' names
-    shared = ranker.lowerings if ranker is not None else None
-    names: list[str] = []
-    key = (
-        _structure_key(asgs, declared, t.sparse_results, region_block, (spec, cap), ranker, names)
-        if spec is not None
-        else None
-    )
-    same = key
-    if shared is not None and same is None and spec is None:
-        same = _structure_key(asgs, declared, t.sparse_results, region_block, None, None, names)
-    if same is not None:
-        same = (region, node_budget, tuple(names), tuple(a.loc for a in asgs), same)
-
-    def build(order_vars: list[str] | None) -> SamLowering:
-        key = tuple(order_vars) if order_vars is not None else None
-        if key not in built:
-            hit = shared.get((same, key)) if shared is not None and same is not None else None
-            if hit is None:
-                hit = fresh()
-                for asg in asgs:
-                    hit.lower(asg, order_vars)
-                if shared is not None and same is not None:
-                    shared[(same, key)] = hit
-            built[key] = hit
-        return built[key]
-
-    rv = RegionVars(
-        region,
-        asgs,
-        lambda n: declared[n].fmt.mode_order,
-        lambda n: declared[n].fmt.levels,
-        t.density,
-    )
-    pick = picked.get(key) if key is not None else None
-    if pick is None and spec is not None:
-        pick = choose(rv, spec, cap)
-        if ranker is not None and spec.strip() == "auto":
-            pick = ranker.rank(region, pick, build)
-        if key is not None:
-            picked[key] = pick
-    first = lowered.get(key) if key is not None else None
-    if first is not None:
-        copy = first[0].renamed(region, dict(zip(first[1], names)))
-        if copy is not None:
-            return copy, pick, rv
-    lowering = build(list(pick.order) if pick is not None else None)
-    if key is not None:
-        lowered.setdefault(key, (lowering, names))
-    return lowering, pick, rv
-
-
 def _structure_key(
     asgs: list[Assign],
     declared: Mapping[str, TensorInfo],
     written: Mapping[str, Format],
     block: int,
     spec: tuple | None,
-    ranker: OrderRanker | None,
+    costly: Callable[[str], bool] | None,
     names: list[str] | None = None,
 ) -> tuple | None:
     """What a region's order choice depends on, up to the names of its tensors: its index
@@ -370,9 +397,9 @@ def _structure_key(
             return None
         info = declared.get(name)
         fmt = written.get(name)
-        costly = ranker is not None and ranker.relayout_costs(name)
+        relaid = costly is not None and costly(name)
         tensors.append(
-            (info.shape if info else None, (info.fmt.levels, info.fmt.mode_order) if info else None, fmt, costly)
+            (info.shape if info else None, (info.fmt.levels, info.fmt.mode_order) if info else None, fmt, relaid)
         )
     if names is not None:
         names.extend(slots)
@@ -433,9 +460,3 @@ def _produced_in(v: ir.Value, region_ops: set) -> bool:
     owner = v.owner
     op = owner.operation if isinstance(owner, ir.OpView) else owner
     return isinstance(op, ir.Operation) and op in region_ops
-
-
-def _accs(e):
-    from fuseflow.analysis.index_notation import accesses
-
-    return accesses(e)

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuseflow.experiments.executor import Executor, make_executor
+from fuseflow.errors import FuseflowError
+from fuseflow.executor import Executor, make_executor
+from fuseflow.experiments.evaluate import _model, evaluate
 from fuseflow.experiments.space import Point, Space, load_space
 
 __all__ = ["Point", "Space", "Sweep", "load_space", "make_executor", "sweep"]
@@ -29,8 +31,6 @@ def inputs_digest(path: str, options: dict[str, Any]) -> str:
     """Hash of the model file and of every example input and parameter it builds."""
     import numpy as np
     import torch
-
-    from fuseflow.experiments.evaluate import _model
 
     h = hashlib.sha256(Path(path).read_bytes())
     h.update(json.dumps(options, sort_keys=True).encode())
@@ -132,7 +132,7 @@ def sweep(
             else:
                 tasks.append((path, options, p, simulate))
                 where.append((i, key))
-        for k, row in executor.map(tasks):
+        for k, row in executor.run(evaluate, tasks):
             i, key = where[k]
             cache.put(key, row)
             rows[i] = {**row, "cached": False}
@@ -180,8 +180,6 @@ def write_parquet(rows: list[dict], path: str | Path) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        from fuseflow.errors import FuseflowError
-
         raise FuseflowError("Parquet output needs pyarrow: pip install 'fuseflow[parquet]'") from None
     flat = flat_rows(rows)
     columns = sorted({k for r in flat for k in r})
@@ -196,8 +194,6 @@ def pareto_plot(rows: list[dict], path: str | Path, title: str = "") -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        from fuseflow.errors import FuseflowError
-
         raise FuseflowError("plots need matplotlib: pip install 'fuseflow[plot]'") from None
     done = [r for r in rows if r.get("cycles") is not None]
     pruned = [r for r in rows if str(r.get("status", "")).startswith("pruned")]

@@ -12,6 +12,7 @@ from typing import Any
 
 from fuseflow.experiments.point import measure
 from fuseflow.experiments.space import Point
+from fuseflow.model_files import build_from_file
 
 _MODELS: dict[tuple, tuple] = {}
 
@@ -35,8 +36,6 @@ _DSE_KEYS = {  # a measured row's key -> the dse row's (its JSON and Parquet col
 def _model(path: str, options: dict[str, Any]) -> tuple:
     key = (path, tuple(sorted(options.items())))
     if key not in _MODELS:
-        from fuseflow.model_files import build_from_file
-
         _MODELS[key] = build_from_file(path, options)[1]
     return _MODELS[key]
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.passes import PassStep, step
+from fuseflow.sim.arch import Arch
 
 AXES = ("schedule", "order", "par", "block", "arch", "strategy", "sample")
 
@@ -57,7 +58,6 @@ class Point:
         """What `simulate(arch=)` takes: the preset/file, or it with the swept keys overridden."""
         if not self.arch_params:
             return self.arch
-        from fuseflow.sim.arch import Arch
 
         base = Arch.resolve(self.arch)
         settings = {**base.settings, "max_cycles": base.max_cycles, **dict(self.arch_params)}

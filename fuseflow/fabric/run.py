@@ -10,14 +10,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fuseflow import views
+from fuseflow.cost.cycle_model import Timing, estimate_graph
+from fuseflow.cost.input_stats import stats_for_inputs
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import Batched, batched, program_task_list, run_batches
 from fuseflow.fabric.dag import Task
 from fuseflow.fabric.scheduler import FabricState, Span, timeline_from_durations
-from fuseflow.fabric.split import SplitInfo, SplitPlan, split_info
+from fuseflow.fabric.shared_run import shared_timeline
+from fuseflow.fabric.split import SplitInfo, SplitPlan, slice_rows, split_info
 from fuseflow.fabric.strategy import BUILTIN, Auto, Strategy, resolve
 from fuseflow.fabric.templates import TemplateRunner
 from fuseflow.sim.arch import Arch
+from fuseflow.sim.values import region_values
 
 if TYPE_CHECKING:
     from fuseflow.program import Program
@@ -168,8 +172,6 @@ def _place_split(
 def _templates(program: Program, specs, inputs, rows, env, arch: Arch, chosen: Strategy) -> TemplateRunner:
     """What runs a task's template and checks it against its region's index-notation values (the
     rows of them a micro-batch writes)."""
-    from fuseflow.fabric.split import slice_rows
-    from fuseflow.sim.values import region_values
 
     names = {g.name for g in program.graphs}
 
@@ -186,7 +188,6 @@ def _templates(program: Program, specs, inputs, rows, env, arch: Arch, chosen: S
 
 
 def _shared(state, chosen, graphs, hosts, inputs, expected, arch) -> list[Span]:
-    from fuseflow.fabric.shared_run import shared_timeline
 
     return shared_timeline(state, chosen, graphs, hosts, inputs, expected, arch)
 
@@ -197,8 +198,6 @@ def task_predictions(
     """The cycle model's cycles and bytes per task of a split program: a micro-batch is estimated
     on its own rows (a fused region whose rows are an inner loop repeats its outer loops in every
     micro-batch, and this shows it); when its inputs are not at hand, its region's share of work."""
-    from fuseflow.planning.cycle_model import Timing, estimate_graph
-    from fuseflow.planning.input_stats import stats_for_inputs
 
     region_cycles, region_bytes = predictions(program, args, arch)
     timing = Timing.from_settings(arch.settings)

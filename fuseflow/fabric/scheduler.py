@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.dag import Task, dependencies, longest_paths
+from fuseflow.fabric.strategy import Context, resolve, run_schedule
 from fuseflow.sim.arch import RESOURCES, Fabric
 
 if TYPE_CHECKING:
@@ -250,7 +251,6 @@ def timeline_from_durations(
 ) -> list[Span]:
     """The timeline when each task takes its own `durations[i]` cycles wherever it runs (a task
     issued with a template: the template's, run by `templates`)."""
-    from fuseflow.fabric.strategy import Context, resolve, run_schedule
 
     chosen = resolve(strategy)
     state = FabricState(

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fuseflow.conversion.linalg_attrs import set_signature
 from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
@@ -260,28 +261,9 @@ def import_model(
         if t.dtype != torch.float32:
             notes.append(f"{name}: {t.dtype} cast to float32 for the simulator")
     lifted = Lifted(model, len(args), state_names).eval()
-    ep, templated = None, None
-    if adapt is None and replicate:  # identical blocks traced and lowered once (`replicate.py`)
-        try:
-            templated = export_templated(model, len(args), state_names, inputs, _decomposed)
-            ep = templated.ep
-        except Exception as e:  # anything replication cannot copy is exported whole
-            log.debug("identical blocks not replicated: %s", e)
-    if ep is None:
-        ep = _decomposed(model, len(args), state_names, inputs)
+    ep, templated = _exported(model, len(args), state_names, inputs, adapt is None and replicate)
     traced = None if (adapt is not None or implied) else traced_outputs(ep)
-    try:
-        module, sparse_results, eyes = _to_linalg(ep, verbose, templated)
-    except Exception as e:  # the blocks are copied before lowering instead, which reports any error
-        if templated is None:
-            raise
-        log.debug("identical blocks not lowered once: %s", e)
-        try:
-            ep = export_replicated(model, len(args), state_names, inputs, _decomposed)
-        except Exception as copy_error:
-            log.debug("identical blocks not replicated: %s", copy_error)
-            ep = _decomposed(model, len(args), state_names, inputs)
-        module, sparse_results, eyes = _to_linalg(ep, verbose)
+    module, sparse_results, eyes = _lowered(ep, templated, model, len(args), state_names, inputs, verbose)
     eye_values = {eye_name(n): identity(n) for n in eyes}  # diag(v): bound like parameters, stored CSR
     graph_names = all_names + list(eye_values)
     graph_inputs = inputs + [torch.zeros(n, n) for n in eyes]
@@ -295,11 +277,7 @@ def import_model(
         spec = formats.get(name, implied.get(name, "dense"))
         fmts[name] = _size_one_levels_dense(parse_format(spec, t.dim(), what=f"{name!r}"), tuple(t.shape), name, notes)
     given = {**dict(zip(names, args)), **{n: state[n] for n in state_names if n in implied}}
-    density = {
-        name: (stored_entries(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
-        for name, t in zip(all_names, inputs)
-        if "compressed" in fmts[name].levels
-    }
+    density = _densities(all_names, inputs, given, implied, fmts)
     density.update({name: 1.0 / max(1, v.shape[0]) for name, v in eye_values.items()})
     out_names = _attach(module, graph_names, fmts, density)
     if traced is None:  # a rewritten model would run its (N, N, F) edge tensors densely, and sparse
@@ -329,6 +307,47 @@ def import_model(
         adapt=adapt,
         n_call_args=n_call,
     )
+
+
+def _exported(model, n_args: int, state_names: list[str], inputs: list, replicate: bool):
+    """The exported program, and its templated form when identical blocks are traced once
+    (`replicate.py`; anything replication cannot copy is exported whole)."""
+    if replicate:
+        try:
+            templated = export_templated(model, n_args, state_names, inputs, _decomposed)
+            return templated.ep, templated
+        except Exception as e:
+            log.debug("identical blocks not replicated: %s", e)
+    return _decomposed(model, n_args, state_names, inputs), None
+
+
+def _lowered(ep, templated, model, n_args: int, state_names: list[str], inputs: list, verbose: bool):
+    """`_to_linalg` of the exported program; where its blocks cannot be lowered once, they are
+    copied before lowering instead (or the model exported whole), which reports any error."""
+    try:
+        return _to_linalg(ep, verbose, templated)
+    except Exception as e:
+        if templated is None:
+            raise
+        log.debug("identical blocks not lowered once: %s", e)
+    try:
+        ep = export_replicated(model, n_args, state_names, inputs, _decomposed)
+    except Exception as copy_error:
+        log.debug("identical blocks not replicated: %s", copy_error)
+        ep = _decomposed(model, n_args, state_names, inputs)
+    return _to_linalg(ep, verbose)
+
+
+def _densities(
+    names: list[str], inputs: list, given: Mapping[str, Any], implied: Mapping[str, Any], fmts: Mapping[str, Format]
+) -> dict[str, float]:
+    """The stored fraction of each compressed input: its stored entries where the user gave a
+    sparse tensor (explicit zeros count), else its nonzeros."""
+    return {
+        name: (stored_entries(given[name]) if name in implied else float(torch.count_nonzero(t))) / max(1, t.numel())
+        for name, t in zip(names, inputs)
+        if "compressed" in fmts[name].levels
+    }
 
 
 VALUE_CHECKED = frozenset({torch.ops.aten.embedding.default, torch.ops.aten.index_select.default})
@@ -409,20 +428,6 @@ def _attach(
         func.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in ret.operands])
         )
-        f64 = ir.F64Type.get()
-        func.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            [
-                ir.DictAttr.get(
-                    {
-                        "fuseflow.name": ir.StringAttr.get(n),
-                        **({"fuseflow.density": ir.FloatAttr.get(f64, density[n])} if n in density else {}),
-                    }
-                )
-                for n in names
-            ]
-        )
         outs = [f"out{i}" for i in range(len(ftype.results))]
-        func.attributes["res_attrs"] = ir.ArrayAttr.get(
-            [ir.DictAttr.get({"fuseflow.name": ir.StringAttr.get(n)}) for n in outs]
-        )
+        set_signature(func, names, density, outs)
     return outs

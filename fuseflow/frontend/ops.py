@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fuseflow.errors import UnsupportedError
+from fuseflow.formats import FORMAT_DOCS
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,6 @@ def check_graph(nodes: Iterable, origin) -> None:
 
 def markdown() -> str:
     """docs/ops.md: the table above, with the formats."""
-    from fuseflow.formats import FORMAT_DOCS
 
     out = [
         "# Supported ops and formats",

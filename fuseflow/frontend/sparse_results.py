@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from fuseflow.conversion.linalg_attrs import check_supported, set_declared_format
 from fuseflow.errors import FormatError, UnsupportedError
 from fuseflow.frontend.ops import node_location
 from fuseflow.mlir import ir
-from fuseflow.schedule.regions import FORMAT_ATTR, check_supported, fx_node_name, op_listing
+from fuseflow.schedule.regions import fx_node_name, op_listing
 
 TO_SPARSE = {
     "aten._to_sparse.default": "coo",
@@ -74,8 +75,7 @@ def mark(func, by_node: Mapping[str, str], requested: Mapping[Any, str], known_i
             )
         targets.append((last_of_info[k], fmt))
     for op, fmt in targets:
-        with op.context:
-            op.attributes[FORMAT_ATTR] = ir.StringAttr.get(str(fmt))
+        set_declared_format(op, str(fmt))
 
 
 def _info_index(key: Any, infos) -> int | None:
@@ -90,8 +90,3 @@ def _info_index(key: Any, infos) -> int | None:
         return named[-1]
     inside = [o.index for o in infos if o.path == key or o.path.startswith(key + ".")]
     return inside[-1] if inside else None
-
-
-def declared_format(op: ir.Operation) -> str | None:
-    """The sparse format declared on an op's result (``fuseflow.format``), if any."""
-    return ir.StringAttr(op.attributes[FORMAT_ATTR]).value if FORMAT_ATTR in op.attributes else None

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.conversion.lower_module import BLOCK_ATTR
+from fuseflow.conversion.linalg_attrs import compute_ops, main_func, region_of, set_block
 from fuseflow.errors import FuseflowError
-from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
-from fuseflow.schedule.regions import REGION_ATTR, body_ops, main_func
 
 
 @dataclass(frozen=True)
@@ -32,17 +30,11 @@ def run(module, options: Options, ctx: PassContext | None = None):
     with module.context:
         func = main_func(module)
         if options.region:
-            regions = {
-                ir.StringAttr(op.attributes[REGION_ATTR]).value for op in body_ops(func) if REGION_ATTR in op.attributes
-            }
+            regions = {r for op in compute_ops(func) if (r := region_of(op)) is not None}
             if options.region not in regions:
                 raise FuseflowError(
                     f"block: no region {options.region!r}; regions: {', '.join(sorted(regions)) or 'none'} "
                     "(run fuseflow-partition first)"
                 )
-        current = (
-            {k.name: k.attr for k in ir.DictAttr(func.attributes[BLOCK_ATTR])} if BLOCK_ATTR in func.attributes else {}
-        )
-        current[options.region or "*"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), options.size)
-        func.attributes[BLOCK_ATTR] = ir.DictAttr.get(current)
+        set_block(func, options.region or "*", options.size)
     return module

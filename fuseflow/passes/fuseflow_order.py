@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.conversion.lower_module import ORDERS_ATTR, lower_module
-from fuseflow.mlir import ir
-from fuseflow.passes.context import PassContext
+from fuseflow.conversion.linalg_attrs import main_func, set_orders
+from fuseflow.passes.context import KeptLowering, PassContext
 from fuseflow.passes.lower_to_sam import ensure_regions
-from fuseflow.planning.ordering import DEFAULT_CAP
-from fuseflow.planning.rank import OrderRanker
-from fuseflow.schedule.regions import main_func
+from fuseflow.search.ordering import DEFAULT_CAP
+from fuseflow.search.orders import search_orders
+from fuseflow.search.rank import OrderRanker
 
 
 @dataclass(frozen=True)
@@ -43,21 +42,10 @@ def run(module, options: Options, ctx: PassContext | None = None):
     with module.context:
         func = main_func(module)
         ensure_regions(func)
-        if ORDERS_ATTR in func.attributes:
-            del func.attributes[ORDERS_ATTR]
+        set_orders(func, None)
         spec = ctx.order if ctx.order is not None else parse_order(options.order)
-        typed: list = []
-        distinct: list = []
-        text, summary, chosen, assigns = lower_module(
-            module,
-            ctx.node_budget,
-            order_spec=spec,
-            cap=options.cap,
-            ranker=ctx.ranker or OrderRanker(),
-            typed=typed,
-            distinct=distinct,
-        )
-        func.attributes[ORDERS_ATTR] = ir.DictAttr.get({r: ir.StringAttr.get(c.name) for r, c in chosen.items()})
+        lowered, chosen = search_orders(module, ctx.node_budget, spec, options.cap, ctx.ranker or OrderRanker())
+        set_orders(func, {r: c.name for r, c in chosen.items()})
         ctx.chosen.update(chosen)
-        ctx.lowered = (module, text, summary, assigns, typed, distinct)
+        ctx.lowered = KeptLowering(module, lowered)
     return module

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuseflow.conversion.linalg_attrs import main_func
 from fuseflow.errors import FuseflowError
 from fuseflow.passes.context import PassContext
-from fuseflow.schedule.regions import assign_regions, main_func
+from fuseflow.schedule.regions import assign_regions
+from fuseflow.schedule.rules import Schedule
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ def run(module, options: Options, ctx: PassContext | None = None):
     ctx = ctx or PassContext()
     if ctx.regions_assigned:  # compile() assigned them (and read the rules' options) before the pipeline
         return module
-    schedule = options.schedule
+    schedule: str | Schedule = options.schedule
     if schedule == "custom":
         if ctx.schedule is None:
             raise FuseflowError("fuseflow-partition: schedule=custom needs a Schedule from the API (fuseflow.compile)")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, is_inlined
-from fuseflow.conversion.lower_module import lower_module
+from fuseflow.conversion.linalg_attrs import compute_ops, main_func, region_of
 from fuseflow.dialects.sam_ir import parse_module, with_graphs
 from fuseflow.passes.context import PassContext
-from fuseflow.schedule.regions import REGION_ATTR, assign_regions, body_ops, main_func
+from fuseflow.schedule.regions import assign_regions
+from fuseflow.search.orders import search_orders
 
 
 @dataclass(frozen=True)
@@ -40,20 +40,17 @@ def lower(module, options: Options, ctx: PassContext | None = None) -> tuple[str
     with module.context:
         func = main_func(module)
         ensure_regions(func)
-        stash, ctx.lowered = ctx.lowered, None
-        if stash is not None and stash[0] is module and options.node_budget == ctx.node_budget:
-            text, summary, assigns, typed, distinct = stash[1:]  # fuseflow-order just lowered it
+        kept, ctx.lowered = ctx.lowered, None
+        if kept is not None and kept.module is module and options.node_budget == ctx.node_budget:
+            lowered = kept.lowered  # fuseflow-order just lowered it
         else:
-            typed, distinct = [], []
-            text, summary, chosen, assigns = lower_module(
-                module, options.node_budget, options.order or None, typed=typed, distinct=distinct
-            )
+            lowered, chosen = search_orders(module, options.node_budget, options.order or None)
             ctx.chosen.update(chosen)
-        ctx.summary, ctx.assigns, ctx.typed = summary, assigns, typed
-        return text, with_graphs(text, distinct)
+        ctx.summary, ctx.assigns, ctx.typed = lowered.summary, lowered.assigns, lowered.typed
+        return lowered.text, with_graphs(lowered.text, lowered.distinct)
 
 
 def ensure_regions(func) -> None:
     """Compute ops without a region each get their own (the ``op`` schedule)."""
-    if any(op.name in COMPUTE_OPS and not is_inlined(op) and REGION_ATTR not in op.attributes for op in body_ops(func)):
+    if any(region_of(op) is None for op in compute_ops(func)):
         assign_regions(func, "op")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fuseflow.cost.cycle_model import GraphEstimate
 from fuseflow.fabric.scheduler import Span
 from fuseflow.fabric.split import SplitPlan
-from fuseflow.planning.cycle_model import GraphEstimate
 
 if TYPE_CHECKING:
     from fuseflow.program import Program

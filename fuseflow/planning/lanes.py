@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from fuseflow.cost.cycle_model import Timing, estimate_graph
+from fuseflow.cost.input_stats import stats_for_inputs
 from fuseflow.dialects.sam_ir import module_text, parse_module, read_module
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import program_task_list
@@ -30,8 +32,6 @@ from fuseflow.fabric.resources import demand_of, fits
 from fuseflow.fabric.scheduler import Utilization, timeline_from_durations
 from fuseflow.mlir import ir
 from fuseflow.passes.sam_parallelize import parallelize_graph
-from fuseflow.planning.cycle_model import Timing, estimate_graph
-from fuseflow.planning.input_stats import stats_for_inputs
 from fuseflow.schedule.rules import Match, Rule
 from fuseflow.sim.arch import RESOURCES, UNBOUNDED, Arch, Fabric
 from fuseflow.sim.graph import GraphSpec, parse_graphs

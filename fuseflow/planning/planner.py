@@ -42,16 +42,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fuseflow.conversion.linalg_attrs import main_func
+from fuseflow.cost.cycle_model import Timing, model_approximates
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
+from fuseflow.frontend.export import import_model
 from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
-from fuseflow.planning.cycle_model import Timing, model_approximates
 from fuseflow.planning.fill import LanePlan, fill
-from fuseflow.planning.rank import ranker_options
 from fuseflow.planning.segmentations import band, best_splits, count_segmentations, k_best, most_of
 from fuseflow.planning.units import MAX_UNITS, OP_UNITS, Unit, _op_dependences, period_of, units_of
+from fuseflow.schedule.regions import assign_regions, listing
+from fuseflow.schedule.regions import layer_of as layer_in
 from fuseflow.schedule.rules import Match, OpView, Rule, Schedule, as_schedule, matches
+from fuseflow.search.rank import ranker_options
 from fuseflow.sim.arch import Arch
 
 Lower = Callable[..., Any]
@@ -215,9 +219,6 @@ class Space:
         arch=None,
         lower: Lower | None = None,
     ):
-        from fuseflow.frontend.export import import_model
-        from fuseflow.schedule.regions import layer_of as layer_in
-        from fuseflow.schedule.regions import listing, main_func
 
         self.args = tuple(example_args)
         self.imported = import_model(model, self.args, formats)
@@ -337,7 +338,6 @@ class Space:
     def _unit_segments(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
         """The segments of every unit a built-in schedule's regions are, in order, or None."""
         from fuseflow.mlir import ir
-        from fuseflow.schedule.regions import assign_regions, listing, main_func
 
         module = ir.Module.parse(self.asm, context=self.imported.module.context)
         with module.context:
@@ -418,11 +418,8 @@ def plan(
         arch=arch,
         lower=lower,
     )
-    units, notes, n, allowed = space.units, space.notes, len(space.units), space.allowed
-    if top_k is None:
-        top_k = top_k_for(count_segmentations(n, allowed))
-        if model_approximates(Timing.from_settings(Arch.resolve(arch).settings)):
-            top_k = MAX_TOP_K  # finite FIFOs and memory: estimates 3-9% apart may swap (docs/results/planning.md)
+    units, notes = space.units, space.notes
+    top_k = _top_k(space, arch) if top_k is None else top_k
 
     def say(msg: str) -> None:
         if progress is not None:
@@ -432,6 +429,81 @@ def plan(
     # paying its configuration load
     seg_cost, too_big, pruned = _cover(space, order, arch, say, notes)
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
+    cands, alive = _shortlist(space, seg_cost, candidates, top_k)
+    if not alive and not too_big:
+        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
+    # the built-in schedules, estimated whole: the best of them is always simulated
+    if constraints is None or not constraints.ruleset:
+        builtin = _best_builtin(space, order, arch, say, seg_cost, pruned, notes)
+        if builtin is not None:
+            cands.append(builtin)
+    # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
+    confirm = _Confirm(space, order, arch, strategy, say)
+    programs = confirm.programs
+
+    finalists = alive[:top_k] + [c for c in cands if c.builtin is not None]
+    for c in finalists:
+        _try(confirm, c, "simulated" if c.builtin is None else "simulated (best built-in by estimate)")
+    _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
+    lanes = None
+    fabric = Arch.resolve(arch).fabric if arch is not None else None
+    if fabric is not None:  # 4. fill the fabric: each simulated candidate's regions get lanes
+        simulated_ = [c for c in cands if c.simulated_cycles is not None]
+        lanes = fill(simulated_, programs, arch, strategy, max_lanes, confirm, say, notes)
+        cands += [c for c in lanes.candidates if c not in cands]
+    win = _fastest(cands, programs, arch, too_big)
+    win.status = "chosen"
+    program = programs[id(win)]
+    program.schedule = "auto"
+    schedule = win.schedule if win.builtin is None or win.lanes_by else as_schedule(win.builtin)
+    if lanes is not None:
+        lanes.choose(win, program)
+    return Plan(program, schedule, units, cands, space.compiles, confirm.cycles, time.perf_counter() - t0, notes, lanes)
+
+
+def _top_k(space: Space, arch: Any) -> int:
+    """How many candidates to simulate: more where estimates are close (finite FIFOs and
+    memory: estimates 3-9% apart may swap, docs/results/planning.md)."""
+    if model_approximates(Timing.from_settings(Arch.resolve(arch).settings)):
+        return MAX_TOP_K
+    return top_k_for(count_segmentations(len(space.units), space.allowed))
+
+
+def _try(confirm: Callable[[Candidate, str], None], c: Candidate, why: str) -> None:
+    """Confirm `c`; a candidate that fails to compile or simulate says why instead."""
+    try:
+        confirm(c, why)
+    except FuseflowError as e:
+        c.status = f"failed: {str(e).splitlines()[0][:80]}"
+
+
+class _Confirm:
+    """Confirms a candidate: compiled with its regions' orders chosen, estimated whole and
+    simulated under the strategy; keeps each program and the cycles simulated in all."""
+
+    def __init__(self, space: Space, order: Any, arch: Any, strategy: Any, say: Callable[[str], None]) -> None:
+        self.space, self.order, self.arch, self.strategy, self.say = space, order, arch, strategy, say
+        self.programs: dict[int, Any] = {}
+        self.cycles = 0
+
+    def __call__(self, c: Candidate, why: str) -> None:
+        self.say(f"confirming: {c.describe(self.space.units)}")
+        what = c.schedule if c.lanes_by else c.builtin or c.segments
+        prog = self.programs[id(c)] = self.space.compile(what, self.order)
+        est = prog.estimate(arch=self.arch, strategy=self.strategy)
+        c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
+        res = prog.simulate(arch=self.arch, strategy=self.strategy)
+        c.simulated_cycles = res.cycles
+        self.cycles += res.cycles
+        c.status = why
+
+
+def _shortlist(
+    space: Space, seg_cost: Mapping[tuple, tuple], candidates: int, top_k: int
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The `candidates` best segmentations by their segments' summed cost, and those alive:
+    neither dominated by another nor outside the `top_k` by estimate (the others say why)."""
+    n, allowed, units = len(space.units), space.allowed, space.units
     best = k_best(n, {s: c[0] for s, c in seg_cost.items() if allowed(*s)}, candidates)
     cands = [
         Candidate(
@@ -450,41 +522,12 @@ def plan(
     alive = sorted((c for c in cands if not c.status), key=lambda c: c.estimate_cycles)
     for c in alive[top_k:]:
         c.status = f"pruned: not in the top {top_k} by estimate"
-    if not alive and not too_big:
-        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
-    # the built-in schedules, estimated whole: the best of them is always simulated
-    if constraints is None or not constraints.ruleset:
-        builtin = _best_builtin(space, order, arch, say, seg_cost, pruned, notes)
-        if builtin is not None:
-            cands.append(builtin)
-    # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
-    programs: dict[int, Any] = {}
-    simulated = [0]
+    return cands, alive
 
-    def confirm(c: Candidate, why: str) -> None:
-        say(f"confirming: {c.describe(units)}")
-        what = c.schedule if c.lanes_by else c.builtin or c.segments
-        prog = programs[id(c)] = space.compile(what, order)
-        est = prog.estimate(arch=arch, strategy=strategy)
-        c.estimate_cycles, c.bytes, c.alu_ops = float(est.cycles), float(est.mem_bytes), float(est.alu_ops)
-        res = prog.simulate(arch=arch, strategy=strategy)
-        c.simulated_cycles = res.cycles
-        simulated[0] += res.cycles
-        c.status = why
 
-    finalists = alive[:top_k] + [c for c in cands if c.builtin is not None]
-    for c in finalists:
-        try:
-            confirm(c, "simulated" if c.builtin is None else "simulated (best built-in by estimate)")
-        except FuseflowError as e:
-            c.status = f"failed: {str(e).splitlines()[0][:80]}"
-    _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
-    lanes = None
-    fabric = Arch.resolve(arch).fabric if arch is not None else None
-    if fabric is not None:  # 4. fill the fabric: each simulated candidate's regions get lanes
-        simulated_ = [c for c in cands if c.simulated_cycles is not None]
-        lanes = fill(simulated_, programs, arch, strategy, max_lanes, confirm, say, notes)
-        cands += [c for c in lanes.candidates if c not in cands]
+def _fastest(cands: list[Candidate], programs: Mapping[int, Any], arch: Any, too_big: bool) -> Candidate:
+    """The candidate simulated fastest; on a finite fabric a tie goes to the program holding
+    fewer units. Refuses when none was simulated."""
     done = [c for c in cands if c.simulated_cycles is not None]
     if not done and too_big:
         raise FitError(
@@ -493,20 +536,14 @@ def plan(
         )
     if not done:
         raise FuseflowError("schedule=auto: no candidate schedule could be simulated")
+    fabric = Arch.resolve(arch).fabric if arch is not None else None
 
-    def held(c: Candidate) -> int:  # on a finite fabric a tie goes to the program holding fewer units
+    def held(c: Candidate) -> int:
         if fabric is None or id(c) not in programs:
             return 0
         return sum(sum(u.values()) for u in programs[id(c)].resources().values())
 
-    win = min(done, key=lambda c: (c.simulated_cycles, held(c), c.estimate_cycles))
-    win.status = "chosen"
-    program = programs[id(win)]
-    program.schedule = "auto"
-    schedule = win.schedule if win.builtin is None or win.lanes_by else as_schedule(win.builtin)
-    if lanes is not None:
-        lanes.choose(win, program)
-    return Plan(program, schedule, units, cands, space.compiles, simulated[0], time.perf_counter() - t0, notes, lanes)
+    return min(done, key=lambda c: (c.simulated_cycles, held(c), c.estimate_cycles))
 
 
 def _cover(space: Space, order: Any, arch: Any, say, notes: list[str]):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from fuseflow.conversion.linalg_attrs import producers
+
 OP_UNITS = 10
 """Models with at most this many PyTorch-level ops are planned op by op."""
 MAX_UNITS = 24
@@ -173,7 +175,6 @@ def period_of(units: list[Unit], op_infos, layer_of) -> tuple[int, int, int] | N
 
 def _op_dependences(func, ops, index_of) -> dict[int, set[int]]:
     """PyTorch-level op -> the PyTorch-level ops it reads (through views)."""
-    from fuseflow.schedule.regions import producers
 
     compute = set(ops)
     deps: dict[int, set[int]] = {k: set() for k in set(index_of)}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fuseflow.fabric.scheduler import Span, tracks
+
 STALL_KEYS = ("stall_input", "stall_output")
 
 
@@ -63,7 +65,6 @@ def table(result: dict, nodes: bool = False) -> list:
 
 def perfetto(result: dict) -> dict[str, Any]:
     """Trace Event Format JSON: ts/dur in cycles (shown as microseconds by the viewer)."""
-    from fuseflow.fabric.scheduler import Span, tracks
 
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "fabric"}}]
     timeline = [

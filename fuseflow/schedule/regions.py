@@ -8,63 +8,25 @@ whichever op consumes them. The frontend names every op's location ``"fx node|mo
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-import networkx as nx
-
-from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, IGNORED_OPS, VIEW_OPS, derives, is_inlined
-from fuseflow.errors import UnsupportedError
+from fuseflow.conversion.linalg_attrs import (
+    body_ops,
+    check_supported,
+    declared_format,
+    name_loc,
+    producers,
+    region_order,
+    set_region,
+)
+from fuseflow.conversion.linalg_to_index import COMPUTE_OPS, VIEW_OPS, derives, is_inlined
 from fuseflow.mlir import ir, location_str
 from fuseflow.schedule.rules import OpView, Resolution, Schedule, as_schedule, resolve
-
-REGION_ATTR = "fuseflow.region"
-FORMAT_ATTR = "fuseflow.format"  # a result declared sparse (frontend/sparse_results.py)
-
-
-def main_func(module: ir.Module):
-    """The module's one function (``func.func @main``)."""
-    funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
-    if len(funcs) != 1:
-        raise UnsupportedError(f"expected exactly one func.func in the module, found {len(funcs)}")
-    return funcs[0].operation
-
-
-def body_ops(func) -> list[ir.Operation]:
-    """The operations of a function's body."""
-    return [op.operation for op in func.regions[0].blocks[0].operations]
-
-
-def check_supported(func) -> list[ir.Operation]:
-    """The compute ops of `func`; any op fuseflow cannot lower is reported at its location."""
-    compute = []
-    for op in body_ops(func):
-        if op.name in COMPUTE_OPS and is_inlined(op):
-            continue
-        if op.name in COMPUTE_OPS:
-            compute.append(op)
-        elif op.name not in VIEW_OPS and op.name not in IGNORED_OPS:
-            origin = _name_loc(op)[2]
-            written = f" (from PyTorch op '{re.sub(r'_[0-9]+$', '', origin)}')" if origin else ""
-            raise UnsupportedError(
-                f"unsupported op '{op.name}'{written}: fuseflow cannot lower it to sam", location_str(op.location)
-            )
-    return compute
-
-
-def _name_loc(op: ir.Operation) -> tuple[str | None, str, str | None]:
-    """(fx node, module path, originating PyTorch op) from the frontend's NameLoc (one around
-    the op's source location; read through the bindings, not printed: 15k ops on GPT-3 Small)."""
-    loc = op.location
-    if not isinstance(loc, ir.NameLoc) or isinstance(loc.child_loc, ir.UnknownLoc):
-        return None, "", None
-    parts = loc.name_str.split("|") + ["", ""]
-    return parts[0], parts[1], parts[2] or parts[0]
 
 
 def fx_node_name(op: ir.Operation) -> str | None:
     """The FX node an op was imported from (its NameLoc), if any."""
-    return _name_loc(op)[0]
+    return name_loc(op)[0]
 
 
 def _is_mask_producer(op: ir.Operation) -> bool:
@@ -80,7 +42,7 @@ def _is_mask_producer(op: ir.Operation) -> bool:
 
 def module_path(op: ir.Operation) -> str:
     """The module path of the PyTorch module an op was imported from (from its NameLoc)."""
-    return _name_loc(op)[1]
+    return name_loc(op)[1]
 
 
 @dataclass
@@ -118,7 +80,7 @@ def listing(func, ops: list[ir.Operation] | None = None) -> Listing:
     by_node: dict[str, int] = {}
     index_of = []
     ops = check_supported(func) if ops is None else ops
-    locs = [_name_loc(op) for op in ops]
+    locs = [name_loc(op) for op in ops]
     keys = [(loc[2] or f"op{i}") for i, loc in enumerate(locs)]
     # A masked softmax is one PyTorch-level op: the mask comparison and the masked_fill join
     # the op that consumes them.
@@ -148,22 +110,6 @@ def _consumers_of(value: ir.Value, compute: set) -> list[ir.Operation]:
             out.append(o)
         elif o.name in VIEW_OPS or is_inlined(o):
             out.extend(c for r in o.results for c in _consumers_of(r, compute))
-    return out
-
-
-def producers(op: ir.Operation, compute: set) -> list[ir.Operation]:
-    """Compute ops whose results `op` reads (looking through views)."""
-    out, stack = [], list(op.operands)
-    while stack:
-        v = stack.pop()
-        owner = v.owner
-        o = owner.operation if isinstance(owner, ir.OpView) else owner
-        if not isinstance(o, ir.Operation):
-            continue
-        if o in compute:
-            out.append(o)
-        elif o.name in VIEW_OPS or is_inlined(o):
-            stack.extend(o.operands)
     return out
 
 
@@ -206,12 +152,11 @@ def assign_regions(
         lambda path: layer_of(path, containers or set()),
         strict_groups=sched.groups is not None,
         materialized=frozenset(
-            index_of[i] for i, op in enumerate(ops) if FORMAT_ATTR in op.attributes or op in reshaped
+            index_of[i] for i, op in enumerate(ops) if declared_format(op) is not None or op in reshaped
         ),
     )
     for op, name in zip(ops, res.names):
-        with op.context:
-            op.attributes[REGION_ATTR] = ir.StringAttr.get(name)
+        set_region(op, name)
     region_order(func)  # reject schedules whose regions depend on each other cyclically
     return res
 
@@ -236,43 +181,3 @@ def reshaped_sources(func) -> set:
 
 def _op_of_value(v: ir.Value):
     return v.owner.operation if isinstance(v.owner, ir.OpView) else v.owner
-
-
-def region_order(func) -> list[str]:
-    """Regions in an order that respects their data dependences; a cycle is an error."""
-    ops = [op for op in body_ops(func) if op.name in COMPUTE_OPS and not is_inlined(op)]
-    region = {op: ir.StringAttr(op.attributes[REGION_ATTR]).value for op in ops if REGION_ATTR in op.attributes}
-    g = nx.DiGraph()
-    first: dict[str, int] = {}
-    compute = set(ops)
-    for i, op in enumerate(ops):
-        r = region.get(op)
-        if r is None:
-            continue
-        first.setdefault(r, i)
-        g.add_node(r)
-        for p in producers(op, compute):
-            if region.get(p) not in (None, r):
-                g.add_edge(region[p], r)
-    try:
-        return list(nx.lexicographical_topological_sort(g, key=lambda r: first[r]))
-    except nx.NetworkXUnfeasible:
-        cyc = " -> ".join(e[0] for e in nx.find_cycle(g))
-        raise UnsupportedError(
-            f"the schedule's regions depend on each other in a cycle ({cyc}); "
-            "merge them or split the groups differently"
-        ) from None
-
-
-class Partition:
-    """Checks that every compute op has a region."""
-
-    @staticmethod
-    def of(func) -> None:
-        """Refuse a function with a compute op outside every region, naming it."""
-        for op in check_supported(func):
-            if REGION_ATTR not in op.attributes:
-                raise UnsupportedError(
-                    f"'{op.name}' has no {REGION_ATTR} attribute: run fuseflow-partition first",
-                    location_str(op.location),
-                )

@@ -259,9 +259,7 @@ class Schedule:
         except OSError as e:
             raise FuseflowError(f"cannot read schedule {p}: {e.strerror}") from None
         if p.suffix == ".py":
-            from fuseflow.schedule import rules as mod
-
-            scope: dict[str, Any] = {"Match": Match, "Rule": Rule, "Schedule": Schedule, "__name__": mod.__name__}
+            scope: dict[str, Any] = {"Match": Match, "Rule": Rule, "Schedule": Schedule, "__name__": __name__}
             exec(compile(text, str(p), "exec"), scope)  # the user's own schedule file
             if not isinstance(scope.get("schedule"), Schedule):
                 raise FuseflowError(f"{p}: defines no `schedule = Schedule...`")
@@ -439,14 +437,22 @@ def resolve(
     alone = set().union(*(matched[j] for j in no_fuse)) if no_fuse else set()
     if materialize or alone:
         names = _split_at(names, info_of, producers, materialize, alone)
+    options = _region_options(rules, matched, info_of, names)
+    return Resolution(names, {r: o for r, o in options.items() if o}, unmatched)
+
+
+def _region_options(
+    rules: list[Rule], matched: list[set[int]], info_of: list[int], names: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Each region's options (``order``, ``block``, ``par``) from the rules matching its ops;
+    two rules giving one region different values are refused, naming both."""
     options: dict[str, dict[str, Any]] = {}
     given_by: dict[tuple[str, str], Rule] = {}
     for j, r in enumerate(rules):
         for opt, value in r.options.items():
-            for i in range(len(ops)):
+            for i, region in enumerate(names):
                 if info_of[i] not in matched[j]:
                     continue
-                region = names[i]
                 prev = options.setdefault(region, {}).get(opt)
                 if prev is not None and prev != value:
                     raise FuseflowError(
@@ -455,7 +461,7 @@ def resolve(
                     )
                 options[region][opt] = value
                 given_by[(region, opt)] = r
-    return Resolution(names, {r: o for r, o in options.items() if o}, unmatched)
+    return options
 
 
 def _split_at(

@@ -25,6 +25,7 @@ import numpy as np
 
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphRun, GraphSpec
+from fuseflow.version import __version__
 
 VALUE_DEPENDENT = frozenset({"val_drop", "crd_drop"})
 """Primitives whose token streams depend on values: their graphs are never memoised."""
@@ -48,7 +49,6 @@ def structure_key(spec: GraphSpec, packed: Mapping[str, Any], arch: Arch) -> str
     """The memo key of running `spec` on `packed` inputs, or None when the graph may not be memoised."""
     if any(n.kind in VALUE_DEPENDENT for n in spec.nodes):
         return None
-    from fuseflow.version import __version__
 
     canon: dict[str, int] = {}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fuseflow.errors import FuseflowError
+from fuseflow.executor import LocalExecutor, RayExecutor
 from fuseflow.experiments.dse import load_space, pareto_plot, sweep, write_parquet
-from fuseflow.experiments.executor import LocalExecutor, RayExecutor
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = str(ROOT / "examples" / "gcn_layer.py")

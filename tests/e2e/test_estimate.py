@@ -17,10 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.planning.cycle_model import EstimateError, Timing
+from fuseflow.cost.cycle_model import EstimateError, Timing
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
 
 import gcn  # noqa: E402
 import gcn_layer  # noqa: E402
@@ -243,7 +242,7 @@ def test_a_fused_aggregation_of_shared_features_is_counted_on_the_data(monkeypat
     features that union is far below the independent one: the model counts it on the data
     (`CoordinateOrigins.merged_rows`). The accumulators' tokens must then match the simulator's
     exactly and the region within 10%; counted as independent, the estimate is over 1.3x."""
-    from fuseflow.analysis.coordinates import CoordinateOrigins
+    from fuseflow.cost.coordinates import CoordinateOrigins
 
     model, _, formats = graphsage.build(features=120)
     args = _topical_graph()

@@ -5,7 +5,6 @@ measure a point alike, and a point that fails is a row that says why."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ from fuseflow.experiments.space import Point
 from fuseflow.experiments.study import study
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
 import gcn_layer  # noqa: E402
 
 OPTIONS = {"features": 8, "hidden": 4}

@@ -6,7 +6,6 @@ reductions and memory bytes must be identical: a refactor or a new pass must not
 """
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ import fuseflow
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
-sys.path.insert(0, str(ROOT / "examples"))
 
 import gcn  # noqa: E402
 import sae  # noqa: E402

@@ -8,7 +8,6 @@ running it over random programs tests the evaluator against the simulator region
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,13 +17,12 @@ import torch
 import fuseflow
 from fuseflow import fuzz, simulation
 from fuseflow.errors import FuseflowError, MismatchError
-from fuseflow.experiments.executor import LocalExecutor
+from fuseflow.executor import LocalExecutor
 from fuseflow.sim import memo as memo_mod
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.values import region_values
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
 
 import gcn  # noqa: E402
 import gpt_bigbird  # noqa: E402
@@ -231,7 +229,7 @@ def test_random_programs_agree_region_by_region(tmp_path):
 def test_regions_on_ray_give_the_plain_run():
     """The dse executors are the one executor interface: regions mapped on a local Ray."""
     ray = pytest.importorskip("ray")
-    from fuseflow.experiments.executor import RayExecutor
+    from fuseflow.executor import RayExecutor
 
     model, args, formats = gpt_bigbird.build(**SMALL_GPT)
     prog = fuseflow.compile(model, args, formats=formats, schedule="unfused")

@@ -9,8 +9,8 @@ import torch
 
 import fuseflow
 from fuseflow.analysis.index_notation import fold, preserves_zero
-from fuseflow.planning.ordering import RegionVars, estimate_density
 from fuseflow.primitives import ALU_UNARY
+from fuseflow.search.ordering import RegionVars, estimate_density
 
 UNARY = {
     "erf": torch.erf,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.planning.ordering import linear_extensions
+from fuseflow.search.ordering import linear_extensions
 
 
 @pytest.mark.parametrize("density", [0.1, 0.3])
@@ -155,7 +155,7 @@ def test_orders_that_agree_on_every_view_share_one_plan(data):
     plan computed for that order alone, or both must refuse it."""
     global _REGIONS
     from fuseflow.errors import UnsupportedError
-    from fuseflow.planning.ordering import RegionVars, _plans
+    from fuseflow.search.ordering import RegionVars, _plans
 
     if _REGIONS is None:
         _REGIONS = [(RegionVars("r", [a], lambda t: (), lambda t: ()), {}) for a in _fused_regions()]
@@ -201,7 +201,7 @@ def test_ranking_evaluates_only_what_a_sparse_read_needs(monkeypatch):
     """An all-dense read's statistics are its extents: ranking the layers after the first
     evaluates none of the regions before them; the orders are those ranking with every
     intermediate evaluated gives (statistics of all-dense reads do not depend on values)."""
-    import fuseflow.planning.rank as rank
+    import fuseflow.search.rank as rank
     import fuseflow.sim.values as values
 
     x, g = torch.rand(8, 6) - 0.5, (torch.rand(8, 8) < 0.3).float().to_sparse_csr()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,6 @@ import torch
 import fuseflow
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
 
 import gcn  # noqa: E402
 import graphs  # noqa: E402

@@ -6,9 +6,7 @@ copies and with every copy refused (`SamLowering.renamed` returning None), and c
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import gpt_bigbird  # noqa: E402
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +15,6 @@ from hypothesis import strategies as st
 import fuseflow
 from fuseflow.conversion.index_to_sam import SamLowering
 from fuseflow.dialects.sam_ir import GraphBuilder
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-import gpt_bigbird  # noqa: E402
 
 
 def _compiled(model, args, formats, schedule, monkeypatch, copies: bool):

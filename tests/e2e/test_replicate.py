@@ -12,9 +12,7 @@ eager PyTorch (`SimResult.check`'s tolerance)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+import gpt_bigbird  # noqa: E402
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -23,9 +21,6 @@ from hypothesis import strategies as st
 import fuseflow
 from fuseflow.frontend import linalg_copies, replicate
 from fuseflow.frontend.export import import_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-import gpt_bigbird  # noqa: E402
 
 
 def _text(model, args, formats, replicate_blocks: bool, locations: bool = True) -> str:

@@ -186,7 +186,7 @@ def test_units_run_on_ray_give_the_same_estimate():
     """A sampled run's units on a local Ray (the executor a cluster runs them on) give the
     estimate and interval of a run in this process."""
     ray = pytest.importorskip("ray")
-    from fuseflow.experiments.executor import RayExecutor
+    from fuseflow.executor import RayExecutor
 
     prog = gcn_cora_like()
     here = prog.simulate(sample={**SMALL, "error": 0.05})

@@ -4,8 +4,6 @@ caller's own frozen objects stay frozen; the program still matches PyTorch."""
 from __future__ import annotations
 
 import gc
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,8 +11,6 @@ import torch
 import fuseflow
 from fuseflow import compiler
 from fuseflow.heap import old_objects_frozen
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ PKG = Path(__file__).resolve().parents[2] / "fuseflow"
 
 
 def _package(module: str) -> str:
-    """The package a module belongs to: ``fuseflow.planning.rank`` -> ``fuseflow.planning``;
+    """The package a module belongs to: ``fuseflow.search.rank`` -> ``fuseflow.planning``;
     top-level modules (``fuseflow.program``) are their own."""
     parts = module.split(".")
     return ".".join(parts[:2])

@@ -1,4 +1,4 @@
-"""How the cycle model follows a reference stream through memory lines (`analysis/memory_walk.py`).
+"""How the cycle model follows a reference stream through memory lines (`cost/memory_walk.py`).
 
 The expected figures are counted by hand from the simulator's rule (node.cpp `request_lines`:
 one line buffer per array and node, 16 four-byte elements per 64-byte line).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fuseflow.analysis.memory_walk import Walk
-from fuseflow.planning.cycle_model import Timing, model_approximates
+from fuseflow.cost.cycle_model import Timing, model_approximates
+from fuseflow.cost.memory_walk import Walk
 
 SEQUENTIAL = Walk(same=0.0, jump=0.0, free=0.0, step=1.0)
 

@@ -4,9 +4,9 @@ architecture keys and the cycle model agree with it."""
 import pytest
 
 from fuseflow import _simulator
+from fuseflow.cost.cycle_model import RULES
 from fuseflow.dialects import sam
 from fuseflow.errors import FuseflowError
-from fuseflow.planning.cycle_model import RULES
 from fuseflow.primitives import ALU_BINARY, ALU_UNARY, KINDS, PRIMITIVES
 from fuseflow.sim.arch import Arch
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuseflow.analysis.index_notation import Access, Assign, Call, Const, Reduce
-from fuseflow.planning.rank import OrderRanker
+from fuseflow.search.rank import OrderRanker
 
 
 def _region(scale: float) -> list[Assign]:

@@ -1,4 +1,4 @@
-"""Per-level statistics of stored tensors (`analysis/tensor_stats.py`), against numpy counts.
+"""Per-level statistics of stored tensors (`cost/tensor_stats.py`), against numpy counts.
 
 A dense array and the same matrix held as scipy sparse must give the same statistics: the dense
 path counts on the array, the sparse one on its compressed form.
@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuseflow.analysis.tensor_stats import level_counts
+from fuseflow.cost.tensor_stats import level_counts
 
 
 @st.composite
@@ -70,7 +70,7 @@ def test_the_kept_pattern_is_the_stored_nonzeros_in_storage_order(a, mode_order,
 
     expected = (a != 0) if mode_order == (0, 1) else (a != 0).T
     for data in (a, sp.csr_matrix(a)):
-        with mock.patch("fuseflow.analysis.tensor_stats.PATTERN_ENTRIES", limit):
+        with mock.patch("fuseflow.cost.tensor_stats.PATTERN_ENTRIES", limit):
             got = level_counts(data, ("dense", "compressed"), mode_order).pattern
         if np.count_nonzero(a) > limit:
             assert got is None

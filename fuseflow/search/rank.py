@@ -25,13 +25,15 @@ from typing import Any
 import numpy as np
 
 from fuseflow.analysis.index_notation import Access, Const, Reduce
-from fuseflow.analysis.tensor_stats import TensorStats, level_counts
+from fuseflow.cost.cycle_model import Timing, estimate_graph, model_approximates
+from fuseflow.cost.input_stats import relayout_cycles, stats_for_inputs
+from fuseflow.cost.tensor_stats import TensorStats, level_counts
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
-from fuseflow.planning.cycle_model import Timing, estimate_graph, model_approximates
-from fuseflow.planning.input_stats import relayout_cycles, stats_for_inputs
-from fuseflow.planning.ordering import Candidate
+from fuseflow.search.ordering import Candidate
 from fuseflow.sim.arch import Arch
+from fuseflow.sim.graph import graph_spec, parse_graphs, run_graph
+from fuseflow.sim.values import evaluate_into, tensors_read
 
 DEFAULT_TOP = 6
 """Orders per region lowered and estimated (shortlisted by the static estimate)."""
@@ -111,7 +113,6 @@ class OrderRanker:
     def _graph(self, text: str, typed: Callable[[], Any] | None = None):
         """The simulator's spec of a region's graph: from the lowering's typed graph when it is
         at hand (`SamLowering.typed`), else parsed from the text."""
-        from fuseflow.sim.graph import graph_spec, parse_graphs
 
         if typed is not None:
             return graph_spec(typed())
@@ -139,7 +140,6 @@ class OrderRanker:
         """Make the committed regions that write `names` (and, first, what they read) known:
         as values where cheap (`sim.values.evaluate_into`), else as predicted statistics."""
         from fuseflow import views
-        from fuseflow.sim.values import tensors_read
 
         stack = [b for n in names for b in views.bases_of(n)]
         while stack:
@@ -166,7 +166,6 @@ class OrderRanker:
         same index notation on the same arrays (model inputs by their memory, intermediates by
         the arrays this cache gave out; the cache holds every array it keys, so none is reused)."""
         from fuseflow import views
-        from fuseflow.sim.values import evaluate_into, tensors_read
 
         if self.values is None:
             return evaluate_into(self.data, assigns)
@@ -281,7 +280,6 @@ class OrderRanker:
         if self.arch is None or self.verify < 2 or len(scored) < 2:
             return {}
         from fuseflow import views
-        from fuseflow.sim.graph import run_graph
 
         out: dict[int, float] = {}
         for i in sorted(scored, key=lambda i: (scored[i], i))[: self.verify]:

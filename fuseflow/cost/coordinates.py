@@ -1,4 +1,4 @@
-"""Where a stream's coordinates come from, for the cycle model (`cycle_model._Model`).
+"""Where a stream's coordinates come from, for the cycle model (`cycle_model.CycleModel`).
 
 A coordinate set met twice (GCN's adjacency read for the degree and again for the edges) must be
 intersected with itself as itself, not as an independent set of the same density, and a fiber
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 import scipy.sparse
 
-from fuseflow.analysis.tensor_stats import TensorStats
+from fuseflow.cost.tensor_stats import TensorStats
 
 if TYPE_CHECKING:
-    from fuseflow.planning.cycle_model import Stream
+    from fuseflow.cost.cycle_model import Stream
     from fuseflow.sim.graph import GraphSpec, NodeSpec
 
 Atom = tuple

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fuseflow.analysis.tensor_stats import TensorStats
-from fuseflow.planning.cycle_model import union_fraction
+from fuseflow.cost.cycle_model import union_fraction
+from fuseflow.cost.tensor_stats import TensorStats, level_counts
 
 if TYPE_CHECKING:
     from fuseflow.sim.graph import GraphSpec
@@ -38,7 +38,6 @@ def stats_for_inputs(
     uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
     measured ones across graphs that read the same tensor in the same format."""
     from fuseflow import views
-    from fuseflow.analysis.tensor_stats import level_counts
 
     known = known or {}
     out: dict[str, TensorStats] = {}

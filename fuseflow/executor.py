@@ -1,9 +1,10 @@
 """Where work runs: a local process pool (default) or Ray, behind one interface.
 
 `Executor.run(fn, tasks)` calls a module-level `fn(*task)` for every task and yields
-``(index, result)`` as they finish. Sweeps map design points with it (`Executor.map`), and
-`Program.simulate(jobs=)` maps regions; results do not depend on the executor (tests compare
-local and Ray runs row by row, wall time aside).
+``(index, result)`` as they finish. `Program.simulate(jobs=)` maps regions, pieces and sampled
+units with it, and sweeps map design points (`experiments/evaluate.py`); results do not depend
+on the executor (tests compare local and Ray runs row by row, wall time aside). It knows nothing
+of what it runs: the API and the experiments above it both use it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from typing import Any
 
 from fuseflow.errors import FuseflowError
 
-Task = tuple[str, dict, Any, bool]  # (model path, build options, Point, simulate)
-
 
 class Executor:
     """Runs tasks somewhere (this process, a pool, Ray) and yields (task index, result) as they finish."""
@@ -28,12 +27,6 @@ class Executor:
     def run(self, fn: Callable[..., Any], tasks: Sequence[tuple]) -> Iterator[tuple[int, Any]]:  # pragma: no cover
         """Yield ``(i, fn(*tasks[i]))`` for every task, in completion order."""
         raise NotImplementedError
-
-    def map(self, tasks: Sequence[Task]) -> Iterator[tuple[int, dict]]:
-        """Evaluate design points (`dse/evaluate.py`)."""
-        from fuseflow.experiments.evaluate import evaluate
-
-        return self.run(evaluate, tasks)
 
     def close(self) -> None:
         """Release the executor's workers."""

@@ -25,7 +25,7 @@ from fuseflow.analysis.index_notation import (
     Reduce,
     accesses,
 )
-from fuseflow.analysis.nests import NestPlan, free_vars, plan
+from fuseflow.analysis.nests import NestPlan, free_vars, plan, rename
 from fuseflow.analysis.storage_order import storage_vars
 from fuseflow.errors import FuseflowError, UnsupportedError
 from fuseflow.primitives import ALU
@@ -36,8 +36,6 @@ SCAN_LIMIT = 50
 """Permutations examined per listed order before giving up (large regions have n! orders)."""
 MAX_SEARCH_VARS = 48
 """A region with more index variables is not searched: its only candidate is the default order."""
-DEFAULT_DENSITY = 0.1
-"""Density assumed for a compressed tensor whose data is not known (fuseflow-opt on a file)."""
 
 
 @dataclass(frozen=True)
@@ -367,7 +365,6 @@ def _collect(e: Expr, p: NestPlan, out: dict) -> None:
 
 def _unrename(e: Expr, p: NestPlan, memo: dict) -> Expr:
     """`e` with the plan's renamed variables back to their originals (`memo`: one per plan)."""
-    from fuseflow.analysis.nests import rename
 
     return rename(e, p.renamed, memo) if p.renamed else e
 

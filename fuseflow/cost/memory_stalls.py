@@ -1,7 +1,7 @@
 """The cycle model's memory term: the lines a graph's memory nodes wait for, and how their stalls
 combine (docs/cycle-model.md, "Memory" and "Stalls of several nodes").
 
-A mixin of `cycle_model._Model`: it reads the streams, node estimates and line counts the
+A mixin of `cycle_model.CycleModel`: it reads the streams, node estimates and line counts the
 model's per-primitive rules filled in (`outs`, `nodes`, `misses`) and the arch's timing.
 """
 
@@ -20,7 +20,7 @@ _REWALKED = 0.1
 
 
 class MemoryStalls:
-    """Memory stalls and channel time of one graph estimate (`cycle_model._Model`)."""
+    """Memory stalls and channel time of one graph estimate (`cycle_model.CycleModel`)."""
 
     spec: GraphSpec
     t: Any  # cycle_model.Timing
@@ -29,8 +29,8 @@ class MemoryStalls:
     misses: dict[int, float]  # node id -> memory lines it waits for (reads)
     seg_lines: dict[int, float]  # compressed scan id -> of its misses, the `seg` lines
     _readers: dict[int, list[int]] | None = None
-    _latency: Callable[[Any], float]  # cycle_model._Model._latency: a node's own latency
-    first_line_count: Callable[[int], float]  # cycle_model._Model.first_line_count
+    _latency: Callable[[Any], float]  # cycle_model.CycleModel._latency: a node's own latency
+    first_line_count: Callable[[int], float]  # cycle_model.CycleModel.first_line_count
 
     def memory_stalls(self) -> float:
         """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
@@ -230,7 +230,7 @@ class MemoryStalls:
 
     def later_lines(self, i: int) -> float:
         """The lines memory node `i` waits for after its first ones, which the timeline charges
-        (`cycle_model._Model._first_lines`)."""
+        (`cycle_model.CycleModel._first_lines`)."""
         return max(self.misses[i] - self.first_line_count(i), 0.0)
 
     def memory_cycles(self) -> float:

@@ -19,16 +19,16 @@ model is on. `docs/cycle-model.md` states the rules and where they are approxima
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from fuseflow.analysis.coordinates import Atom, CoordinateOrigins
-from fuseflow.analysis.memory_walk import LINE_ELEMS as _LINE_ELEMS
-from fuseflow.analysis.memory_walk import UNKNOWN_WALK, Walk
-from fuseflow.analysis.tensor_stats import TensorStats
+from fuseflow.cost.coordinates import Atom, CoordinateOrigins
+from fuseflow.cost.memory_stalls import MemoryStalls
+from fuseflow.cost.memory_walk import LINE_ELEMS as _LINE_ELEMS
+from fuseflow.cost.memory_walk import UNKNOWN_WALK, Walk
+from fuseflow.cost.tensor_stats import TensorStats
 from fuseflow.errors import FuseflowError
-from fuseflow.planning.memory_stalls import MemoryStalls
 
 if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor the simulator
     from fuseflow.sim.graph import GraphSpec, NodeSpec
@@ -251,7 +251,15 @@ def union_fraction(p: float, m: float) -> float:
     return 1.0 - math.exp(m * math.log1p(-p))
 
 
-class _Model(MemoryStalls, CoordinateOrigins):
+class CycleModel(MemoryStalls, CoordinateOrigins):
+    """One graph's estimate, node by node in topological order (`run`).
+
+    The extension point for other rules: a subclass overriding a primitive's rule method (named
+    by `_RULE_OF`), `memory_stalls` or `timeline`, passed as `estimate_graph(..., model=)`
+    (`benchmarks/model_variants.py` scores its variants so). The memory term (`MemoryStalls`)
+    and coordinate origins (`CoordinateOrigins`) are mixed in: they read the streams, busy
+    cycles and misses this class fills."""
+
     def __init__(self, spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing):
         self.spec, self.stats, self.t = spec, stats, timing
         self.outs: list[list[Stream]] = []
@@ -304,7 +312,13 @@ class _Model(MemoryStalls, CoordinateOrigins):
         rule = _RULE_OF.get(node.kind)
         if rule is None:
             raise EstimateError(f"graph {self.spec.name}: the cycle model has no rule for sam.{node.kind}")
-        return rule(self, node, self.t.kind_ii(node.kind))
+        return getattr(self, rule)(node, self.t.kind_ii(node.kind))
+
+    def intersect(self, node: NodeSpec, ii: int):
+        return self.joiner(node, ii, False)
+
+    def union(self, node: NodeSpec, ii: int):
+        return self.joiner(node, ii, True)
 
     def root(self, node: NodeSpec, ii: int):
         return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
@@ -687,26 +701,27 @@ class _Model(MemoryStalls, CoordinateOrigins):
         return out
 
 
-_RULE_OF: dict[str, Callable[[_Model, NodeSpec, int], tuple[list[Stream], float, float, float]]] = {
-    "root": _Model.root,
-    "scan": _Model.scan,
-    "locate": _Model.locate,
-    "intersect": lambda m, node, ii: m.joiner(node, ii, False),
-    "union": lambda m, node, ii: m.joiner(node, ii, True),
-    "repsiggen": _Model.repsiggen,
-    "repeat": _Model.repeat,
-    "load": _Model.load,
-    "alu": _Model.alu,
-    "reduce": _Model.reduce,
-    "spacc": _Model.spacc,
-    "crd_drop": _Model.crd_drop,
-    "val_drop": _Model.val_drop,
-    "write_crd": _Model.write_crd,
-    "write_val": _Model.write_val,
-    "fork": _Model.fork,
-    "join": _Model.join,
+_RULE_OF: dict[str, str] = {
+    "root": "root",
+    "scan": "scan",
+    "locate": "locate",
+    "intersect": "intersect",
+    "union": "union",
+    "repsiggen": "repsiggen",
+    "repeat": "repeat",
+    "load": "load",
+    "alu": "alu",
+    "reduce": "reduce",
+    "spacc": "spacc",
+    "crd_drop": "crd_drop",
+    "val_drop": "val_drop",
+    "write_crd": "write_crd",
+    "write_val": "write_val",
+    "fork": "fork",
+    "join": "join",
 }
-"""Each primitive kind's rule: its output streams, busy cycles, ALU element ops and bytes."""
+"""Each primitive kind's rule: the `CycleModel` method giving its output streams, busy cycles,
+ALU element ops and bytes (a subclass overriding the method changes the rule)."""
 RULES = frozenset(_RULE_OF)
 """Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
 
@@ -718,6 +733,9 @@ def model_approximates(timing: Timing) -> bool:
     return mem is not None and bool(mem.get("enabled", True)) and int(mem.get("latency", 0)) > timing.fifo_depth
 
 
-def estimate_graph(spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing) -> GraphEstimate:
-    """Predict one graph's tokens per node and cycles from its input tensors' statistics."""
-    return _Model(spec, stats, timing).run()
+def estimate_graph(
+    spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing, model: type[CycleModel] | None = None
+) -> GraphEstimate:
+    """Predict one graph's tokens per node and cycles from its input tensors' statistics
+    (`model`: a `CycleModel` subclass with other rules)."""
+    return (model or CycleModel)(spec, stats, timing).run()
