@@ -274,10 +274,12 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         CoordinateOrigins.__init__(self)
 
     def inp(self, node: NodeSpec, i: int) -> Stream:
+        """The stream on the node's input port `i`."""
         src, port = node.inputs[i]
         return self.outs[src][port]
 
     def run(self) -> GraphEstimate:
+        """Every node's estimate in topological order, then the graph's cycles."""
         for node in self.spec.nodes:
             outs, busy, alu, mem = self.step(node)
             self.outs.append(outs)
@@ -315,15 +317,19 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return getattr(self, rule)(node, self.t.kind_ii(node.kind))
 
     def intersect(self, node: NodeSpec, ii: int):
+        """Intersection of coordinate streams: `joiner` keeping common coordinates."""
         return self.joiner(node, ii, False)
 
     def union(self, node: NodeSpec, ii: int):
+        """Union of coordinate streams: `joiner` keeping every coordinate."""
         return self.joiner(node, ii, True)
 
     def root(self, node: NodeSpec, ii: int):
+        """The root reference of a tensor: one token and a stop."""
         return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
 
     def locate(self, node: NodeSpec, ii: int):
+        """Locate: coordinates looked up in a tensor's level, one reference each."""
         crd, ref = self.inp(node, 0), self.inp(node, 1)
         fiber = crd.data / max(crd.fibers, 1e-9)
         dim = max(crd.dims[-1], 1)
@@ -341,10 +347,12 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [out], crd.tokens * ii, 0.0, 0.0
 
     def repsiggen(self, node: NodeSpec, ii: int):
+        """Repeat-signal generator: one signal per coordinate of its input."""
         s = self.inp(node, 0)
         return [s], s.tokens * ii, 0.0, 0.0
 
     def repeat(self, node: NodeSpec, ii: int):
+        """Repeat: a reference repeated once per element of the signal's shape."""
         ref, sig = self.inp(node, 0), self.inp(node, 1)
         copies = max(sig.data / max(ref.data, 1e-9), 1.0)  # each reference, once per signal element
         out = Stream(
@@ -360,6 +368,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [out], (sig.tokens + ref.tokens - ref.data) * ii, 0.0, 0.0
 
     def load(self, node: NodeSpec, ii: int):
+        """Array load: one value per reference, one memory access each."""
         s = self.inp(node, 0)
         real = s.data * s.present
         if node.tensor:
@@ -370,11 +379,13 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [s], self.tile_steps(node, s, ii), 0.0, 4.0 * real * elems
 
     def alu(self, node: NodeSpec, ii: int):
+        """ALU: one element op per innermost element (tiles: per tile element)."""
         s = self.inp(node, 0)
         out = Stream(s.counts, s.dims, 1.0, s.vars, s.pattern)
         return [out], self.tile_steps(node, s, ii), s.data * self.tile_elems(node), 0.0
 
     def crd_drop(self, node: NodeSpec, ii: int):
+        """Coordinate drop: keeps the coordinates whose inner fibers are non-empty."""
         outer, inner = self.inp(node, 0), self.inp(node, 1)
         L = inner.data / max(outer.data, 1e-9)
         N = max(inner.dims[-1], 1)
@@ -384,21 +395,25 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [o, i], max(inner.tokens, outer.tokens) * ii, 0.0, 0.0
 
     def val_drop(self, node: NodeSpec, ii: int):
+        """Value drop: keeps the nonzero values and their coordinates."""
         crd, val = self.inp(node, 0), self.inp(node, 1)
         return [crd, val], crd.tokens * ii, 0.0, 0.0
 
     def write_crd(self, node: NodeSpec, ii: int):
+        """Coordinate writer: stores the coordinates of one level."""
         s = self.inp(node, 0)
         self.written.setdefault(node.tensor or "", {})[node.level] = s.data
         self.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
         return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
 
     def write_val(self, node: NodeSpec, ii: int):
+        """Value writer: stores the values."""
         s = self.inp(node, 0)
         self.written.setdefault(node.tensor or "", {}).setdefault(-1, s.data)
         return [], self.tile_steps(node, s, ii), 0.0, 4.0 * s.data * self.tile_elems(node)
 
     def scan(self, node: NodeSpec, ii: int):
+        """Level scanner: a fiber's coordinates and references per input reference."""
         r = self.inp(node, 0)
         dim = int(node.params.get("dim", 1))
         refs = r.data * r.present
@@ -441,6 +456,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [out, out], steps * ii, 0.0, 8.0 * refs + 4.0 * n
 
     def joiner(self, node: NodeSpec, ii: int, union: bool):
+        """Intersect or union of coordinate streams (statistics decide how many meet)."""
         n_ops = len(node.inputs) - (node.n_out - 1)
         crds = [self.inp(node, i) for i in range(n_ops)]
         distinct = list({node.inputs[i]: crds[i] for i in range(n_ops)}.values())
@@ -497,6 +513,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return outs, steps * ii, 0.0, 0.0
 
     def reduce(self, node: NodeSpec, ii: int):
+        """Reduce: the innermost level summed into one value per fiber."""
         v = self.inp(node, 0)
         out = Stream(v.counts[:-1], v.dims[:-1], 1.0, v.vars[:-1])
         steps = v.tokens
@@ -509,6 +526,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [out], busy, v.data * (self.spec.block**rank if rank is not None else 1.0), 0.0
 
     def spacc(self, node: NodeSpec, ii: int):
+        """Sparse accumulator: the distinct coordinates of the fibers it merges."""
         order = int(node.params.get("order", 1))
         v = self.inp(node, len(node.inputs) - 1)
         c, d = v.counts, v.dims
@@ -540,6 +558,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return outs, busy, 0.0, 0.0
 
     def fork(self, node: NodeSpec, ii: int):
+        """Fork: a level's elements dealt to the lanes."""
         s = self.inp(node, 0)
         P = int(node.params.get("factor", 1))
         lane = (
@@ -550,6 +569,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
 
     def join(self, node: NodeSpec, ii: int):
+        """Join: the lanes' streams merged back in order."""
         lanes = [self.inp(node, i) for i in range(len(node.inputs))]
         d = int(node.params.get("depth", 0))
         first = lanes[0]
@@ -567,6 +587,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return int(ranks[0]) if ranks else 0
 
     def tile_elems(self, node: NodeSpec) -> float:
+        """Elements of one tile the node works on (1 without blocking)."""
         if not self.spec.block or "axes" not in node.params:
             return 1.0
         return float(self.spec.block ** len(node.params["axes"]))
@@ -675,6 +696,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         return worst
 
     def output_stats(self) -> dict[str, TensorStats]:
+        """Statistics of the tensors the graph writes (what later regions read)."""
         out = {}
         for name, t in self.spec.tensors.items():
             if t.role != "output":
