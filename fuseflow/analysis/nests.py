@@ -190,7 +190,7 @@ def plan(
         placed = set(given)
         missing = [v for v in _first_use(expr) if v not in placed]
         if missing:
-            raise UnrealisableOrder(f"order {','.join(given)} does not place variable(s) {', '.join(missing)}", loc)
+            raise UnrealisableOrder(f"order {_shown(given)} does not place variable(s) {', '.join(missing)}", loc)
     p = NestPlan(tuple(_root_order(expr, out_vars, chains, given, loc)))
     for v in p.root_nest:
         p.owner[v] = expr
@@ -235,7 +235,7 @@ def _root_order(
             after = [u for u in rest if u not in expr.vars]  # only reduced variables inside: reduce twice
             if after and (len(after) > 2 or any(u in expr.vars for u in rest)):
                 raise UnrealisableOrder(
-                    f"order {','.join(given)}: the reduction over {v} would need a sparse "
+                    f"order {_shown(given)}: the reduction over {v} would need a sparse "
                     f"accumulator over {len(after)} inner variables (spacc has order 1 or 2)",
                     loc,
                 )
@@ -431,6 +431,13 @@ class SharedInTwoNests(UnsupportedError):
     """A shared (alpha-equivalent) subexpression would be evaluated in two different loop nests."""
 
 
+def _shown(order: Sequence[str], most: int = 12) -> str:
+    """An order for a message: its first variables, and how many there are when it is long."""
+    if len(order) <= most:
+        return ",".join(order)
+    return f"{','.join(order[:most])},... ({len(order)} variables)"
+
+
 class UnrealisableOrder(UnsupportedError):
     """A dataflow order this lowering cannot build (e.g. an outer-product spacc nested in a region)."""
 
@@ -463,13 +470,13 @@ def _follow_order(
         return None
     if masked or e.kind != "sum" or len(e.vars) != 1 or len(ordered) < 1 or local[-2] != e.vars[0]:
         raise UnrealisableOrder(
-            f"order {','.join(given)}: the reduction over {','.join(e.vars)} would need an "
+            f"order {_shown(given)}: the reduction over {','.join(e.vars)} would need an "
             "outer-product accumulation the lowering does not build here",
             loc,
         )
     if len(ordered) < 2:
         raise UnrealisableOrder(
-            f"order {','.join(given)}: the sparse accumulation over {e.vars[0]} "
+            f"order {_shown(given)}: the sparse accumulation over {e.vars[0]} "
             "does not line up with its consumer's loop nest",
             loc,
         )

@@ -101,6 +101,7 @@ class Edge:
     node: fx.Node
     trailing: tuple[int, ...]
     ones: bool = False  # the pattern itself (torch.ones(E))
+    gathered: tuple[Real, Side] | None = None  # x[edge_index[side]]: what was gathered, and along which side
 
 
 @dataclass
@@ -161,7 +162,19 @@ class _Rewriter:
         """x[edge_index[side]]: P * x broadcast along the other end of each edge."""
         trailing = n_dims - 1
         xv = self.call(aten.unsqueeze.default, x.node, 0 if side.side == 0 else 1)
-        return Edge(side.s, self.call(aten.mul.Tensor, self.pattern(side.s, trailing), xv), self._trail(x.node))
+        out = self.call(aten.mul.Tensor, self.pattern(side.s, trailing), xv)
+        return Edge(side.s, out, self._trail(x.node), gathered=(x, side))
+
+    def divide(self, e: Edge, by: Edge) -> Edge:
+        """e / y[edge_index[side]] as e * (1/y)[edge_index[side]]: the quotient's values on the
+        pattern, and zero off it (a quotient of the two zero-extended tensors would be 0/0 there)."""
+        assert by.gathered is not None
+        y, side = by.gathered
+        recip = self.call(aten.reciprocal.default, y.node)
+        if "val" in y.node.meta:
+            recip.meta["val"] = y.node.meta["val"]
+        inv = self.gather(Real(recip), side, len(by.trailing) + 1)
+        return Edge(e.s, self.call(aten.mul.Tensor, e.node, inv.node), max(e.trailing, inv.trailing, key=len))
 
     @staticmethod
     def _trail(node: fx.Node) -> tuple[int, ...]:
@@ -475,6 +488,22 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
         return Edge(s, rw.call(aten.unsqueeze.default, e.node, -1), e.trailing + (1,))
     if name in ("aten.clone", "aten.alias", "aten.detach"):
         return a[0]
+    if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
+        slope = float(a[1]) if len(a) > 1 else 0.01
+        if not 0.0 <= slope <= 1.0:
+            raise rw.fail(f"leaky_relu with negative_slope {slope} (supported: 0 to 1)")
+        e = a[0]
+        scaled = rw.call(aten.mul.Tensor, e.node, slope)
+        return Edge(s, rw.call(aten.maximum.default, e.node, scaled), e.trailing)
+    if name == "aten.sigmoid":  # 1 / (1 + exp(-x)), then zero off the pattern (sigmoid(0) = 1/2)
+        e = a[0]
+        denom = rw.call(aten.add.Tensor, rw.call(aten.exp.default, rw.call(aten.neg.default, e.node)), 1.0)
+        out = rw.call(aten.mul.Tensor, rw.call(aten.reciprocal.default, denom), rw.pattern(s, len(e.trailing)))
+        return Edge(s, out, e.trailing)
+    if name == "aten.sum.dim_IntList" and isinstance(a[0], Edge):
+        return _edge_sum(rw, a[0], list(a[1]), bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False)))
+    if name == "aten.div.Tensor" and isinstance(a[0], Edge) and isinstance(a[1], Edge) and a[1].gathered is not None:
+        return rw.divide(a[0], a[1])
     if any(isinstance(x, Real) and x.node.meta.get("val") is not None and x.node.meta["val"].dim() > 0 for x in a):
         raise rw.fail(f"{name} mixing an edge tensor with a node tensor (gather it by edge_index first)")
     if name not in _ELEMENTWISE:
@@ -491,6 +520,18 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
     if not zero_kept:
         out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
     return Edge(s, out, trailing)
+
+
+def _edge_sum(rw: _Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:
+    """A sum over trailing dimensions of an edge tensor (a per-head dot product): dimension d of
+    the (E, *trailing) value is d + 1 of the (N, N, *trailing) one."""
+    rank = 1 + len(e.trailing)
+    own = sorted({d % rank for d in dims})
+    if 0 in own:
+        raise rw.fail("a sum over the edges of an edge tensor (scatter it to nodes instead)")
+    out = rw.call(aten.sum.dim_IntList, e.node, [d + 1 for d in own], keepdim)
+    trailing = tuple(1 if i + 1 in own else n for i, n in enumerate(e.trailing) if keepdim or i + 1 not in own)
+    return Edge(e.s, out, trailing)
 
 
 _ELEMENTWISE = {

@@ -430,13 +430,13 @@ def plan(
     seg_cost, too_big, pruned = _cover(space, order, arch, say, notes)
     # 2. choose: the k best segmentations by the sum; dominated ones are dropped
     cands, alive = _shortlist(space, seg_cost, candidates, top_k)
-    if not alive and not too_big:
-        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
     # the built-in schedules, estimated whole: the best of them is always simulated
     if constraints is None or not constraints.ruleset:
         builtin = _best_builtin(space, order, arch, say, seg_cost, pruned, notes)
         if builtin is not None:
             cands.append(builtin)
+    if not alive and not too_big and not any(c.builtin is not None for c in cands):
+        raise FuseflowError("schedule=auto: no candidate schedule could be compiled")
     # 3. confirm: each finalist compiled with its regions' orders chosen, estimated whole, simulated
     confirm = _Confirm(space, order, arch, strategy, say)
     programs = confirm.programs
