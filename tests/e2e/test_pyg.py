@@ -197,6 +197,15 @@ def test_example_runs_from_the_cli(options, capsys):
     assert "outputs match eager PyTorch" in capsys.readouterr().out
 
 
+def test_gat_example_runs_from_the_cli_with_fewer_heads(capsys):
+    from fuseflow.cli.main import main
+
+    root = Path(__file__).resolve().parents[2]
+    args = ["run", str(root / "examples" / "gat.py"), "-O", "heads=2", "--schedule", "unfused"]
+    assert main(args) == 0
+    assert "outputs match eager PyTorch" in capsys.readouterr().out
+
+
 class Weighted(torch.nn.Module):
     def __init__(self, normalize: bool):
         super().__init__()
