@@ -184,7 +184,7 @@ def test_a_disagreeing_evaluation_is_an_error(monkeypatch):
     def wrong(assigns, env):
         return {k: v + 1.0 for k, v in region_values(assigns, env).items()}
 
-    monkeypatch.setattr("fuseflow.sim.values.region_values", wrong)
+    monkeypatch.setattr("fuseflow.simulation.region_values", wrong)
     with pytest.raises(MismatchError, match="differs from its index-notation values"):
         prog.simulate(executor=INLINE)
 

@@ -207,7 +207,7 @@ def test_ranking_evaluates_only_what_a_sparse_read_needs(monkeypatch):
     x, g = torch.rand(8, 6) - 0.5, (torch.rand(8, 8) < 0.3).float().to_sparse_csr()
     calls: list[int] = []
     real = values.evaluate_into
-    monkeypatch.setattr(values, "evaluate_into", lambda data, assigns: calls.append(1) or real(data, assigns))
+    monkeypatch.setattr(rank, "evaluate_into", lambda data, assigns: calls.append(1) or real(data, assigns))
     prog = fuseflow.compile(_Chain(), (x, g), schedule="unfused")
     assert calls == []
     prog.simulate().check()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import fuseflow
-import fuseflow.conversion.lower_module as lower_module
+import fuseflow.search.orders as search_orders
 from fuseflow.dialects.sam_ir import module_text, parse_module, read_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def test_typed_graph_is_the_text_read_back(example, monkeypatch):
     if example == "pyg_gnn":
         pytest.importorskip("torch_geometric")
     model, args, formats = importlib.import_module(example).build(**OPTIONS.get(example, {}))
-    real = lower_module._lower_region
+    real = search_orders._search_region
     seen = []
 
     def checked(*a):
@@ -41,7 +41,7 @@ def test_typed_graph_is_the_text_read_back(example, monkeypatch):
         seen.append(typed.name)
         return lowering, pick, rv
 
-    monkeypatch.setattr(lower_module, "_lower_region", checked)
+    monkeypatch.setattr(search_orders, "_search_region", checked)
     for schedule in ("unfused", "full"):
         with contextlib.suppress(fuseflow.FuseflowError):  # a refused schedule lowers nothing to compare
             fuseflow.compile(model, args, formats=formats, schedule=schedule, order="auto")
