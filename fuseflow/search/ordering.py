@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+import networkx as nx
+
 from fuseflow.analysis.index_notation import (
     UNIT,
     Access,
@@ -423,8 +425,6 @@ def enumerate_orders(rv: RegionVars, cap: int = DEFAULT_CAP) -> list[Candidate]:
 def _default_order(rv: RegionVars) -> tuple[str, ...] | None:
     """A total order reproducing the nests the lowering picks without an order (None if the
     default nests of different assignments disagree)."""
-    import networkx as nx
-
     first = {v: k for k, v in enumerate(rv.variables)}
     g = nx.DiGraph()
     g.add_nodes_from(first)
@@ -438,6 +438,66 @@ def _default_order(rv: RegionVars) -> tuple[str, ...] | None:
             g.add_edges_from((x, y) for x, y in zip(names, names[1:]) if x in g and y in g)
     try:
         return tuple(nx.lexicographical_topological_sort(g, key=first.__getitem__))
+    except nx.NetworkXUnfeasible:
+        return None
+
+
+def fallback_orders(rv: RegionVars, order: Sequence[str]) -> list[tuple[str, ...]]:
+    """Orders to try when `order` cannot be lowered, most natural first:
+
+    - *nested*: the region's output variables first, and every reduction's variables before
+      those of the reductions inside its body (``sum_n(sum_p(...))``: n before p), the rest in
+      `order`'s sequence;
+    - the output variables hoisted to the front (all but the innermost, then all).
+
+    A large fused region (GAT's attention with its linear transform inlined: 23-39 variables,
+    one enumerated order) can otherwise end with a reduction placed outside one that encloses it,
+    or a head variable after the channel sums that read it."""
+    outs: list[str] = []
+    for a in rv.assigns:
+        outs.extend(v for v in a.vars if v != UNIT and v not in outs)
+    found: list[tuple[str, ...]] = []
+
+    def add(o: tuple[str, ...] | None) -> None:
+        if o is not None and o != tuple(order) and o not in found and set(o) == set(order):
+            found.append(o)
+
+    add(_nested_order(rv, order, outs))
+    for head in (outs[:-1], outs):
+        add(tuple(head) + tuple(v for v in order if v not in head))
+    return found
+
+
+def _nested_order(rv: RegionVars, order: Sequence[str], outs: list[str]) -> tuple[str, ...] | None:
+    """`order` re-sorted so that outputs come first and each reduction precedes those nested in
+    it (None when the constraints form a cycle)."""
+    inner: dict[int, frozenset[str]] = {}
+    edges: set[tuple[str, str]] = set()
+
+    def walk(e: Expr) -> frozenset[str]:
+        key = id(e)
+        if key in inner:
+            return inner[key]
+        if isinstance(e, Reduce):
+            below = walk(e.body)
+            edges.update((v, w) for v in e.vars for w in below if v != w)
+            got = below | frozenset(e.vars)
+        elif isinstance(e, (Access, Const)):
+            got = frozenset()
+        else:
+            got = frozenset().union(*(walk(x) for x in e.args)) if e.args else frozenset()
+        inner[key] = got
+        return got
+
+    for a in rv.assigns:
+        for w in walk(a.expr):
+            edges.update((o, w) for o in outs if o != w)
+    pos = {v: i for i, v in enumerate(order)}
+    g = nx.DiGraph()
+    g.add_nodes_from(order)
+    g.add_edges_from((x, y) for x, y in edges if x in pos and y in pos)
+    try:
+        return tuple(nx.lexicographical_topological_sort(g, key=lambda v: (v not in outs, pos[v])))
     except nx.NetworkXUnfeasible:
         return None
 

@@ -9,10 +9,12 @@ key) and one lowering, renamed (`ModuleLowering.lower_like`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
+from fuseflow.analysis.nests import UnrealisableOrder
 from fuseflow.conversion.lower_module import LoweredModule, ModuleLowering, RegionLowering
 from fuseflow.mlir import ir
-from fuseflow.search.ordering import DEFAULT_CAP, Candidate, RegionVars, choose, estimate_density
+from fuseflow.search.ordering import DEFAULT_CAP, Candidate, RegionVars, choose, estimate_density, fallback_orders
 from fuseflow.search.rank import OrderRanker
 
 OrderSpec = str | Mapping[str, str] | None
@@ -86,5 +88,31 @@ def _search_region(
             pick = ranker.rank(region.name, pick, region.at)
         if key is not None:
             picked[key] = pick
-    lowering = ml.lower_like(region, key, list(pick.order) if pick is not None else None)
+    try:
+        lowering = ml.lower_like(region, key, list(pick.order) if pick is not None else None)
+    except UnrealisableOrder:
+        if pick is None or spec is None or _named(spec):
+            raise  # the user's own order, or the lowering's default: say why it cannot be built
+        lowering, pick = _fallback(ml, region, key, rv, pick, cap)
+        if key is not None:
+            picked[key] = pick
     return lowering, pick, rv
+
+
+def _named(spec: str) -> bool:
+    """Whether an order spec names the variables (``i,k,j``) rather than asking the search."""
+    s = spec.strip()
+    return s != "auto" and not s.isdigit()
+
+
+def _fallback(ml: ModuleLowering, region: RegionLowering, key, rv: RegionVars, pick: Candidate, cap: int):
+    """The first of `fallback_orders` that lowers, as the region's pick (its alternatives kept);
+    the original refusal when none does."""
+    for order in fallback_orders(rv, pick.order):
+        try:
+            lowering = ml.lower_like(region, key, list(order))
+        except UnrealisableOrder:
+            continue
+        chosen = choose(rv, ",".join(order), cap)
+        return lowering, replace(chosen, alternatives=pick.alternatives)
+    return ml.lower_like(region, key, list(pick.order)), pick

@@ -83,7 +83,9 @@ def test_gcn_on_cora_matches_pyg():
     prog.simulate().check()
 
 
-@pytest.mark.parametrize(("heads", "schedule"), [(1, "unfused"), (1, "layer"), (2, "unfused"), (2, "auto")])
+@pytest.mark.parametrize(
+    ("heads", "schedule"), [(1, "unfused"), (1, "layer"), (2, "unfused"), (2, "layer"), (2, "full"), (2, "auto")]
+)
 def test_gat_matches_pyg(heads, schedule):
     """GATConv unmodified: attention scores per edge (leaky_relu of gathered sums), softmax over
     each node's incoming edges (a scatter max gathered back, exp, a scatter sum gathered back as
@@ -95,13 +97,29 @@ def test_gat_matches_pyg(heads, schedule):
     prog.simulate().check()
 
 
-def test_gat_fused_past_what_the_lowering_builds_is_a_located_error_with_a_short_order():
+class OneGAT(torch.nn.Module):
+    def __init__(self, heads: int):
+        super().__init__()
+        self.conv = GATConv(34, 4, heads=heads)
+
+    def forward(self, x, edge_index):
+        return self.conv(x, edge_index)
+
+
+def test_gat_fused_attention_needs_the_search_fallback_and_a_named_bad_order_is_refused_shortly():
+    """The fused attention region (23 index variables) has one enumerated order, which places a
+    channel sum before the head it reads: the search falls back to one that nests each
+    reduction inside its enclosing one. Named by the user, the bad order is refused with the
+    source line and a shortened order."""
     d = karate()
-    model = TwoLayer(GATConv(34, 8), GATConv(8, 4)).eval()
-    with pytest.raises(
-        fuseflow.UnsupportedError, match=r"gat_conv\.py:\d+:0: error: order .*,\.\.\. \(\d+ variables\)"
-    ) as e:
-        fuseflow.compile(model, (d.x, d.edge_index), schedule="full")
+    torch.manual_seed(0)
+    prog = fuseflow.compile(OneGAT(2).eval(), (d.x, d.edge_index), schedule="full")
+    prog.simulate().check()
+    bad = "i,n,q,w,x,y,z,a,j,m,p,l,k,r,s,t,u,v,b,c,d,e,f"
+    assert prog.orders["full.1"] != bad
+    short = r"test_pyg\.py:\d+:0: error: order i,n,q,w,x,y,z,a,j,m,p,l,\.\.\. \(23 variables\)"
+    with pytest.raises(fuseflow.UnsupportedError, match=short) as e:
+        fuseflow.compile(OneGAT(2).eval(), (d.x, d.edge_index), schedule="full", order={"full.1": bad})
     assert len(str(e.value)) < 400
 
 
