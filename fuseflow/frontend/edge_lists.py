@@ -57,9 +57,13 @@ class EdgeAdapter:
         return tuple(out)
 
     def weighted(self, ei: torch.Tensor, w: Any, name: str) -> torch.Tensor:
-        """The edge weights as a CSR matrix on the edge list's pattern (target row, source column)."""
-        if not isinstance(w, torch.Tensor) or w.dim() != 1 or w.shape[0] != ei.shape[1]:
-            raise FuseflowError(f"edge weights of {name}: expected {ei.shape[1]} values, got {describe(w)}")
+        """Edge weights (E,) or edge features (E, d...) as a CSR matrix on the edge list's pattern
+        (target row, source column), features as its dense trailing dimensions. Entry e belongs
+        to edge e of the list: the values are permuted to the pattern's order here, once a run."""
+        if not isinstance(w, torch.Tensor) or w.dim() < 1 or w.shape[0] != ei.shape[1]:
+            raise FuseflowError(
+                f"edge values of {name}: expected {ei.shape[1]} rows (one per edge), got {describe(w)}"
+            )
         return self._csr(ei[0], ei[1], w.detach().float())
 
     def _csr(self, src: torch.Tensor, dst: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
@@ -69,7 +73,7 @@ class EdgeAdapter:
         crow[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
-            return torch.sparse_csr_tensor(crow, src[order], vals[order], (n, n))
+            return torch.sparse_csr_tensor(crow, src[order], vals[order], (n, n, *vals.shape[1:]))
 
     def pattern(self, ei: torch.Tensor, s: EdgeSet) -> torch.Tensor:
         """Edge set `s` of edge list `ei` as an N x N CSR pattern (row: target, column: source)."""
@@ -158,12 +162,13 @@ def edge_positions(model: torch.nn.Module, args: Sequence[Any]) -> list[int]:
 
 
 def weight_positions(args: Sequence[Any], positions: list[int], n_nodes: int) -> dict[int, int]:
-    """Edge-weight arguments: 1-D floating-point tensors as long as exactly one edge list (and
-    not as long as the node count, which would make them ambiguous with node values)."""
+    """Edge-value arguments: floating-point tensors whose first dimension is as long as exactly
+    one edge list (and not as long as the node count, which would make them ambiguous with node
+    values): edge weights (E,) and edge features ``edge_attr`` (E, d)."""
     counts = {p: edge_count(args[p]) for p in positions}
     out = {}
     for i, a in enumerate(args):
-        if i in positions or not isinstance(a, torch.Tensor) or not a.is_floating_point() or a.dim() != 1:
+        if i in positions or not isinstance(a, torch.Tensor) or not a.is_floating_point() or a.dim() < 1:
             continue
         owners = [p for p, c in counts.items() if c == a.shape[0]]
         if len(owners) == 1 and a.shape[0] != n_nodes:

@@ -252,7 +252,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
                 user_inputs.append((s.name, node))
         elif pos in weights:  # edge weights: a matrix on the edge list's pattern, its values the weights
             node = g.placeholder(names[pos])
-            env[ph] = Edge(EdgeSet(names[weights[pos]]), node, ())
+            env[ph] = Edge(EdgeSet(names[weights[pos]]), node, tuple(int(d) for d in args[pos].shape[1:]))
             user_inputs.append((names[pos], node))
         else:
             node = g.placeholder(names[pos] if pos < len(args) else f"state_{pos}")
@@ -504,7 +504,12 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
         return _edge_sum(rw, a[0], list(a[1]), bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False)))
     if name == "aten.div.Tensor" and isinstance(a[0], Edge) and isinstance(a[1], Edge) and a[1].gathered is not None:
         return rw.divide(a[0], a[1])
-    if any(isinstance(x, Real) and x.node.meta.get("val") is not None and x.node.meta["val"].dim() > 0 for x in a):
+    if name in ("aten.mm", "aten.addmm"):
+        linear = _edge_linear(rw, node, name, a)
+        if linear is not None:
+            return linear
+    widest = max((e.trailing for e in edges), key=len)
+    if any(isinstance(x, Real) and not _same_on_every_edge(x, widest) for x in a):
         raise rw.fail(f"{name} mixing an edge tensor with a node tensor (gather it by edge_index first)")
     if name not in _ELEMENTWISE:
         raise rw.fail(f"{name} on edge values is not supported")
@@ -520,6 +525,31 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
     if not zero_kept:
         out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
     return Edge(s, out, trailing)
+
+
+def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
+    """A node-space value that broadcasts along an edge tensor's trailing dimensions only (a
+    scalar, or a bias shaped like the trailing dimensions' tail): the same on every edge."""
+    val = x.node.meta.get("val")
+    if val is None or val.dim() == 0:
+        return True
+    shape = tuple(int(d) for d in val.shape)
+    return len(shape) <= len(trailing) and shape == trailing[len(trailing) - len(shape) :]
+
+
+def _edge_linear(rw: _Rewriter, node: fx.Node, name: str, a: list) -> Edge | None:
+    """A linear layer on edge features (``edge_dim`` of GINEConv, GATConv): (E, d) @ (d, f) as
+    ``sum_d e(i, j, d) w(d, f)``, zero off the pattern; the bias is added on the pattern only."""
+    bias, e, w = (a[0], a[1], a[2]) if name == "aten.addmm" else (None, a[0], a[1])
+    if not (isinstance(e, Edge) and isinstance(w, Real) and len(e.trailing) == 1):
+        return None
+    if bias is not None and not isinstance(bias, Real):
+        return None
+    prod = rw.call(aten.mul.Tensor, rw.call(aten.unsqueeze.default, e.node, -1), w.node)
+    out = rw.call(aten.sum.dim_IntList, prod, [2])
+    if bias is not None:
+        out = rw.call(aten.mul.Tensor, rw.call(aten.add.Tensor, out, bias.node), rw.pattern(e.s, 1))
+    return Edge(e.s, out, tuple(int(d) for d in node.meta["val"].shape[1:]))
 
 
 def _edge_sum(rw: _Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:
