@@ -496,11 +496,18 @@ def _min_max(select: ir.Operation):
 
 
 def _masked(cond, a, b):
-    """select(mask == 0, -inf, x) and select(mask != 0, x, -inf) are x masked by mask."""
+    """select(mask == 0, -inf, x) and select(mask != 0, x, -inf) are x masked by mask;
+    select(x == 0, 1, 0) and its mirrors are the indicators eqz(x) / nez(x)."""
     if isinstance(cond, Call) and cond.op == "eqz" and isinstance(a, Const) and a.value == -math.inf:
         return call("mask", b, cond.args[0])
     if isinstance(cond, Call) and cond.op == "nez" and isinstance(b, Const) and b.value == -math.inf:
         return call("mask", a, cond.args[0])
+    if isinstance(cond, Call) and cond.op in ("eqz", "nez") and isinstance(a, Const) and isinstance(b, Const):
+        flipped = {"eqz": "nez", "nez": "eqz"}[cond.op]
+        if (a.value, b.value) == (1.0, 0.0):
+            return call(cond.op, cond.args[0])
+        if (a.value, b.value) == (0.0, 1.0):
+            return call(flipped, cond.args[0])
     return None
 
 

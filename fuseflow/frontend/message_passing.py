@@ -111,6 +111,7 @@ class Real:
     node: Any
     positive: bool = False
     rsqrt_of_positive: bool = False
+    rsqrt_of: Real | None = None  # x, when this is x ** -0.5
 
 
 @dataclass(frozen=True)
@@ -582,7 +583,7 @@ _ELEMENTWISE = {
 
 def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real | InfTest:
     if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
-        return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive)
+        return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive, rsqrt_of=a[0])
     if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
         return InfTest(a[0])
     masked = None
@@ -594,15 +595,30 @@ def _real_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real
         y, test = masked
         if test.y is y and y.rsqrt_of_positive:
             return y  # rsqrt of a degree counted with self loops: never inf, the fill is a no-op
-        raise rw.fail(
-            "masked_fill(x, x == inf, 0) after deg ** -0.5 needs every degree > 0 (add_self_loops=True); "
-            "without self loops it is not supported yet"
-        )
+        if test.y is y and y.rsqrt_of is not None:
+            return _guarded_rsqrt(rw, y.rsqrt_of)
+        raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5")
     new_args = _map_real(a)
     new_kw = _map_real(kw)
     assert callable(node.target)  # a call_function node
     out = rw.g.call_function(node.target, tuple(new_args), dict(new_kw))
     out.meta.update({k: node.meta[k] for k in _META + ("val",) if k in node.meta})
+    return Real(out)
+
+
+def _guarded_rsqrt(rw: _Rewriter, deg: Real) -> Real:
+    """``deg ** -0.5`` with 0 where deg is 0 (GCN's ``masked_fill(inf, 0)`` without self
+    loops): ``rsqrt(deg + [deg == 0]) * [deg != 0]``, the indicators being the ALU's eqz / nez;
+    an isolated node's weight is 0, never inf times 0."""
+    cond = rw.call(aten.eq.Scalar, deg.node, 0.0)
+    one = rw.call(aten.scalar_tensor.default, 1.0)
+    zero = rw.call(aten.scalar_tensor.default, 0.0)
+    isolated = rw.call(aten.where.self, cond, one, zero)
+    safe = rw.call(aten.rsqrt.default, rw.call(aten.add.Tensor, deg.node, isolated))
+    out = rw.call(aten.mul.Tensor, safe, rw.call(aten.where.self, cond, zero, one))
+    if "val" in deg.node.meta:
+        for n in (cond, isolated, safe, out):
+            n.meta["val"] = deg.node.meta["val"] if n is not cond else deg.node.meta["val"] == 0
     return Real(out)
 
 

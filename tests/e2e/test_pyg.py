@@ -261,6 +261,22 @@ def test_edge_features_of_another_length_are_an_error_naming_the_edge_list():
         prog.simulate(d.x, d.edge_index, attr[:-1])
 
 
+@pytest.mark.parametrize("schedule", ["unfused", "full"])
+def test_gcn_without_self_loops_gives_an_isolated_node_weight_zero(schedule):
+    """GCNConv(add_self_loops=False) guards deg ** -0.5 with masked_fill(inf, 0): a node nothing
+    points to has degree 0 and weight 0 (not inf), as in PyG."""
+    d = karate()
+    into_5 = d.edge_index[1] == 5
+    edges = d.edge_index[:, ~into_5]  # node 5 keeps its outgoing edges only
+    torch.manual_seed(0)
+    model = TwoLayer(GCNConv(34, 8, add_self_loops=False), GCNConv(8, 4, add_self_loops=False)).eval()
+    prog = fuseflow.compile(model, (d.x, edges), schedule=schedule)
+    res = prog.simulate()
+    res.check()
+    assert torch.isfinite(torch.as_tensor(res.outputs[0])).all()
+    prog.simulate(d.x, d.edge_index).check()  # and every degree positive
+
+
 class Weighted(torch.nn.Module):
     def __init__(self, normalize: bool):
         super().__init__()
