@@ -530,11 +530,14 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
 
 def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
     """A node-space value that broadcasts along an edge tensor's trailing dimensions only (a
-    scalar, or a bias shaped like the trailing dimensions' tail): the same on every edge."""
+    scalar, a bias shaped like the trailing dimensions' tail, or GATv2's attention vector
+    (1, H, C)): the same on every edge."""
     val = x.node.meta.get("val")
     if val is None or val.dim() == 0:
         return True
     shape = tuple(int(d) for d in val.shape)
+    if len(shape) == len(trailing) + 1 and shape[0] == 1:  # (1, H, C): broadcast along the edges
+        shape = shape[1:]
     return len(shape) <= len(trailing) and shape == trailing[len(trailing) - len(shape) :]
 
 

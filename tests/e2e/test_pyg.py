@@ -19,7 +19,7 @@ if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: n
 else:
     pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.datasets import KarateClub  # noqa: E402
-from torch_geometric.nn import GATConv, GCNConv, GINEConv, MessagePassing  # noqa: E402
+from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINEConv, MessagePassing, TAGConv  # noqa: E402
 from torch_geometric.utils import to_torch_csr_tensor  # noqa: E402
 
 from fuseflow.models import TwoLayer, pyg_convs, pyg_two_layer  # noqa: E402
@@ -94,6 +94,21 @@ def test_gat_matches_pyg(heads, schedule):
     torch.manual_seed(0)
     model = TwoLayer(GATConv(34, 8, heads=heads), GATConv(8 * heads, 4)).eval()
     prog = fuseflow.compile(model, (d.x, d.edge_index), schedule=schedule)
+    prog.simulate().check()
+
+
+@pytest.mark.parametrize(
+    ("conv", "schedule"),
+    [
+        (lambda i, o: GATv2Conv(i, o, heads=2, concat=False), "full"),  # scores from both ends, then att
+        (lambda i, o: TAGConv(i, o, K=2), "layer"),  # two hops of normalised propagation
+    ],
+    ids=["gatv2-full", "tag-layer"],
+)
+def test_more_pyg_convs_match_pyg(conv, schedule):
+    d = karate()
+    torch.manual_seed(0)
+    prog = fuseflow.compile(TwoLayer(conv(34, 8), conv(8, 4)).eval(), (d.x, d.edge_index), schedule=schedule)
     prog.simulate().check()
 
 
