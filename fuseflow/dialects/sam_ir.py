@@ -6,7 +6,11 @@ consumes sam (the simulator front end, passes, the ranker) reads it through `rea
 whose `SamOp` views decode attributes to Python values. The builder emits the dialect's generic
 form as text and the module is parsed (and verified by the dialect) once at the end: building
 ops one by one through the pinned bindings costs ~40 us per op, text ~2 us, and large fused
-graphs have 10^4-10^5 ops. The text never leaves this module.
+graphs have 10^4-10^5 ops. The generic-form text is an interchange format between this
+module and its callers: the lowering keeps each region's text (a renamed copy is spliced as
+text, `module_text`), ``sam-parallelize`` splices the texts of the graphs it rewrites, and the
+compile driver parses only the distinct graphs to verify them. Reading always goes through
+`read_module`.
 """
 
 from __future__ import annotations
