@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 OPS = (
     "matmul",
@@ -275,6 +276,7 @@ def load(source: str):
 
     mod = types.ModuleType("fuzzed_case")
     mod.__file__ = "<fuseflow.fuzz case>"
+    sys.modules[mod.__name__] = mod  # PyG's MessagePassing inspects its module's globals
     exec(compile(source, "fuzzed_case.py", "exec"), mod.__dict__)
     return mod
 
@@ -379,8 +381,11 @@ def run(
     out: Path | None = Path("fuzz-failure.py"),
     check: Callable[[Case], str] = run_case,
     progress: Callable[[Report], None] | None = None,
+    strategy: Any = None,
 ) -> Report:
-    """Run `n_cases` random cases; on the first failure shrink it and write the reproducer to `out`."""
+    """Run `n_cases` random cases (`strategy`: another kind of case, such as
+    `fuzz_messages.edge_cases()`; default `cases()`); on the first failure shrink it and write
+    the reproducer to `out`."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
@@ -398,7 +403,7 @@ def run(
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
-    @given(cases())
+    @given(strategy if strategy is not None else cases())
     def one(case: Case) -> None:
         report.cases += 1
         try:
@@ -430,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", type=int, default=200, help="random cases to try (default 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("-o", "--output", default="fuzz-failure.py", help="where the shrunk reproducer goes")
+    p.add_argument(
+        "--messages", action="store_true", help="message passing with edge values instead (needs the pyg extra)"
+    )
     a = p.parse_args(argv)
     try:
         import hypothesis  # noqa: F401
@@ -444,7 +452,12 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # torch.export's own traces
     print(f"fuseflow.fuzz: {a.cases} cases, seed {a.seed}", flush=True)
-    r = run(a.cases, a.seed, Path(a.output), progress=show)
+    strategy = None
+    if a.messages:
+        from fuseflow.fuzz_messages import edge_cases
+
+        strategy = edge_cases()
+    r = run(a.cases, a.seed, Path(a.output), progress=show, strategy=strategy)
     print(f"{r.cases} cases in {r.seconds:.0f} s (shrinking included)")
     for outcome, n in r.outcomes.most_common():
         print(f"  {n:6d}  {outcome}")

@@ -161,6 +161,10 @@ class SamLowering:
             self._maybe_absent.update(
                 r_out for a, r_in, r_out in zip(owners, refs, outs) if a not in covering or r_in in self._maybe_absent
             )
+        else:  # an intersection passes each reference through: one that may be absent still may
+            # (a union with the full range, then a product with another tensor; found by the
+            # message-passing fuzzer: exp of a gathered value whose whole fiber was zero)
+            self._maybe_absent.update(r_out for r_in, r_out in zip(refs, outs) if r_in in self._maybe_absent)
         return crd, merged, full
 
     def _lower(self, t, v: str):

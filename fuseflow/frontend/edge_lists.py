@@ -21,7 +21,10 @@ from fuseflow.errors import FuseflowError, UnsupportedError
 @dataclass(frozen=True)
 class EdgeSet:
     """An edge list derived from one edge_index argument: ``base``, ``offdiag`` (self loops
-    dropped) or ``loops`` (self loops dropped, then one per node appended)."""
+    dropped), ``loops`` (self loops dropped, then one per node appended: PyG's
+    ``add_remaining_self_loops``, or ``remove_self_loops`` then ``add_self_loops``) or
+    ``plus_loops`` (one per node appended to the list as given: ``add_self_loops`` alone; a list
+    that already has a self loop would then hold it twice, which a 0/1 pattern cannot)."""
 
     arg: str
     kind: str = "base"
@@ -61,9 +64,7 @@ class EdgeAdapter:
         (target row, source column), features as its dense trailing dimensions. Entry e belongs
         to edge e of the list: the values are permuted to the pattern's order here, once a run."""
         if not isinstance(w, torch.Tensor) or w.dim() < 1 or w.shape[0] != ei.shape[1]:
-            raise FuseflowError(
-                f"edge values of {name}: expected {ei.shape[1]} rows (one per edge), got {describe(w)}"
-            )
+            raise FuseflowError(f"edge values of {name}: expected {ei.shape[1]} rows (one per edge), got {describe(w)}")
         return self._csr(ei[0], ei[1], w.detach().float())
 
     def _csr(self, src: torch.Tensor, dst: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
@@ -81,7 +82,13 @@ class EdgeAdapter:
         if s.kind in ("offdiag", "loops"):
             keep = src != dst
             src, dst = src[keep], dst[keep]
-        if s.kind == "loops":
+        if s.kind == "plus_loops" and bool((src == dst).any()):
+            k = int((src == dst).nonzero()[0])
+            raise UnsupportedError(
+                f"{s.arg}: edge {k} is a self loop ({int(src[k])} -> {int(src[k])}), and add_self_loops adds "
+                "another: fuseflow builds a 0/1 adjacency (remove_self_loops first, or add_remaining_self_loops)"
+            )
+        if s.kind in ("loops", "plus_loops"):
             loop = torch.arange(self.n_nodes)
             src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
         n = self.n_nodes

@@ -101,6 +101,7 @@ class Edge:
     node: fx.Node
     trailing: tuple[int, ...]
     ones: bool = False  # the pattern itself (torch.ones(E))
+    length: int | None = None  # the example's edge count, for a constant made by length alone
     gathered: tuple[Real, Side] | None = None  # x[edge_index[side]]: what was gathered, and along which side
 
 
@@ -141,6 +142,7 @@ class _Rewriter:
         self.patterns: dict[EdgeSet, fx.Node] = {}
         self.max_over: list[tuple[EdgeSet, int]] = []
         self.src: fx.Node | None = None  # the original node being translated (for meta and errors)
+        self.counts: dict[EdgeSet, int] = {}  # each edge set's length on the example (`_set_sizes`)
 
     def call(self, target, *args) -> fx.Node:
         node = self.g.call_function(target, args)
@@ -183,6 +185,8 @@ class _Rewriter:
 
     def scatter(self, base: Any, side: Side, e: Edge, reduce: str) -> Real:
         """scatter(reduce) of edge values into nodes indexed by `side`: reduce over the other end."""
+        if side.s != e.s and e.ones and e.s.arg == side.s.arg and e.length == self.counts.get(side.s):
+            e = Edge(side.s, self.pattern(side.s), (), ones=True)  # ones(k): the index's set, as long as another
         if side.s != e.s:
             raise self.fail("a scatter whose index and values come from different edge lists")
         dim = 1 if side.side == 1 else 0
@@ -204,7 +208,7 @@ class _Rewriter:
         else:
             raise self.fail(f"scatter_reduce '{reduce}' (supported: sum, mean, amax)")
         if isinstance(base, Zeros):  # a count over a set holding every self loop is >= 1
-            return Real(out, positive=reduce == "sum" and e.ones and e.s.kind == "loops")
+            return Real(out, positive=reduce == "sum" and e.ones and e.s.kind in ("loops", "plus_loops"))
         if isinstance(base, Real) and reduce == "sum":
             return Real(self.call(aten.add.Tensor, base.node, out))
         raise self.fail("a scatter into a non-zero tensor other than a sum")
@@ -245,7 +249,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     for pos, ph in enumerate(placeholders):
         if pos in example_ei:
             env[ph] = Index(EdgeSet(names[pos]))
-            for kind in ("base", "offdiag", "loops"):
+            for kind in ("base", "offdiag", "loops", "plus_loops"):
                 s = EdgeSet(names[pos], kind)
                 node = g.placeholder(s.name)
                 rw.patterns[s] = node
@@ -261,7 +265,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
             env[ph] = Real(node)
             if pos < len(args):
                 user_inputs.append((names[pos], node))
-    counts = {EdgeSet(names[p]): int(example_ei[p].shape[1]) for p in positions}
+    counts = rw.counts = _set_sizes(example_ei, names, n_nodes)
     for node in ep.graph.nodes:
         if node.op != "call_function":
             continue
@@ -288,6 +292,19 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     module = _Rewritten(model, gm, list(state), len(input_names))
     adapter = EdgeAdapter(n_nodes, {p: names[p] for p in positions}, sets, rw.max_over, weights)
     return Translation(module, input_names, adapter)
+
+
+def _set_sizes(example_ei: dict[int, torch.Tensor], names: Sequence[str], n: int) -> dict[EdgeSet, int]:
+    """Each edge set's length on the example (the given list first, so a tie prefers it): a
+    constant sized by a concrete length, not a symbolic count, belongs to the set as long."""
+    out: dict[EdgeSet, int] = {}
+    for p, ei in example_ei.items():
+        e, loops = int(ei.shape[1]), int((ei[0] == ei[1]).sum())
+        out[EdgeSet(names[p])] = e
+        out[EdgeSet(names[p], "offdiag")] = e - loops
+        out[EdgeSet(names[p], "loops")] = e - loops + n
+        out[EdgeSet(names[p], "plus_loops")] = e + n
+    return out
 
 
 def _plain(a: Any) -> Any:
@@ -366,8 +383,8 @@ def _symbolic_sizes(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     if isinstance(node.target, type(operator.add)) and node.target in (operator.add, operator.ge, operator.le):
         if node.target is operator.add and any(isinstance(x, Count) for x in a):
             c = next(x for x in a if isinstance(x, Count))
-            if c.s.kind == "offdiag":
-                return Count(EdgeSet(c.s.arg, "loops"))
+            if c.s.kind in ("offdiag", "base"):
+                return Count(EdgeSet(c.s.arg, "loops" if c.s.kind == "offdiag" else "plus_loops"))
         return None
     if name in ("sym_size.int", "aten.sym_size.int"):
         if isinstance(a[0], Index) and a[1] == 1:
@@ -404,10 +421,10 @@ def _index_structure(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict,
         and len(a[0]) == 2
         and isinstance(a[0][0], Index)
         and isinstance(a[0][1], NodeRange)
-        and a[0][0].s.kind == "offdiag"
+        and a[0][0].s.kind in ("offdiag", "base")
         and a[1] in (1, -1)
-    ):
-        return Index(EdgeSet(a[0][0].s.arg, "loops"))
+    ):  # add_remaining_self_loops (loops dropped first), or add_self_loops on the list as given
+        return Index(EdgeSet(a[0][0].s.arg, "loops" if a[0][0].s.kind == "offdiag" else "plus_loops"))
     if name in ("aten.view", "aten.expand", "aten.expand_as", "aten.clone", "aten._unsafe_view") and isinstance(
         a[0], Side
     ):
@@ -423,11 +440,18 @@ def _allocation_or_scatter(rw: _Rewriter, node: fx.Node, name: str, a: list, kw:
         "aten.full",
         "aten.zeros",
         "aten.new_zeros",
+        "aten.new_ones",
         "aten.empty_strided",
         "aten.empty.memory_format",
     ):
-        shape = tuple(a[1] if name == "aten.new_zeros" else a[0])
-        fill = {"aten.ones": 1.0, "aten.full": a[1], "aten.zeros": 0.0, "aten.new_zeros": 0.0}.get(name)
+        shape = tuple(a[1] if name in ("aten.new_zeros", "aten.new_ones") else a[0])
+        fill = {
+            "aten.ones": 1.0,
+            "aten.full": a[1],
+            "aten.zeros": 0.0,
+            "aten.new_zeros": 0.0,
+            "aten.new_ones": 1.0,
+        }.get(name)
         return _alloc(rw, node, shape, fill, counts)
     if name in ("aten.full_like", "aten.zeros_like") and isinstance(a[0], (Alloc, Zeros)):
         return _alloc(rw, node, a[0].shape, float(a[1]) if name == "aten.full_like" else 0.0, counts)
@@ -453,9 +477,14 @@ def _alloc(rw: _Rewriter, node: fx.Node, shape: tuple, fill: float | None, count
         edge_set = shape[0].s
     elif len(shape) == 1 and isinstance(shape[0], int) and shape[0] != rw.n:
         matching = [s for s, c in counts.items() if c == shape[0]]
-        edge_set = matching[0] if len(matching) == 1 else None
+        if len({s.arg for s in matching}) == 1:  # one edge list; a scatter names the set (`scatter`)
+            edge_set = matching[0]
     if edge_set is not None:
-        return Alloc(shape) if fill is None else _pattern_value(rw, edge_set, float(fill))
+        if fill is None:
+            return Alloc(shape)
+        e = _pattern_value(rw, edge_set, float(fill))
+        e.length = counts.get(edge_set)
+        return e
     if any(not isinstance(d, int) for d in shape):
         raise rw.fail("a tensor sized by an edge count that fuseflow cannot tie to an edge list")
     if fill is None:
