@@ -70,7 +70,7 @@ TIERS: dict[str, dict] = {
     },
     "quick": {
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp")]
-        + [("sae", "224x224"), ("gpt", "block16")],
+        + [("sae", "224x224"), ("gpt", "block16"), ("gat", "cora")],
         "14": ["cora-ml", "dblp"],
         "15a": {"seq": 128, "d": 32, "block": 16, "lanes": [1, 2, 4, 8, 16]},
         "15b": {"seq": 128, "d": 32, "block": 16, "lanes": 8, "levels": ["i", "k", "j", "l"]},
@@ -79,7 +79,7 @@ TIERS: dict[str, dict] = {
     },
     "medium": {
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp", "ogbl-collab")]
-        + [("sae", "224x224"), ("sae", "512x512"), ("gpt", "block16"), ("gpt", "block32")],
+        + [("sae", "224x224"), ("sae", "512x512"), ("gpt", "block16"), ("gpt", "block32"), ("gat", "cora")],
         "14": ["cora-ml", "dblp", "ogbl-collab"],
         "15a": {"seq": 256, "d": 64, "block": 16, "lanes": [1, 2, 4, 8, 16, 32, 64]},
         "15b": {"seq": 256, "d": 64, "block": 16, "lanes": 16, "levels": ["i", "k", "j", "l"]},
@@ -89,7 +89,8 @@ TIERS: dict[str, dict] = {
     "paper": {  # the paper's sizes: hours of one core (ogbn-mag, SAE 1024x1024, GPT-3 Small)
         "12": [(a, d) for a in ("gcn", "sage") for d in ("cora", "cora-ml", "dblp", "ogbl-collab", "ogbn-mag")]
         + [("sae", s) for s in ("224x224", "512x512", "1024x1024")]
-        + [("gpt", b) for b in ("block16", "block32", "block64")],
+        + [("gpt", b) for b in ("block16", "block32", "block64")]
+        + [("gat", "cora")],
         "14": ["cora-ml", "dblp", "ogbl-collab"],
         "15a": {"seq": 1024, "d": 64, "block": 16, "lanes": [1, 2, 4, 8, 16, 32, 64]},
         "15b": {"seq": 1024, "d": 64, "block": 16, "lanes": 16, "levels": ["i", "k", "j", "l"]},
@@ -240,6 +241,8 @@ def figure12_point(tier: str, k: int, say, reused: dict | None = None, skip: tup
     say(f"figure 12: {app} {dataset}")
     if app == "gpt":
         return _gpt_rows(dataset, tier, reused, skip)
+    if app == "gat":
+        return _gat_rows(dataset, tier, reused, skip)
     try:
         model, args, formats = _build(app, dataset)
     except FileNotFoundError as e:
@@ -307,6 +310,47 @@ def figure12_point(tier: str, k: int, say, reused: dict | None = None, skip: tup
                     max_abs_error=max(v["max_abs_error"] for v in soft.values()),
                 )
             )
+    return rows
+
+
+BEYOND = "beyond the paper: FuseFlow has no graph attention"
+"""The note of rows measuring a model the paper does not."""
+
+
+def _gat_rows(dataset: str, tier: str, reused: dict | None = None, skip: tuple[str, ...] = ()) -> list[dict]:
+    """A two-layer GAT (`examples/gat.py`: 8 heads, then 1) under Figure 12's schedules: a row
+    beyond the paper, with no paper figure beside it."""
+    import gat
+
+    try:
+        model, args, formats = gat.build(graph=_graph(dataset), features=64)
+    except FileNotFoundError as e:
+        return [_row("12", "gat", dataset, "-", None, None, "skipped", str(e))]
+    schedules = {s: s for s in ("unfused", "op", "layer", "full")}
+    runs, failed = _runs(model, args, formats, schedules, _arch(tier), reused=reused, skip=skip)
+    rows: list[dict] = []
+    for base in ("op", "unfused"):
+        for config, ours in (("partial", "layer"), ("full", "full")):
+            stopped = _failure(failed, base, ours)
+            if stopped is not None:
+                rows.append(_row("12", "gat", dataset, f"{config} over {base}", None, None, *stopped))
+                continue
+            rows.append(
+                _row(
+                    "12",
+                    "gat",
+                    dataset,
+                    f"{config} over {base}",
+                    runs[base]["cycles"] / runs[ours]["cycles"],
+                    None,
+                    note=f"{BEYOND}; ours: `{ours}` over `{base}`",
+                    cycles={k: v["cycles"] for k, v in runs.items()},
+                    max_abs_error=max(
+                        (v["max_abs_error"] for v in runs.values() if v["max_abs_error"] is not None), default=None
+                    ),
+                )
+            )
+    _mark_reused(rows, runs)
     return rows
 
 

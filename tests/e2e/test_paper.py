@@ -275,3 +275,19 @@ def test_every_paper_tier_graph_has_the_papers_bars(paper):
         if app in ("gcn", "sage"):
             key = "graphsage" if app == "sage" else app
             assert paper.GRAPH_NAMES.get(dataset) in paper.PAPER["figure12"][key]["datasets"], (app, dataset)
+
+
+def test_gat_rows_are_marked_beyond_the_paper_with_no_paper_figure(paper, monkeypatch):
+    """GAT (examples/gat.py) is a Figure 12 row the paper does not have: its speedups stand alone."""
+    pytest.importorskip("torch_geometric")
+    cycles = {"unfused": 400, "op": 800, "layer": 200, "full": 100}
+
+    def run(model, args, formats, schedule, arch=None):
+        return {"cycles": cycles[schedule], "alu_ops": 1, "mem_bytes": 1, "regions": 1, "max_abs_error": 0.0}
+
+    monkeypatch.setattr(paper, "_run", run)
+    rows = {r["config"]: r for r in paper._gat_rows("karate", "quick")}
+    assert set(rows) == {"partial over op", "full over op", "partial over unfused", "full over unfused"}
+    assert all(r["paper"] is None and r["ratio"] is None and r["note"].startswith(paper.BEYOND) for r in rows.values())
+    assert rows["full over op"]["ours"] == 8.0 and rows["partial over unfused"]["ours"] == 2.0
+    assert ("gat", "cora") in paper.TIERS["quick"]["12"]
