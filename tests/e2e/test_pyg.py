@@ -311,7 +311,7 @@ def test_edge_weights_are_the_pattern_matrix_values(schedule):
     prog = fuseflow.compile(Weighted(False).eval(), (d.x, d.edge_index, w), schedule=schedule)
     prog.simulate().check()
     prog.simulate(d.x, d.edge_index, torch.rand(d.edge_index.shape[1], generator=g)).check()  # new weights
-    with pytest.raises(fuseflow.FuseflowError, match="edge weights of edge_index: expected 156 values"):
+    with pytest.raises(fuseflow.FuseflowError, match=r"edge values of edge_index: expected 156 rows \(one per edge\)"):
         prog.simulate(d.x, d.edge_index, w[:10])
 
 
