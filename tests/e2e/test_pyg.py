@@ -112,6 +112,19 @@ def test_more_pyg_convs_match_pyg(conv, schedule):
     prog.simulate().check()
 
 
+@pytest.mark.parametrize(
+    "conv",
+    [lambda i, o: GATConv(i, o, heads=2, concat=False), lambda i, o: GATv2Conv(i, o), lambda i, o: TAGConv(i, o, K=2)],
+    ids=["gat", "gatv2", "tag"],
+)
+def test_attention_and_hops_on_a_torch_sparse_adj_t_match_pyg(conv):
+    d = karate()
+    adj = to_torch_csr_tensor(d.edge_index.flip(0), size=(34, 34))  # PyG's adj_t
+    torch.manual_seed(0)
+    prog = fuseflow.compile(TwoLayer(conv(34, 8), conv(8, 4)).eval(), (d.x, adj), schedule="unfused")
+    prog.simulate().check()
+
+
 class OneGAT(torch.nn.Module):
     def __init__(self, heads: int):
         super().__init__()
