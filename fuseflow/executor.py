@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -71,7 +72,7 @@ class RayExecutor(Executor):
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         try:
-            import ray
+            import ray  # optional extra (ray)
         except ImportError:
             raise FuseflowError("--executor ray needs Ray: pip install 'fuseflow[ray]'") from None
         self.ray = ray
@@ -109,7 +110,6 @@ class RayExecutor(Executor):
 
 def _reachable(address: str, timeout: float = 3.0) -> None:
     """Fail fast (Ray itself retries for minutes) when nothing listens at a cluster address."""
-    import socket
 
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")

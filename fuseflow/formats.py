@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse
+import scipy.sparse as sp
 
 from fuseflow.errors import FormatError
 
@@ -366,7 +367,6 @@ def packs_as_bsr(matrix, fmt: Format, b: int) -> bool:
 def pack_sparse(matrix, fmt: Format) -> Packed:
     """Encode a 2-D scipy sparse matrix without densifying it (large graphs): CSR/CSC/DCSR/DCSC
     straight from scipy's compressed arrays; explicit zeros are dropped, as `pack` would."""
-    import scipy.sparse as sp
 
     if matrix.ndim != 2:
         return pack_coo(matrix, fmt)

@@ -19,15 +19,21 @@ Cases are generated as Python source, so a reproducer is an ordinary model file.
 from __future__ import annotations
 
 import argparse
+import itertools
+import logging
 import sys
 import time
 import traceback
+import types
 import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import fuseflow
+from fuseflow.fuzz_messages import edge_cases
 
 OPS = (
     "matmul",
@@ -80,7 +86,6 @@ TORCH_LAYOUTS = {  # how build() converts a dense input (`_same_batches`: torch'
 
 def storage_choices(rank: int) -> list:
     """Every storage an input of `rank` can be given: dense first (hypothesis shrinks to it)."""
-    import itertools
 
     out: list = ["dense"]
     if rank == 1:
@@ -272,7 +277,6 @@ class Case:
 
 def load(source: str):
     """The module a case's source defines (exec'd under a real file name for error locations)."""
-    import types
 
     mod = types.ModuleType("fuzzed_case")
     mod.__file__ = "<fuseflow.fuzz case>"
@@ -288,7 +292,6 @@ class Failure(Exception):
 def run_case(case: Case) -> str:
     """Compile, simulate and check one case. Returns ``ok`` or ``unsupported: <why>``; raises
     `Failure` on a wrong answer, a crash or an internal error."""
-    import fuseflow
 
     mod = load(case.source())
     try:
@@ -331,7 +334,7 @@ def _kind(msg: str) -> str:
 
 def cases():
     """The hypothesis strategy of cases (shrinks towards fewer ops, smaller shapes, dense, unfused)."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional extra (test)
 
     @st.composite
     def draw_case(draw):
@@ -386,8 +389,8 @@ def run(
     """Run `n_cases` random cases (`strategy`: another kind of case, such as
     `fuzz_messages.edge_cases()`; default `cases()`); on the first failure shrink it and write
     the reproducer to `out`."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
+    from hypothesis import HealthCheck, Phase, given, settings  # optional extra (test)
+    from hypothesis import seed as hseed  # optional extra (test)
 
     report = Report()
     last: list[tuple[Case, str]] = []
@@ -448,14 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     def show(r: Report) -> None:
         print(f"  {r.cases} cases, {r.outcomes['ok']} ok, {r.outcomes['failed']} failed", file=sys.stderr, flush=True)
 
-    import logging
-
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # torch.export's own traces
     print(f"fuseflow.fuzz: {a.cases} cases, seed {a.seed}", flush=True)
     strategy = None
     if a.messages:
-        from fuseflow.fuzz_messages import edge_cases
-
         strategy = edge_cases()
     r = run(a.cases, a.seed, Path(a.output), progress=show, strategy=strategy)
     print(f"{r.cases} cases in {r.seconds:.0f} s (shrinking included)")

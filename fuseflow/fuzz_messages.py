@@ -115,7 +115,7 @@ class EdgeCase:
 
 def edge_cases():
     """The hypothesis strategy of message-passing cases (shrinks towards fewer ops, smaller graphs)."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # optional extra (test)
 
     @st.composite
     def draw(draw):

@@ -81,7 +81,7 @@ class Program:
         """The sam module as MLIR prints it, parsed and printed on first use (the lowering's own
         text is not MLIR's printed form; printing GPT-3 Small's takes a second)."""
         if self._sam_printed is None:
-            from fuseflow.dialects.sam_ir import parse_module
+            from fuseflow.dialects.sam_ir import parse_module  # loaded with MLIR or torch.export, when first needed
 
             self._sam_printed = str(parse_module(self.sam_source, context=self.imported.module.context))
         return self._sam_printed

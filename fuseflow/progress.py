@@ -13,7 +13,12 @@ class progress_reporter:
 
     def __enter__(self):
         if self.progress is True:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (  # rich only when a table or progress bar is shown
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
             self.live.start()

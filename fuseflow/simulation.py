@@ -5,6 +5,7 @@ return the `SimResult` that `check()` compares with PyTorch. `Program.simulate` 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -223,7 +224,6 @@ def _piece_runner(executor: Any):
 
     if executor is not None:
         return lambda *task: next(iter(executor.run(run_piece, [task])))[1]
-    import multiprocessing
 
     def run(*task):
         ctx = multiprocessing.get_context("spawn")

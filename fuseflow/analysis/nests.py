@@ -18,6 +18,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import networkx as nx
+
 from fuseflow.analysis.index_notation import UNIT, Access, Call, Const, Expr, Reduce
 from fuseflow.analysis.storage_order import default_order
 from fuseflow.errors import DiscordantError, UnsupportedError
@@ -100,7 +102,6 @@ class NestPlan:
     def prefixes(self) -> list[tuple[str, ...]]:
         """Every trie node (a nest prefix ending in a variable), parents first; the loops of a
         sparse-accumulated reduction come before the node that consumes its output."""
-        import networkx as nx
 
         seen: dict[tuple[str, ...], None] = {}  # insertion-ordered: the text must not depend on hashing
         for n in [self.root_nest, *self.body_nest.values(), *self.access_nest.values()]:

@@ -40,7 +40,7 @@ def load_example(path: str, a=None):
 
 def compile_example(a):
     """The model file of `a` compiled as its flags say (schedule, order, pipeline, arch)."""
-    import fuseflow
+    import fuseflow  # lazily: the CLI starts without loading what a command does not use
 
     model, args, formats = load_example(a.model, a)
     return fuseflow.compile(
@@ -57,8 +57,8 @@ def compile_example(a):
 
 def print_table(title: str, rows: list[list], headers: list[str]) -> None:
     """Print `rows` as a rich table."""
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console  # lazily: the CLI starts without loading what a command does not use
+    from rich.table import Table  # lazily: the CLI starts without loading what a command does not use
 
     t = Table(title=title)
     for i, h in enumerate(headers):
@@ -93,7 +93,7 @@ def csv_list(text: str | None, kind=str) -> list:
 
 def first_diagnostic(text: str, file: str) -> FuseflowError:
     """The first MLIR diagnostic as a located error (``file:line:col: error: message``)."""
-    import re
+    import re  # lazily: the CLI starts without loading what a command does not use
 
     m = re.search(r'"-":(\d+):(\d+): (?:error: )?(.*)', text)
     if m:
@@ -103,7 +103,7 @@ def first_diagnostic(text: str, file: str) -> FuseflowError:
 
 def add_engine_arg(p: argparse.ArgumentParser) -> None:
     """The ``--engine`` flag every simulating command takes."""
-    from fuseflow.sim.graph import ENGINES
+    from fuseflow.sim.graph import ENGINES  # lazily: the CLI starts without loading what a command does not use
 
     p.add_argument(
         "--engine",

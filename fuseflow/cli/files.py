@@ -20,9 +20,13 @@ from fuseflow.errors import FuseflowError
 
 def cmd_report(a) -> int:
     """``fuseflow report``: a result JSON as a table, a Graphviz graph or a Perfetto trace."""
-    from rich.console import Console
+    from rich.console import Console  # lazily: the CLI starts without loading what a command does not use
 
-    from fuseflow.report.render import dot, perfetto, table
+    from fuseflow.report.render import (  # lazily: the CLI starts without loading what a command does not use
+        dot,
+        perfetto,
+        table,
+    )
 
     p = Path(a.result)
     if not p.exists():
@@ -66,8 +70,8 @@ def cmd_compile(a) -> int:
 def write_data(values, out: Path) -> int:
     """Every model input and parameter as `fuseflow simulate --data` reads them: NAME.npy (dense)
     or NAME.npz (a scipy sparse matrix, kept sparse). Returns how many files were written."""
-    import numpy as np
-    import scipy.sparse as sp
+    import numpy as np  # lazily: the CLI starts without loading what a command does not use
+    import scipy.sparse as sp  # lazily: the CLI starts without loading what a command does not use
 
     for name, v in values.items():
         if sp.issparse(v) and v.ndim == 2:
@@ -80,14 +84,19 @@ def write_data(values, out: Path) -> int:
 
 def cmd_simulate(a) -> int:
     """``fuseflow simulate FILE.sam.mlir --data DIR``: run sam files without the model."""
-    import numpy as np
-    import scipy.sparse as sp
+    import numpy as np  # lazily: the CLI starts without loading what a command does not use
+    import scipy.sparse as sp  # lazily: the CLI starts without loading what a command does not use
 
-    from fuseflow.dialects.sam import new_context
-    from fuseflow.mlir import MLIRError, ir
-    from fuseflow.progress import progress_reporter
-    from fuseflow.sim.arch import Arch
-    from fuseflow.sim.graph import parse_graphs, run_graph
+    from fuseflow.dialects.sam import new_context  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.mlir import MLIRError, ir  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.progress import (  # lazily: the CLI starts without loading what a command does not use
+        progress_reporter,  # lazily: the CLI starts without loading what a command does not use
+    )
+    from fuseflow.sim.arch import Arch  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.sim.graph import (  # lazily: the CLI starts without loading what a command does not use
+        parse_graphs,
+        run_graph,
+    )
 
     path = Path(a.file)
     if not path.exists():
@@ -133,8 +142,11 @@ def cmd_simulate(a) -> int:
 
 def cmd_ops(a) -> int:
     """The supported-op table and the formats (docs/ops.md is `--markdown`)."""
-    from fuseflow.formats import FORMAT_DOCS
-    from fuseflow.frontend.ops import SUPPORTED, markdown
+    from fuseflow.formats import FORMAT_DOCS  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.frontend.ops import (  # lazily: the CLI starts without loading what a command does not use
+        SUPPORTED,
+        markdown,
+    )
 
     if a.markdown:
         print(markdown(), end="")

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     if a.verbose:
         os.environ["FUSEFLOW_VERBOSE"] = "1"  # torch-mlir's own diagnostics go to stderr
-    import warnings
+    import warnings  # lazily: the CLI starts without loading what a command does not use
 
     def one_line(message, category, filename, lineno, file=None, line=None):
         print(f"fuseflow: warning: {message}", file=sys.stderr)

@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = [f"{tok}=" if tok[2:] in PASSES and tok.startswith("--") else tok for tok in argv]
     args = parser().parse_args(argv)
     if args.emit_irdl:
-        from fuseflow.dialects.sam import irdl_text
+        from fuseflow.dialects.sam import (  # lazily: the CLI starts without loading what a command does not use
+            irdl_text,  # lazily: the CLI starts without loading what a command does not use
+        )
 
         sys.stdout.write(irdl_text())
         return 0

@@ -77,7 +77,7 @@ def explain_plan(prog, a) -> None:
 
 def cmd_plan(a) -> int:
     """Find a fusion schedule with the planner, print what it weighed, save the schedule."""
-    from fuseflow.planning.planner import plan
+    from fuseflow.planning.planner import plan  # lazily: the CLI starts without loading what a command does not use
 
     model, args, formats = load_example(a.model, a)
     found = plan(
@@ -133,9 +133,21 @@ def _plan_json(found, a) -> dict:
 
 def cmd_dse(a) -> int:
     """Sweep schedules x orders x lanes x blocks x arch parameters; rows, a table and a plot."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import (  # lazily: the CLI starts without loading what a command does not use
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeElapsedColumn,
+    )
 
-    from fuseflow.experiments.dse import flat_rows, load_space, make_executor, pareto_plot, sweep, write_parquet
+    from fuseflow.experiments.dse import (  # lazily: the CLI starts without loading what a command does not use
+        flat_rows,
+        load_space,
+        make_executor,
+        pareto_plot,
+        sweep,
+        write_parquet,
+    )
 
     overrides: dict = {
         "schedule": csv_list(a.schedule),

@@ -51,7 +51,7 @@ def cmd_run(a) -> int:
     if a.save:
         Path(a.save).write_text(json.dumps(res.to_json(detail=True)))
     if a.timeline:
-        from fuseflow.report.gantt import draw
+        from fuseflow.report.gantt import draw  # lazily: the CLI starts without loading what a command does not use
 
         draw(
             res.timeline,
@@ -184,7 +184,7 @@ def _fabric_note(res) -> str:
 def _requested(known: list, spec: str) -> list:
     """The schedules `--schedules` names, in its order: built-in names (``op`` included), the
     model's own (`schedules()`) and schedule files; an unknown name is an error listing the valid ones."""
-    from fuseflow.schedule.rules import BUILTIN
+    from fuseflow.schedule.rules import BUILTIN  # lazily: the CLI starts without loading what a command does not use
 
     by_name = dict(known)
     out = []
@@ -203,10 +203,10 @@ def _requested(known: list, spec: str) -> list:
 
 def cmd_study(a) -> int:
     """Cycles, FLOPs and memory traffic per fusion schedule, with speedup over unfused."""
-    from rich.progress import Progress
+    from rich.progress import Progress  # lazily: the CLI starts without loading what a command does not use
 
-    import fuseflow
-    from fuseflow.experiments.study import study
+    import fuseflow  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.experiments.study import study  # lazily: the CLI starts without loading what a command does not use
 
     mod, (model, args, formats) = build_model(a.model, a)
     base = fuseflow.compile(model, args, formats=formats, schedule="unfused", order=a.order, arch=a.arch)
@@ -306,9 +306,11 @@ def _busy(busy: dict | None) -> str:
 def cmd_order_sweep(a) -> int:
     """Simulate every enumerated dataflow order of one region: cycles (with the conversion of every
     model input the order re-lays out), the cycle model's prediction, and auto's pick."""
-    from rich.progress import Progress
+    from rich.progress import Progress  # lazily: the CLI starts without loading what a command does not use
 
-    from fuseflow.experiments.order_sweep import order_sweep
+    from fuseflow.experiments.order_sweep import (  # lazily: the CLI starts without loading what a command does not use
+        order_sweep,  # lazily: the CLI starts without loading what a command does not use
+    )
 
     built = load_example(a.model, a)
     with Progress(transient=True) as progress:

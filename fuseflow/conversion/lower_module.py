@@ -31,7 +31,7 @@ from fuseflow.mlir import ir
 
 
 def _format_of(t: ir.RankedTensorType) -> Format:
-    from fuseflow.mlir import sparse_tensor
+    from fuseflow.mlir import sparse_tensor  # loaded with MLIR or torch.export, when first needed
 
     rank = len(t.shape)
     if t.encoding is None:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from fuseflow import views
 from fuseflow.cost.cycle_model import union_fraction
 from fuseflow.cost.tensor_stats import TensorStats, level_counts
 
@@ -37,7 +38,6 @@ def stats_for_inputs(
     by earlier regions, in the format they were written), exact ones counted from `data`, and
     uniform-random ones from a recorded `density` when there is no data. `cache` memoises the
     measured ones across graphs that read the same tensor in the same format."""
-    from fuseflow import views
 
     known = known or {}
     out: dict[str, TensorStats] = {}

@@ -15,10 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from fuseflow.errors import FuseflowError
 from fuseflow.executor import Executor, make_executor
 from fuseflow.experiments.evaluate import _model, evaluate
 from fuseflow.experiments.space import Point, Space, load_space
+from fuseflow.version import __version__
 
 __all__ = ["Point", "Space", "Sweep", "load_space", "make_executor", "sweep"]
 
@@ -29,8 +33,6 @@ def _digest(obj: Any) -> str:
 
 def inputs_digest(path: str, options: dict[str, Any]) -> str:
     """Hash of the model file and of every example input and parameter it builds."""
-    import numpy as np
-    import torch
 
     h = hashlib.sha256(Path(path).read_bytes())
     h.update(json.dumps(options, sort_keys=True).encode())
@@ -107,7 +109,6 @@ def sweep(
 ) -> Sweep:
     """Run every point of `space` (or only the ones the estimate does not dominate, with
     ``space.prune``), serving finished points from the cache."""
-    from fuseflow import __version__
 
     cache = Cache(cache_dir)
     base = {"inputs": inputs_digest(path, options), "fuseflow": __version__}
@@ -177,8 +178,8 @@ def flat_rows(rows: list[dict]) -> list[dict]:
 
 def write_parquet(rows: list[dict], path: str | Path) -> None:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow as pa  # optional extra (parquet)
+        import pyarrow.parquet as pq  # optional extra (parquet)
     except ImportError:
         raise FuseflowError("Parquet output needs pyarrow: pip install 'fuseflow[parquet]'") from None
     flat = flat_rows(rows)
@@ -189,10 +190,10 @@ def write_parquet(rows: list[dict], path: str | Path) -> None:
 def pareto_plot(rows: list[dict], path: str | Path, title: str = "") -> None:
     """Cycles vs memory traffic, ALU ops as colour; pruned points marked x, the front drawn."""
     try:
-        import matplotlib
+        import matplotlib  # optional extra (plot)
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional extra (plot)
     except ImportError:
         raise FuseflowError("plots need matplotlib: pip install 'fuseflow[plot]'") from None
     done = [r for r in rows if r.get("cycles") is not None]

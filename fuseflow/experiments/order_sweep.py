@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import fuseflow
 from fuseflow.errors import FuseflowError
 
 
@@ -25,7 +26,6 @@ def order_sweep(
     and simulated cycles of the region (re-layouts included), the error against PyTorch and how
     far it is from the best; an order that fails is a row with its ``error``. `region` may be
     left out when the schedule has one region."""
-    import fuseflow
 
     model, args, formats = built
     first = fuseflow.compile(model, args, formats=formats, schedule=schedule, order="auto")

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import fuseflow
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import lanes_of
 
@@ -49,7 +50,6 @@ def measure(
     `simulate` may be a function of the row so far (after the estimate) that says whether to
     simulate. `program` reuses a compiled program instead of compiling. `stage` is told each
     stage's name as it starts (progress bars)."""
-    import fuseflow
 
     row: dict[str, Any] = {"status": "ok", "seconds": {}}
     seconds = row["seconds"]

@@ -48,8 +48,8 @@ def _text_of(template: str | Path, strategy: str) -> tuple[str, str]:
 
 
 def _parse(text: str, where: str, region: GraphSpec, strategy: str) -> GraphSpec:
-    from fuseflow.dialects.sam import new_context
-    from fuseflow.mlir import MLIRError, ir
+    from fuseflow.dialects.sam import new_context  # loaded with MLIR or torch.export, when first needed
+    from fuseflow.mlir import MLIRError, ir  # loaded with MLIR or torch.export, when first needed
 
     with new_context():
         try:

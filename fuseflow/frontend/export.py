@@ -110,7 +110,7 @@ def _normalise_sparse_mm(ep: torch.export.ExportedProgram) -> None:
 
 def _named_location_cache(importer):
     """The importer's ContextCache, with each location wrapped in NameLoc("node|module path|origin")."""
-    from torch_mlir.extras.fx_importer import ContextCache
+    from torch_mlir.extras.fx_importer import ContextCache  # loaded with MLIR or torch.export, when first needed
 
     class NamedLocationCache(ContextCache):
         __slots__ = ()
@@ -124,7 +124,9 @@ def _named_location_cache(importer):
 
 def _decomposed(module: torch.nn.Module, n_args: int, state_names: list[str], inputs: list[torch.Tensor]):
     """`module` exported with its state lifted to inputs (`Lifted`) and decomposed for torch-mlir."""
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+    from torch_mlir.extras.fx_decomp_util import (  # loaded with MLIR or torch.export, when first needed
+        get_decomposition_table,  # loaded with MLIR or torch.export, when first needed
+    )
 
     lifted = Lifted(module, n_args, state_names).eval()
     with warnings.catch_warnings():
@@ -166,8 +168,8 @@ def _to_linalg(
 
 def _fx_import(ep: torch.export.ExportedProgram, ctx: ir.Context) -> ir.Module:
     """`ep` imported to the torch dialect as ``main``, each op's location named (`_named_location_cache`)."""
-    from torch_mlir.dialects import torch as torch_d
-    from torch_mlir.extras.fx_importer import FxImporter
+    from torch_mlir.dialects import torch as torch_d  # loaded with MLIR or torch.export, when first needed
+    from torch_mlir.extras.fx_importer import FxImporter  # loaded with MLIR or torch.export, when first needed
 
     torch_d.register_dialect(ctx)
     importer = FxImporter(context=ctx)
@@ -359,7 +361,7 @@ def traced_outputs(ep: torch.export.ExportedProgram) -> tuple[bool, list[tuple[i
     eager run that would tell the same is skipped (2 s of BLAS on GPT-3 Small). None where an
     eager run could fail on these inputs although the trace did not: ops checking values
     (`VALUE_CHECKED`), or outputs that are not all tensors."""
-    from torch.export.graph_signature import OutputKind
+    from torch.export.graph_signature import OutputKind  # loaded with MLIR or torch.export, when first needed
 
     if any(n.op == "call_function" and n.target in VALUE_CHECKED for n in ep.graph.nodes):
         return None

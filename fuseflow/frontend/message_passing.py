@@ -223,7 +223,9 @@ ALU's semantics, `primitives.ALU`)."""
 
 def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str]) -> Translation:
     """Rewrite `model` (whose arguments at `edge_positions` are edge lists) into one over pattern matrices."""
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+    from torch_mlir.extras.fx_decomp_util import (  # loaded with MLIR or torch.export, when first needed
+        get_decomposition_table,  # loaded with MLIR or torch.export, when first needed
+    )
 
     positions = edge_positions(model, args)
     state: dict[str, torch.Tensor] = dict(model.named_parameters())

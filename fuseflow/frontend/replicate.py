@@ -319,7 +319,11 @@ def _user_placeholders(ep) -> list:
 def _order_inputs(ep, order: list) -> None:
     """Make `order` the program's user inputs (after its lifted state), named ``flat_0``, ... as
     `Lifted`'s export names them."""
-    from torch.export.graph_signature import InputKind, InputSpec, TensorArgument
+    from torch.export.graph_signature import (  # loaded with MLIR or torch.export, when first needed
+        InputKind,
+        InputSpec,
+        TensorArgument,
+    )
 
     g = ep.graph
     specs = [s for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,7 +82,6 @@ def first_error(stderr: str) -> str:
 
 def first_location(stderr: str) -> str | None:
     """The source location of torch-mlir-opt's first error, if it names one."""
-    import re
 
     for ln in stderr.splitlines():
         m = re.match(r"(.+?):(\d+):(\d+): error:", ln)

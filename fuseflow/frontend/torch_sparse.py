@@ -14,6 +14,8 @@ same entries `formats.pack` would keep.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.sparse
 import torch
@@ -149,7 +151,6 @@ def to_scipy(t: torch.Tensor):
 def copy_module(model: torch.nn.Module) -> torch.nn.Module:
     """`copy.deepcopy` of a module, in eval mode, that also copies torch sparse parameters and
     buffers (deepcopy reaches for their storage, which sparse compressed tensors do not have)."""
-    import copy
 
     memo: dict[int, object] = {id(t): t.detach().clone() for t in model.buffers() if is_sparse(t)}
     memo.update(

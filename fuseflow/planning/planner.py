@@ -272,7 +272,7 @@ class Space:
         """The program of one segmentation (or a built-in schedule, by name). `quick` (the cover):
         orders ranked on a shortlist of `QUICK_TOP`, and a region ranked in an earlier compile
         keeps its order (`OrderRanker.memo`)."""
-        from fuseflow.mlir import ir
+        from fuseflow.mlir import ir  # loaded with MLIR or torch.export, when first needed
 
         self.compiles += 1
         fresh = replace(self.imported, module=ir.Module.parse(self.asm, context=self.imported.module.context))
@@ -337,7 +337,7 @@ class Space:
 
     def _unit_segments(self, schedule: str) -> tuple[tuple[int, int], ...] | None:
         """The segments of every unit a built-in schedule's regions are, in order, or None."""
-        from fuseflow.mlir import ir
+        from fuseflow.mlir import ir  # loaded with MLIR or torch.export, when first needed
 
         module = ir.Module.parse(self.asm, context=self.imported.module.context)
         with module.context:

@@ -15,10 +15,10 @@ from fuseflow.sim.arch import RESOURCES, Fabric
 def draw(timeline: Sequence[Span], path: str | Path, title: str, fabric: Fabric | None) -> None:
     """A Gantt chart of `timeline` (a bar per region, the units in use below it), saved to `path`."""
     try:
-        import matplotlib
+        import matplotlib  # optional extra (plot)
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional extra (plot)
     except ImportError:
         raise FuseflowError("--timeline needs matplotlib: pip install 'fuseflow[plot]'") from None
     rows = tracks(timeline)

@@ -19,7 +19,7 @@ STALL_KEYS = ("stall_input", "stall_output")
 
 def table(result: dict, nodes: bool = False) -> list:
     """A result JSON as a rich table (`nodes`: one row per node as well)."""
-    from rich.table import Table
+    from rich.table import Table  # rich only when a table or progress bar is shown
 
     out = []
     total = f"total {result['total_cycles']} cycles"

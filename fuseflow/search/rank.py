@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from fuseflow import views
 from fuseflow.analysis.index_notation import Access, Const, Reduce
 from fuseflow.cost.cycle_model import Timing, estimate_graph, model_approximates
 from fuseflow.cost.input_stats import relayout_cycles, stats_for_inputs
@@ -116,7 +117,10 @@ class OrderRanker:
 
         if typed is not None:
             return graph_spec(typed())
-        from fuseflow.dialects.sam_ir import module_text, parse_module
+        from fuseflow.dialects.sam_ir import (  # loaded with MLIR or torch.export, when first needed
+            module_text,
+            parse_module,
+        )
 
         graphs, _ = parse_graphs(parse_module(module_text([text])))
         return graphs[0]
@@ -139,7 +143,6 @@ class OrderRanker:
     def _resolve(self, names: Iterable[str]) -> None:
         """Make the committed regions that write `names` (and, first, what they read) known:
         as values where cheap (`sim.values.evaluate_into`), else as predicted statistics."""
-        from fuseflow import views
 
         stack = [b for n in names for b in views.bases_of(n)]
         while stack:
@@ -165,7 +168,6 @@ class OrderRanker:
         """`sim.values.evaluate_into`, served from `values` when an earlier compile evaluated the
         same index notation on the same arrays (model inputs by their memory, intermediates by
         the arrays this cache gave out; the cache holds every array it keys, so none is reused)."""
-        from fuseflow import views
 
         if self.values is None:
             return evaluate_into(self.data, assigns)
@@ -279,7 +281,6 @@ class OrderRanker:
         model only approximates the machine and the inputs' values are known; else empty."""
         if self.arch is None or self.verify < 2 or len(scored) < 2:
             return {}
-        from fuseflow import views
 
         out: dict[int, float] = {}
         for i in sorted(scored, key=lambda i: (scored[i], i))[: self.verify]:
