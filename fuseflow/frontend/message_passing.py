@@ -447,13 +447,7 @@ def _allocation_or_scatter(rw: _Rewriter, node: fx.Node, name: str, a: list, kw:
         "aten.empty.memory_format",
     ):
         shape = tuple(a[1] if name in ("aten.new_zeros", "aten.new_ones") else a[0])
-        fill = {
-            "aten.ones": 1.0,
-            "aten.full": a[1],
-            "aten.zeros": 0.0,
-            "aten.new_zeros": 0.0,
-            "aten.new_ones": 1.0,
-        }.get(name)
+        fill = a[1] if name == "aten.full" else FILLS.get(name)  # None: uninitialised (empty)
         return _alloc(rw, node, shape, fill, counts)
     if name in ("aten.full_like", "aten.zeros_like") and isinstance(a[0], (Alloc, Zeros)):
         return _alloc(rw, node, a[0].shape, float(a[1]) if name == "aten.full_like" else 0.0, counts)
@@ -469,6 +463,10 @@ def _allocation_or_scatter(rw: _Rewriter, node: fx.Node, name: str, a: list, kw:
             raise rw.fail(f"scatter_reduce '{a[4]}' with include_self=True")
         return rw.scatter(a[0], a[2], a[3], {"mean": "mean", "amax": "amax", "sum": "sum"}.get(a[4], a[4]))
     return _PASS
+
+
+FILLS = {"aten.ones": 1.0, "aten.zeros": 0.0, "aten.new_zeros": 0.0, "aten.new_ones": 1.0}
+"""The value each constant-making op fills with (``aten.full`` says its own)."""
 
 
 def _alloc(rw: _Rewriter, node: fx.Node, shape: tuple, fill: float | None, counts: dict) -> Any:
