@@ -211,6 +211,7 @@ def markdown() -> str:
         "compiles every example below and compares it with eager PyTorch, and keeps this file equal to",
         "the table. Ops are named as they appear in the exported graph after torch-mlir's decompositions",
         "(`nn.Linear` is `permute` + `mm` + `add`, LayerNorm is `var_mean` + elementwise ops).",
+        "Which PyTorch Geometric convolutions compile as written: docs/pyg_convs.md.",
         "",
     ]
     kind = None
