@@ -196,26 +196,7 @@ def cmd_dse(a) -> int:
     if a.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        table = []
-        for r in flat_rows(rows):
-            params = " ".join(f"{k[5:]}={v}" for k, v in r.items() if k.startswith("arch."))
-            table.append(
-                [
-                    r["point"],
-                    r["schedule"],
-                    r["order"],
-                    r["par"] or "-",
-                    r["block"] or "-",
-                    (r["arch"] + (" " + params if params else "")),
-                    r.get("strategy", "sequential"),
-                    r.get("est_cycles", "-"),
-                    r.get("cycles", "-"),
-                    r.get("est_mem_bytes", "-"),
-                    r.get("alu_ops", r.get("est_alu_ops", "-")),
-                    f"{r['wall_s']:.2f}" + (" (cached)" if r.get("cached") else ""),
-                    r["status"][:50],
-                ]
-            )
+        table = [_dse_row(r) for r in flat_rows(rows)]
         headers = ["#", "schedule", "order", "par", "block", "arch", "strategy", "estimate", "cycles"]
         headers += ["bytes", "alu ops", "wall s", "status"]
         print_table(f"dse {Path(a.model).name}: {space.size} points, {result.cached} from cache", table, headers)
@@ -223,6 +204,26 @@ def cmd_dse(a) -> int:
     if failed:
         print(f"fuseflow: {failed} of {len(rows)} points failed (see status)", file=sys.stderr)
     return 0
+
+
+def _dse_row(r: dict) -> list:
+    """One flat dse row as the table shows it."""
+    params = " ".join(f"{k[5:]}={v}" for k, v in r.items() if k.startswith("arch."))
+    return [
+        r["point"],
+        r["schedule"],
+        r["order"],
+        r["par"] or "-",
+        r["block"] or "-",
+        (r["arch"] + (" " + params if params else "")),
+        r.get("strategy", "sequential"),
+        r.get("est_cycles", "-"),
+        r.get("cycles", "-"),
+        r.get("est_mem_bytes", "-"),
+        r.get("alu_ops", r.get("est_alu_ops", "-")),
+        f"{r['wall_s']:.2f}" + (" (cached)" if r.get("cached") else ""),
+        r["status"][:50],
+    ]
 
 
 def register_dse(sub) -> None:

@@ -234,18 +234,7 @@ def import_model(
             fmt = formats.pop(names[p], "csr")
             formats.update({s.name: fmt for s in tr.adapter.sets if s.arg == names[p]})
         model, args, names, adapt = tr.module, tr.adapter(args), tr.input_names, tr.adapter
-    dense_args, implied = [], {}
-    for name, a in zip(names, args):
-        d, fmt = densify(a, name)
-        dense_args.append(d.float() if d.is_floating_point() else d)
-        if fmt:
-            implied[name] = fmt
-    for name, d in zip(names, dense_args):
-        if 0 in d.shape:
-            raise UnsupportedError(
-                f"input {name!r} has shape {tuple(d.shape)}: tensors without elements (a size-0 dimension) "
-                "are not supported"
-            )
+    dense_args, implied = _traced_args(names, args)
     state: dict[str, torch.Tensor] = dict(model.named_parameters())
     state.update(dict(model.named_buffers()))
     state_names = list(state)
@@ -289,11 +278,7 @@ def import_model(
         )
     else:
         single, shapes = traced
-    containers = {
-        name
-        for name, m in source.named_modules()
-        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict))
-    }
+    containers = {name for name, m in source.named_modules() if isinstance(m, _CONTAINERS)}
     return ImportedModel(
         module,
         graph_names,
@@ -309,6 +294,27 @@ def import_model(
         adapt=adapt,
         n_call_args=n_call,
     )
+
+
+_CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
+"""Modules whose children are the `layer` schedule's layers."""
+
+
+def _traced_args(names: list[str], args: Sequence[Any]) -> tuple[list[torch.Tensor], dict[str, Any]]:
+    """What torch.export traces each argument as (`densify`), and the formats sparse layouts
+    imply; a tensor without elements is refused, naming it."""
+    dense_args, implied = [], {}
+    for name, a in zip(names, args):
+        d, fmt = densify(a, name)
+        dense_args.append(d.float() if d.is_floating_point() else d)
+        if fmt:
+            implied[name] = fmt
+        if 0 in d.shape:
+            raise UnsupportedError(
+                f"input {name!r} has shape {tuple(d.shape)}: tensors without elements (a size-0 dimension) "
+                "are not supported"
+            )
+    return dense_args, implied
 
 
 def _exported(model, n_args: int, state_names: list[str], inputs: list, replicate: bool):
