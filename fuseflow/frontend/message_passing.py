@@ -372,7 +372,7 @@ def _translate_node(rw: _Rewriter, node: fx.Node, env: dict, counts: dict) -> An
         out = phase(rw, node, name, a, kw, counts)
         if out is not _PASS:
             return out
-    edges = [x for x in a if isinstance(x, Edge)]
+    edges = [x for x in _flat(a) if isinstance(x, Edge)]
     if edges:
         return _edge_op(rw, node, name, a, kw, edges)
     if any(isinstance(x, _SYMBOLIC) for x in _flat(a) + _flat(list(kw.values()))):
@@ -518,6 +518,10 @@ def _edge_op(rw: _Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: 
         return Edge(s, rw.call(aten.unsqueeze.default, e.node, -1), e.trailing + (1,))
     if name in ("aten.clone", "aten.alias", "aten.detach"):
         return a[0]
+    if name == "aten.cat":
+        return _edge_cat(rw, a, s)
+    if any(isinstance(x, (list, tuple)) and any(isinstance(y, Edge) for y in _flat(list(x))) for x in a):
+        raise rw.fail(f"{name} of a list holding edge values is not supported")
     if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
         slope = float(a[1]) if len(a) > 1 else 0.01
         if not 0.0 <= slope <= 1.0:
@@ -583,6 +587,22 @@ def _edge_linear(rw: _Rewriter, node: fx.Node, name: str, a: list) -> Edge | Non
     if bias is not None:
         out = rw.call(aten.mul.Tensor, rw.call(aten.add.Tensor, out, bias.node), rw.pattern(e.s, 1))
     return Edge(e.s, out, tuple(int(d) for d in node.meta["val"].shape[1:]))
+
+
+def _edge_cat(rw: _Rewriter, a: list, s: EdgeSet) -> Edge:
+    """``cat`` of edge values along a trailing dimension (EdgeConv's ``[x_i, x_j - x_i]``):
+    dimension d of the (E, *trailing) values is d + 1 of the (N, N, *trailing) ones."""
+    parts, dim = list(a[0]), int(a[1]) if len(a) > 1 else 0
+    if not all(isinstance(p, Edge) and p.s == s for p in parts):
+        raise rw.fail("cat of edge values with other tensors (gather node values by edge_index first)")
+    rank = 1 + len(parts[0].trailing)
+    if any(len(p.trailing) != rank - 1 for p in parts) or dim % rank == 0:
+        raise rw.fail("cat of edge values along the edges, or of different ranks, is not supported")
+    d = dim % rank
+    out = rw.call(aten.cat.default, [p.node for p in parts], d + 1)
+    trailing = list(parts[0].trailing)
+    trailing[d - 1] = sum(p.trailing[d - 1] for p in parts)
+    return Edge(s, out, tuple(trailing))
 
 
 def _edge_sum(rw: _Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:

@@ -19,7 +19,15 @@ if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: n
 else:
     pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.datasets import KarateClub  # noqa: E402
-from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GINEConv, MessagePassing, TAGConv  # noqa: E402
+from torch_geometric.nn import (  # noqa: E402
+    EdgeConv,
+    GATConv,
+    GATv2Conv,
+    GCNConv,
+    GINEConv,
+    MessagePassing,
+    TAGConv,
+)
 from torch_geometric.utils import to_torch_csr_tensor  # noqa: E402
 
 from fuseflow.models import TwoLayer, pyg_convs, pyg_two_layer  # noqa: E402
@@ -102,8 +110,9 @@ def test_gat_matches_pyg(heads, schedule):
     [
         (lambda i, o: GATv2Conv(i, o, heads=2, concat=False), "full"),  # scores from both ends, then att
         (lambda i, o: TAGConv(i, o, K=2), "layer"),  # two hops of normalised propagation
+        (lambda i, o: EdgeConv(torch.nn.Linear(2 * i, o)), "layer"),  # max over nn([x_i, x_j - x_i])
     ],
-    ids=["gatv2-full", "tag-layer"],
+    ids=["gatv2-full", "tag-layer", "edgeconv-layer"],
 )
 def test_more_pyg_convs_match_pyg(conv, schedule):
     d = karate()
