@@ -125,9 +125,11 @@ def lower_program(
     passes: str | Sequence[PassStep] | None,
     ranker_options: Mapping[str, Any] | None = None,
     arch: Any = None,
+    lowering_cache: dict | None = None,
 ) -> Program:
     """Partition, run passes, lower and parse: everything of `compile` after torch.export.
-    `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist)."""
+    `ranker_options` go to the `OrderRanker` (the planner shares a memo and a shorter shortlist);
+    `lowering_cache`: region lowerings shared by the planner's compiles, by structure."""
     module = imported.module
     schedule = as_schedule(schedule)
     user = as_steps(passes)
@@ -158,6 +160,7 @@ def lower_program(
             order=order if isinstance(order, Mapping) else None,
             node_budget=node_budget,
             regions_assigned=True,  # assign_regions above annotated the module: the partition keeps it
+            lowering_cache=lowering_cache,
         )
         full = full_pipeline(schedule, pipeline, node_budget)
         sam_source, sam_printed, graphs, outs = _run_full(module, full, ctx)

@@ -39,6 +39,7 @@ class PassContext:
     order: Mapping[str, str] | None = None  # a per-region order mapping, which pass options cannot spell
     node_budget: int = 100_000  # the budget fuseflow-order lowers with (lower-to-sam reuses that lowering)
     regions_assigned: bool = False  # the caller annotated the regions already: fuseflow-partition keeps them
+    lowering_cache: dict | None = None  # region lowerings shared across compiles, by structure (the planner's)
     # left by the passes
     summary: dict[str, list[str]] = field(default_factory=dict)  # region -> expressions and notes
     chosen: dict[str, Candidate] = field(default_factory=dict)  # region -> the chosen order

@@ -282,7 +282,6 @@ class Space:
             if quick
             else {"memo": self.memo, "picks": self.picks}
         )
-        opts["lowerings"] = self.lowerings
         opts["values"] = self.values
         opts.update(ranker_options(self.arch))
         if quick:
@@ -292,7 +291,17 @@ class Space:
             passes = [*passes, step("fuseflow-order", order="auto", cap=QUICK_CAP)]
             order = None
         return self.lower(
-            self.model, self.args, fresh, self.asm, sched, self.node_budget, order, passes, opts, self.arch
+            self.model,
+            self.args,
+            fresh,
+            self.asm,
+            sched,
+            self.node_budget,
+            order,
+            passes,
+            opts,
+            self.arch,
+            lowering_cache=self.lowerings,
         )
 
     def expand(self, segments: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -27,14 +27,17 @@ def search_orders(
     spec: OrderSpec = None,
     cap: int = DEFAULT_CAP,
     ranker: OrderRanker | None = None,
+    cache: dict | None = None,
 ) -> tuple[LoweredModule, dict[str, Candidate]]:
     """Lower every region of `module` in its chosen order; returns the sam module and each
     searched region's chosen `Candidate` (with its enumerated alternatives).
 
     A region's order comes from the function's ``fuseflow.orders`` record when it names the
     region, else from `spec`, else from the lowering's default order. With a `ranker`, ``auto``
-    lowers the most promising candidates and keeps the one the cycle model predicts fastest."""
-    ml = ModuleLowering(module, node_budget, ranker.lowerings if ranker is not None else None)
+    lowers the most promising candidates and keeps the one the cycle model predicts fastest.
+    `cache`: region lowerings shared across compiles (the planner's), keyed by structure; the
+    lowering owns it (`ModuleLowering`)."""
+    ml = ModuleLowering(module, node_budget, cache)
     chosen: dict[str, Candidate] = {}
     # structure of a region -> its order (identical decoders, heads; the planner's compiles share it)
     picked: dict[tuple, Candidate] = ranker.picks if ranker is not None else {}

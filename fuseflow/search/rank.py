@@ -81,7 +81,6 @@ class OrderRanker:
         arch: Arch | None = None,
         verify: int = DEFAULT_VERIFY,
         picks: dict[tuple, Candidate] | None = None,
-        lowerings: dict[tuple, Any] | None = None,
         values: dict[tuple, Any] | None = None,
     ):
         self.data = dict(data or {})
@@ -92,7 +91,6 @@ class OrderRanker:
         self.picks: dict[tuple, Candidate] = picks if picks is not None else {}
         # (region, tensors, index notation, order) -> its lowering: a region that several of
         # the planner's candidate schedules cut alike is lowered once (lower_module)
-        self.lowerings = lowerings  # None: a lone compile, whose regions are all distinct
         # (a region's index notation, the arrays it reads) -> its outputs' values: the planner's
         # compiles evaluate a region their schedules share once (`_evaluate`)
         self.values = values

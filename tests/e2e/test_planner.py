@@ -32,9 +32,9 @@ def test_the_planner_lowers_with_the_function_it_is_given():
     model, args, formats = gcn.build()
     calls = []
 
-    def lower(*a):
+    def lower(*a, **k):
         calls.append(a[4])  # the schedule of each compile
-        return lower_program(*a)
+        return lower_program(*a, **k)
 
     found = plan(model, args, formats, lower=lower)
     assert calls and len(calls) == found.compiles
