@@ -154,6 +154,7 @@ def assign_regions(
         materialized=frozenset(
             index_of[i] for i, op in enumerate(ops) if declared_format(op) is not None or op in reshaped
         ),
+        ends_region=frozenset(i for i, op in enumerate(ops) if op in reshaped),
     )
     for op, name in zip(ops, res.names):
         set_region(op, name)

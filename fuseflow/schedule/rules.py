@@ -375,6 +375,7 @@ def resolve(
     layer_of,
     strict_groups: bool = False,
     materialized: frozenset[int] = frozenset(),
+    ends_region: frozenset[int] = frozenset(),
 ) -> Resolution:
     """Apply `schedule` to the compute ops (`ops`, in program order).
 
@@ -382,7 +383,8 @@ def resolve(
     `linalg_name[i]`: the ``op`` schedule's name for compute op i; `producers[i]`: earlier
     compute ops it reads; `layer_of(path)`: the ``layer`` schedule's region of a module path;
     `materialized`: PyTorch-level ops whose result must go to memory whatever the rules say
-    (a result declared sparse is written in its format).
+    (a result declared sparse is written in its format); `ends_region`: compute ops whose
+    result must, even inside one PyTorch-level op (a GRU cell's gates are slices of one matmul).
     """
     rules = list(schedule.ruleset)
     found = [matches(r, views) for r in rules]
@@ -435,8 +437,8 @@ def resolve(
             base = r.name or ""
             names.append(".".join(x for x in (inst, base) if x) or "main")
     alone = set().union(*(matched[j] for j in no_fuse)) if no_fuse else set()
-    if materialize or alone:
-        names = _split_at(names, info_of, producers, materialize, alone)
+    if materialize or alone or ends_region:
+        names = _split_at(names, info_of, producers, materialize, alone, ends_region)
     options = _region_options(rules, matched, info_of, names)
     return Resolution(names, {r: o for r, o in options.items() if o}, unmatched)
 
@@ -465,7 +467,12 @@ def _region_options(
 
 
 def _split_at(
-    names: list[str], info_of: list[int], producers: list[list[int]], materialize: set[int], alone: set[int]
+    names: list[str],
+    info_of: list[int],
+    producers: list[list[int]],
+    materialize: set[int],
+    alone: set[int],
+    ends_region: frozenset[int] = frozenset(),
 ) -> list[str]:
     """Boundaries: an op of its region that reads a materialized op's result (transitively), or an
     op of any region that reads a no-fuse op's result, moves to a later piece of its region
@@ -477,18 +484,20 @@ def _split_at(
         for p in producers[i]:
             deps[i] |= deps[p] | (1 << p)
     points = [i for i in range(n) if info_of[i] in materialize | alone]
+    inner = [p for p in ends_region if info_of[p] not in alone]
     out = []
     for i in range(n):
         if info_of[i] in alone:  # a region of its own already
             out.append(names[i])
             continue
-        count = len(
-            {
-                info_of[p]
-                for p in points
-                if deps[i] >> p & 1 and info_of[p] != info_of[i] and (info_of[p] in alone or names[p] == names[i])
-            }
-        )
+        crossed: set = {
+            info_of[p]
+            for p in points
+            if deps[i] >> p & 1 and info_of[p] != info_of[i] and (info_of[p] in alone or names[p] == names[i])
+        }
+        # a boundary inside i's own PyTorch-level op: one more piece per such op it reads
+        crossed |= {("op", p) for p in inner if deps[i] >> p & 1 and info_of[p] == info_of[i] and names[p] == names[i]}
+        count = len(crossed)
         out.append(f"{names[i]}.{count}" if count else names[i])
     return out
 

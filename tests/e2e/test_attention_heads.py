@@ -62,3 +62,23 @@ def test_multi_head_attention_matches_pytorch(model, schedule):
     args = _inputs()
     prog = fuseflow.compile(model().eval(), args, formats={"mask": "csr"}, schedule=schedule)
     prog.simulate(*args).check()
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "full"])
+def test_slices_inside_one_pytorch_op_end_its_region(schedule):
+    """A GRU cell is one PyTorch op whose gates are slices of one matmul: the slice is read by
+    name, so the ops after it move to a region of their own even inside that op (they used to
+    stop compile with an internal error)."""
+    torch.manual_seed(0)
+
+    class Cell(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = torch.nn.GRUCell(8, 8)
+
+        def forward(self, x, h):
+            return self.gru(x, h)
+
+    prog = fuseflow.compile(Cell().eval(), (torch.rand(4, 8), torch.rand(4, 8)), schedule=schedule)
+    assert len(prog.graphs) >= 2
+    prog.simulate().check()
