@@ -1,0 +1,212 @@
+"""Ops on the values of a message-passing graph (`edge_values`): on edge tensors, elementwise ops
+keep the zero-off-pattern rule (an op with f(0) != 0 is multiplied by the pattern), sums over
+trailing dimensions, `cat` along features, linear maps of features, and the attention idioms
+(leaky_relu, sigmoid, a division by a gathered value); on node tensors, the degree
+normalisation idioms (`deg ** -0.5` and its zero-degree guard). docs/architecture.md,
+"Message passing over edge lists".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.fx as fx
+
+from fuseflow.errors import UnsupportedError
+from fuseflow.frontend.edge_lists import EdgeSet
+from fuseflow.frontend.edge_values import META, Edge, InfTest, Real, Rewriter, aten, flat
+from fuseflow.primitives import ALU
+
+_UNARY_ALU = {f"aten.{op}": op for op in ("neg", "exp", "relu", "tanh", "abs", "sqrt", "rsqrt")}
+"""Unary aten ops on edge values and the ALU op each lowers to."""
+ZERO_PRESERVING = {"aten.mul.Tensor"} | {name for name, op in _UNARY_ALU.items() if ALU[op].preserves_zero}
+"""Ops on edge values whose result is zero off the edge pattern when their operand is (from the
+ALU's semantics, `primitives.ALU`)."""
+
+
+def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: list[Edge]) -> Edge:
+    """An op with edge values among its operands (`edges`): the new graph's op, as an edge value
+    of the same edge set, zero off its pattern; refused, naming the op, where it cannot be."""
+    s = edges[0].s
+    if any(e.s != s for e in edges):
+        raise rw.fail("an op mixing values of two different edge lists")
+    if name in ("aten.view", "aten._unsafe_view", "aten.reshape"):
+        e = a[0]
+        shape = list(a[1])
+        trailing = tuple(int(d) for d in shape[1:])
+        if any(d < 0 for d in trailing):
+            raise rw.fail("a view of an edge tensor with an inferred trailing dimension")
+        return Edge(s, rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing]), trailing)
+    if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
+        e = a[0]
+        return Edge(s, rw.call(aten.unsqueeze.default, e.node, -1), e.trailing + (1,))
+    if name in ("aten.clone", "aten.alias", "aten.detach"):
+        return a[0]
+    if name == "aten.cat":
+        return _edge_cat(rw, a, s)
+    if any(isinstance(x, (list, tuple)) and any(isinstance(y, Edge) for y in flat(list(x))) for x in a):
+        raise rw.fail(f"{name} of a list holding edge values is not supported")
+    if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
+        slope = float(a[1]) if len(a) > 1 else 0.01
+        if not 0.0 <= slope <= 1.0:
+            raise rw.fail(f"leaky_relu with negative_slope {slope} (supported: 0 to 1)")
+        e = a[0]
+        scaled = rw.call(aten.mul.Tensor, e.node, slope)
+        return Edge(s, rw.call(aten.maximum.default, e.node, scaled), e.trailing)
+    if name == "aten.sigmoid":  # 1 / (1 + exp(-x)), then zero off the pattern (sigmoid(0) = 1/2)
+        e = a[0]
+        denom = rw.call(aten.add.Tensor, rw.call(aten.exp.default, rw.call(aten.neg.default, e.node)), 1.0)
+        out = rw.call(aten.mul.Tensor, rw.call(aten.reciprocal.default, denom), rw.pattern(s, len(e.trailing)))
+        return Edge(s, out, e.trailing)
+    if name == "aten.sum.dim_IntList" and isinstance(a[0], Edge):
+        return _edge_sum(rw, a[0], list(a[1]), bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False)))
+    if name == "aten.div.Tensor" and isinstance(a[0], Edge) and isinstance(a[1], Edge) and a[1].gathered is not None:
+        return rw.divide(a[0], a[1])
+    if name in ("aten.mm", "aten.addmm"):
+        linear = _edge_linear(rw, node, name, a)
+        if linear is not None:
+            return linear
+    widest = max((e.trailing for e in edges), key=len)
+    if any(isinstance(x, Real) and not _same_on_every_edge(x, widest) for x in a):
+        raise rw.fail(f"{name} mixing an edge tensor with a node tensor (gather it by edge_index first)")
+    if name not in _ELEMENTWISE:
+        raise rw.fail(f"{name} on edge values is not supported")
+    if name == "aten.mul.Tensor" and len(edges) == 2 and any(e.ones for e in edges):
+        other = edges[0] if edges[1].ones else edges[1]  # P * e = e: e is already zero off the pattern
+        return Edge(s, other.node, other.trailing)
+    mapped = [x.node if isinstance(x, (Edge, Real)) else x for x in a]
+    out = rw.call(node.target, *mapped)
+    trailing = max((e.trailing for e in edges), key=len)
+    zero_kept = name in ZERO_PRESERVING or (name == "aten.div.Tensor" and isinstance(a[0], Edge))
+    if name in ("aten.add.Tensor", "aten.sub.Tensor") and all(isinstance(x, Edge) for x in a[:2]):
+        zero_kept = True
+    if not zero_kept:
+        out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
+    return Edge(s, out, trailing)
+
+
+def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
+    """A node-space value that broadcasts along an edge tensor's trailing dimensions only (a
+    scalar, a bias shaped like the trailing dimensions' tail, or GATv2's attention vector
+    (1, H, C)): the same on every edge."""
+    val = x.node.meta.get("val")
+    if val is None or val.dim() == 0:
+        return True
+    shape = tuple(int(d) for d in val.shape)
+    if len(shape) == len(trailing) + 1 and shape[0] == 1:  # (1, H, C): broadcast along the edges
+        shape = shape[1:]
+    return len(shape) <= len(trailing) and shape == trailing[len(trailing) - len(shape) :]
+
+
+def _edge_linear(rw: Rewriter, node: fx.Node, name: str, a: list) -> Edge | None:
+    """A linear layer on edge features (``edge_dim`` of GINEConv, GATConv): (E, d) @ (d, f) as
+    ``sum_d e(i, j, d) w(d, f)``, zero off the pattern; the bias is added on the pattern only."""
+    bias, e, w = (a[0], a[1], a[2]) if name == "aten.addmm" else (None, a[0], a[1])
+    if not (isinstance(e, Edge) and isinstance(w, Real) and len(e.trailing) == 1):
+        return None
+    if bias is not None and not isinstance(bias, Real):
+        return None
+    prod = rw.call(aten.mul.Tensor, rw.call(aten.unsqueeze.default, e.node, -1), w.node)
+    out = rw.call(aten.sum.dim_IntList, prod, [2])
+    if bias is not None:
+        out = rw.call(aten.mul.Tensor, rw.call(aten.add.Tensor, out, bias.node), rw.pattern(e.s, 1))
+    return Edge(e.s, out, tuple(int(d) for d in node.meta["val"].shape[1:]))
+
+
+def _edge_cat(rw: Rewriter, a: list, s: EdgeSet) -> Edge:
+    """``cat`` of edge values along a trailing dimension (EdgeConv's ``[x_i, x_j - x_i]``):
+    dimension d of the (E, *trailing) values is d + 1 of the (N, N, *trailing) ones."""
+    parts, dim = list(a[0]), int(a[1]) if len(a) > 1 else 0
+    if not all(isinstance(p, Edge) and p.s == s for p in parts):
+        raise rw.fail("cat of edge values with other tensors (gather node values by edge_index first)")
+    rank = 1 + len(parts[0].trailing)
+    if any(len(p.trailing) != rank - 1 for p in parts) or dim % rank == 0:
+        raise rw.fail("cat of edge values along the edges, or of different ranks, is not supported")
+    d = dim % rank
+    out = rw.call(aten.cat.default, [p.node for p in parts], d + 1)
+    trailing = list(parts[0].trailing)
+    trailing[d - 1] = sum(p.trailing[d - 1] for p in parts)
+    return Edge(s, out, tuple(trailing))
+
+
+def _edge_sum(rw: Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:
+    """A sum over trailing dimensions of an edge tensor (a per-head dot product): dimension d of
+    the (E, *trailing) value is d + 1 of the (N, N, *trailing) one."""
+    rank = 1 + len(e.trailing)
+    own = sorted({d % rank for d in dims})
+    if 0 in own:
+        raise rw.fail("a sum over the edges of an edge tensor (scatter it to nodes instead)")
+    out = rw.call(aten.sum.dim_IntList, e.node, [d + 1 for d in own], keepdim)
+    trailing = tuple(1 if i + 1 in own else n for i, n in enumerate(e.trailing) if keepdim or i + 1 not in own)
+    return Edge(e.s, out, trailing)
+
+
+_ELEMENTWISE = {
+    "aten.add.Tensor",
+    "aten.sub.Tensor",
+    "aten.mul.Tensor",
+    "aten.div.Tensor",
+    "aten.neg",
+    "aten.exp",
+    "aten.relu",
+    "aten.tanh",
+    "aten.abs",
+    "aten.sqrt",
+    "aten.rsqrt",
+    "aten.pow.Tensor_Scalar",
+}
+
+
+def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real | InfTest:
+    """An op on node tensors only: copied into the new graph, except the degree normalisation
+    idioms (`deg ** -0.5` as rsqrt, its `== inf` test and zero-degree guard)."""
+    if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
+        return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive, rsqrt_of=a[0])
+    if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
+        return InfTest(a[0])
+    masked = None
+    if name in ("aten.masked_fill_.Scalar", "aten.masked_fill.Scalar") and isinstance(a[1], InfTest):
+        masked = (a[0], a[1])
+    if name == "aten.where.self" and isinstance(a[0], InfTest):
+        masked = (a[2], a[0])
+    if masked is not None:
+        y, test = masked
+        if test.y is y and y.rsqrt_of_positive:
+            return y  # rsqrt of a degree counted with self loops: never inf, the fill is a no-op
+        if test.y is y and y.rsqrt_of is not None:
+            return _guarded_rsqrt(rw, y.rsqrt_of)
+        raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5")
+    new_args = _map_real(a)
+    new_kw = _map_real(kw)
+    assert callable(node.target)  # a call_function node
+    out = rw.g.call_function(node.target, tuple(new_args), dict(new_kw))
+    out.meta.update({k: node.meta[k] for k in META + ("val",) if k in node.meta})
+    return Real(out)
+
+
+def _guarded_rsqrt(rw: Rewriter, deg: Real) -> Real:
+    """``deg ** -0.5`` with 0 where deg is 0 (GCN's ``masked_fill(inf, 0)`` without self
+    loops): ``rsqrt(deg + [deg == 0]) * [deg != 0]``, the indicators being the ALU's eqz / nez;
+    an isolated node's weight is 0, never inf times 0."""
+    cond = rw.call(aten.eq.Scalar, deg.node, 0.0)
+    one = rw.call(aten.scalar_tensor.default, 1.0)
+    zero = rw.call(aten.scalar_tensor.default, 0.0)
+    isolated = rw.call(aten.where.self, cond, one, zero)
+    safe = rw.call(aten.rsqrt.default, rw.call(aten.add.Tensor, deg.node, isolated))
+    out = rw.call(aten.mul.Tensor, safe, rw.call(aten.where.self, cond, zero, one))
+    if "val" in deg.node.meta:
+        for n in (cond, isolated, safe, out):
+            n.meta["val"] = deg.node.meta["val"] if n is not cond else deg.node.meta["val"] == 0
+    return Real(out)
+
+
+def _map_real(x):
+    if isinstance(x, InfTest):
+        raise UnsupportedError("a test for inf is supported only as masked_fill(deg ** -0.5, ... == inf, 0)")
+    if isinstance(x, Real):
+        return x.node
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_real(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _map_real(v) for k, v in x.items()}
+    return x
