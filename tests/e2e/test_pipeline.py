@@ -99,3 +99,24 @@ def test_lower_to_sam_lowers_again_when_a_pass_runs_after_fuseflow_order(monkeyp
     assert opt.main([str(src), f"--pass-pipeline={head},canonicalize,lower-to-sam)"]) == 0
     assert calls == [1]
     assert capsys.readouterr().out == direct  # canonicalize changed nothing here: the same sam
+
+
+def test_lowering_at_given_orders_is_the_search_at_those_orders():
+    """`conversion.lower_module` lowers each region at the order it is given and searches none:
+    at the orders `compile` chose, its sam is the compiled program's, region for region; a
+    region it is given no order for takes the lowering's default."""
+    from fuseflow.conversion.linalg_attrs import main_func
+    from fuseflow.conversion.lower_module import lower_module
+    from fuseflow.mlir import ir
+    from fuseflow.schedule.regions import assign_regions
+
+    model, args, formats = gcn_layer.build(features=4, hidden=2)
+    prog = fuseflow.compile(model, args, formats, schedule="full")
+    imported = import_model(model, args, formats)
+    module = ir.Module.parse(prog.linalg_text, context=imported.module.context)
+    with module.context:
+        assign_regions(main_func(module), "full")
+        given = lower_module(module, {r: o.split(",") for r, o in prog.orders.items()})
+        default = lower_module(module)
+    assert given.text == prog.sam_source != default.text  # the search chose another order than the default
+    assert default.text == fuseflow.compile(model, args, formats, schedule="full", order="plain").sam_source
