@@ -143,15 +143,7 @@ def lower_program(
         steps = user + _region_steps(res.options)
         order = _with_region_orders(_order_spec(order, steps), res)
         pipeline = _pipeline(steps, order)
-        levels = {
-            v for s in pipeline if s.name == "sam-parallelize" and s.options.level for v in s.options.level.split(",")
-        }
-        ranker = OrderRanker(
-            bind_args(imported, args),
-            model_inputs=set(imported.input_names),
-            keep_vars=levels,
-            **dict(ranker_options or {}),
-        )
+        ranker = _ranker(imported, args, pipeline, ranker_options)
         ctx = PassContext(
             schedule=schedule if isinstance(schedule, Schedule) else None,
             containers=imported.containers,
@@ -196,6 +188,19 @@ def lower_program(
         relower=relower,
         region_ops={r: tuple(sorted(ops)) for r, ops in region_ops.items()},
         _sam_printed=sam_printed,
+    )
+
+
+def _ranker(
+    imported: ImportedModel, args: tuple, pipeline: list[PassStep], options: Mapping[str, Any] | None
+) -> OrderRanker:
+    """The order ranker bound to the example inputs; it keeps the variables a later
+    ``sam-parallelize`` names (an order that renames them would leave the pass nothing to split)."""
+    levels = {
+        v for s in pipeline if s.name == "sam-parallelize" and s.options.level for v in s.options.level.split(",")
+    }
+    return OrderRanker(
+        bind_args(imported, args), model_inputs=set(imported.input_names), keep_vars=levels, **dict(options or {})
     )
 
 
