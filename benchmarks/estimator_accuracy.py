@@ -154,24 +154,24 @@ def _measure(prog, arch: Any, captured: list | None = None) -> dict:
 
 @contextlib.contextmanager
 def _capturing(into: dict | None):
-    """Record `estimate_graph`'s arguments per graph name while `Program.estimate` runs (it
-    imports the function when called, so the module attribute is what it calls)."""
+    """Record `estimate_graph`'s arguments per graph name while `Program.estimate` runs (it calls
+    the function its own module imported, so that module attribute is the one replaced)."""
     if into is None:
         yield
         return
-    from fuseflow.cost import cycle_model
+    from fuseflow import program
 
-    real = cycle_model.estimate_graph
+    real = program.estimate_graph
 
-    def recording(spec, stats, timing):
+    def recording(spec, stats, timing, **kw):
         into[spec.name] = (spec, dict(stats), timing)
-        return real(spec, stats, timing)
+        return real(spec, stats, timing, **kw)
 
-    cycle_model.estimate_graph = recording
+    program.estimate_graph = recording
     try:
         yield
     finally:
-        cycle_model.estimate_graph = real
+        program.estimate_graph = real
 
 
 APART = 1.05
@@ -293,6 +293,8 @@ def main() -> None:
     summary["order_choice"] = _order_choice(rows)
     out = {"summary": summary, "rows": rows}
     if a.capture:
+        if not captured:
+            sys.exit("estimator_accuracy: --capture recorded no region (is program.estimate_graph still called?)")
         with open(a.capture, "wb") as f:
             pickle.dump({"arch": arch, "regions": captured, "rows": rows}, f)
     if a.output:

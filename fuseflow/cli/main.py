@@ -62,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     """The ``fuseflow`` command: a user error prints one line and exits 1."""
     os.environ.setdefault("TMPDIR", os.path.join(os.getcwd(), "build", "tmp"))
     os.makedirs(os.environ["TMPDIR"], exist_ok=True)
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = parser().parse_args(argv)
+    a.argv = argv  # the command as parsed: a checkpointed run keeps it for `fuseflow resume`
     if a.verbose:
         os.environ["FUSEFLOW_VERBOSE"] = "1"  # torch-mlir's own diagnostics go to stderr
     import warnings  # lazily: the CLI starts without loading what a command does not use

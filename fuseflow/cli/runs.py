@@ -29,7 +29,7 @@ from fuseflow.fabric.resources import lanes_of
 def cmd_run(a) -> int:
     """``fuseflow run``: compile, simulate, check against PyTorch and report."""
     if a.checkpoint:
-        remember_command(a.checkpoint)
+        remember_command(a.checkpoint, a.argv)
     prog = compile_example(a)
     explain_plan(prog, a)
     if a.estimate:
@@ -129,10 +129,12 @@ COMMAND_FILE = "command.json"
 """In a checkpoint directory: the command that writes it, for `fuseflow resume`."""
 
 
-def remember_command(directory: str) -> None:
-    """Keep the running command line in the checkpoint directory (`fuseflow resume` runs it again)."""
+def remember_command(directory: str, argv: list[str]) -> None:
+    """Keep the running command's arguments in the checkpoint directory (`fuseflow resume` runs
+    them again). `argv` is what the command parsed, not the process's own: under `fuseflow
+    resume` that is the resumed command, so a run resumed twice resumes the same command."""
     Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / COMMAND_FILE).write_text(json.dumps({"argv": sys.argv[1:], "cwd": str(Path.cwd())}))
+    (Path(directory) / COMMAND_FILE).write_text(json.dumps({"argv": list(argv), "cwd": str(Path.cwd())}))
 
 
 def _pieces_line(res) -> str:

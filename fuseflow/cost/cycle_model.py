@@ -27,6 +27,7 @@ from fuseflow.cost.coordinates import Atom, CoordinateOrigins
 from fuseflow.cost.memory_stalls import MemoryStalls
 from fuseflow.cost.memory_walk import LINE_ELEMS as _LINE_ELEMS
 from fuseflow.cost.memory_walk import UNKNOWN_WALK, Walk
+from fuseflow.cost.reconvergence import reconvergence_bound
 from fuseflow.cost.tensor_stats import TensorStats
 from fuseflow.errors import FuseflowError
 
@@ -293,7 +294,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         end += self.memory_stalls()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
         mem_cycles = self.memory_cycles()
-        cycles = max(end, mem_cycles + fill, self.join_serial())
+        cycles = max(end, mem_cycles + fill, self.join_serial(), self.reconvergence())
         recompute = max(
             (n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats), default=1.0
         )
@@ -564,7 +565,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         lane = (
             s
             if int(node.params.get("depth", 0)) < 0
-            else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present, s.vars)
+            else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present, s.vars, walk=s.walk.dealt(P))
         )
         return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
 
@@ -644,6 +645,19 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         self.starts = start
         return max(finish, default=0.0), max(lat, default=0.0)
 
+    def reconvergence(self) -> float:
+        """The bound a short stream beside a long path puts on the region (`reconvergence_bound`)."""
+        return reconvergence_bound(
+            self.spec.nodes,
+            lambda s, p: self.outs[s][min(p, len(self.outs[s]) - 1)].tokens if self.outs[s] else 0.0,
+            lambda i: self._latency(self.spec.nodes[i]),
+            self.misses if self.t.memory else {},
+            self.starts,
+            [n.busy for n in self.nodes],
+            self.t.fifo_depth,
+            float((self.t.memory or {}).get("latency", 0)),
+        )
+
     JOIN_SLACK_FIFOS = 2
     """FIFOs of run-ahead a lane has before an in-order join: its last stage's output FIFO and
     the one before it (`_join_serial`)."""
@@ -665,13 +679,13 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         The simulator: a 64 x 64 dense add at i on one memory channel stops gaining at 2 lanes
         (21,931 -> 12,735 -> 12,735 at 4), a 34 x 8 relu at j with 8 lanes takes 1,304 cycles
         for 1,744 at one lane (docs/cycle-model.md, "Lanes and in-order joins")."""
-        slack = self.JOIN_SLACK_FIFOS * self.t.fifo_depth
         latency = float((self.t.memory or {}).get("latency", 0))
         lines = self._lane_lines()
         worst = 0.0
         for i, node in enumerate(self.spec.nodes):
             if node.kind != "join":
                 continue
+            slack = self.join_slack(node) * self.t.fifo_depth
             d = int(node.params.get("depth", 0))
             elements, lane = 0.0, 0.0
             for src, port in node.inputs:
@@ -694,6 +708,13 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
                 serial = elements * max(compute, memory + n * self.t.kind_ii("join"))
                 worst = max(worst, self.starts[i] + serial)
         return worst
+
+    def join_slack(self, node: NodeSpec) -> int:
+        """FIFOs a lane fills ahead of the join `node`: `JOIN_SLACK_FIFOS`, or one where the join
+        reads a memory node's stream directly (a scan's coordinates go straight to the join,
+        so its next fiber's lines wait until the join has taken all but a FIFO of this one)."""
+        direct = self.t.memory and any(src in self.misses for src, _ in node.inputs)
+        return 1 if direct else self.JOIN_SLACK_FIFOS
 
     def output_stats(self) -> dict[str, TensorStats]:
         """Statistics of the tensors the graph writes (what later regions read)."""

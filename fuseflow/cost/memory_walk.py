@@ -80,6 +80,27 @@ class Walk(NamedTuple):
         rest = n - same - jumps - free - inline
         return Walk.of(n, same, jumps, free, [(rest, self.step * thin)], inline=inline)
 
+    def dealt(self, lanes: float) -> Walk:
+        """The walk one lane sees when a fork deals the references round robin to `lanes` lanes:
+        a run of r repeats of one reference leaves each lane about r / lanes of it, so a lane's
+        share of new references is `lanes` times the stream's (at most all of them), made up as
+        the stream's are, and where runs are shorter than the lanes a lane's steps skip the
+        others' (`lanes` times longer)."""
+        if lanes <= 1.0:
+            return self
+        changes = 1.0 - self.same
+        if changes <= 0.0:
+            return self
+        new = min(changes * lanes, 1.0)
+        scale = new / changes
+        return Walk(
+            1.0 - new,
+            self.jump * scale,
+            self.free * scale,
+            self.step * max(1.0, changes * lanes),
+            self.inline * scale,
+        )
+
     def repeated(self, copies: float) -> Walk:
         """Each reference `copies` times in a row (a repeat node)."""
         return Walk(

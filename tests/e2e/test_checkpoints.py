@@ -4,6 +4,7 @@ counters and the outputs of a run never stopped; states of another run are not c
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -164,6 +165,13 @@ def test_the_cli_resumes_a_checkpointed_run(tmp_path):
     assert again.returncode == 0, again.stderr
     makespan = [line for line in first.stdout.splitlines() if line.startswith("makespan")]
     assert makespan and makespan[0] in again.stdout and "resumed from the checkpoint" in again.stdout
+    # resumed again, it resumes the same run (it used to record `resume DIR` and recurse)
+    assert json.loads((where / "command.json").read_text())["argv"][0] == "run"
+    twice = subprocess.run(
+        [sys.executable, "-m", "fuseflow.cli.main", "resume", str(where)], capture_output=True, text=True
+    )
+    assert twice.returncode == 0, twice.stderr
+    assert makespan[0] in twice.stdout
     missing = subprocess.run(
         [sys.executable, "-m", "fuseflow.cli.main", "resume", str(tmp_path)], capture_output=True, text=True
     )
