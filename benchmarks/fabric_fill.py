@@ -1,12 +1,14 @@
-"""Filling the fabric: the planner's lanes against the one-lane planner and a simulated sweep.
+"""Filling the fabric: the planner's lanes and blocks against the one-lane planner and a simulated sweep.
 
 For every shipped example on a finite preset (``amber``: 384 compute / 128 memory units; and
 ``amber-half``: 192 / 64, the same FIFOs and memory) it reports, per model:
 
-- ``one_lane``: ``schedule="auto"`` with ``max_lanes=1`` (the planner without lanes), simulated
-  under ``strategy="auto"``;
-- ``auto``: ``schedule="auto"`` (lanes chosen), simulated under ``strategy="auto"``, with the
-  planner's wall time and the busy units;
+- ``one_lane``: ``schedule="auto"`` with ``max_lanes=1, max_block=1`` (the planner without
+  lanes or blocks), simulated under ``strategy="auto"``;
+- ``lanes``: ``schedule="auto"`` with ``max_block=1`` (lanes chosen, no blocks: the sweep's
+  kind of program), simulated under ``strategy="auto"``, with the planner's wall time;
+- ``auto``: ``schedule="auto"`` (lanes and blocks chosen), simulated under ``strategy="auto"``,
+  with the planner's wall time and the busy units;
 - ``best``: the fastest point of the sweep: every built-in schedule that fits x uniform lanes
   1/2/4/8/16 (each region at its fastest predicted option of at most that many lanes) x
   ``sequential``/``concurrent``/``pipeline:4``, every point simulated and checked against PyTorch;
@@ -158,12 +160,19 @@ def measure(name: str, mod, options: dict, arch_name: str, do_sweep: bool) -> di
     model, args, formats = mod.build(**options)
     row: dict = {"model": name, "arch": arch_name}
     try:
-        old = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec, max_lanes=1)
+        old = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec, max_lanes=1, max_block=1)
         res_old = old.simulate(strategy="auto")
         res_old.check()
         row["one_lane"] = res_old.cycles
     except fuseflow.FuseflowError as e:
         row["one_lane_error"] = str(e).splitlines()[0][:160]
+    t0 = time.perf_counter()
+    laned = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec, max_block=1)
+    row["lanes_plan_s"] = round(time.perf_counter() - t0, 1)
+    res_laned = laned.simulate(strategy="auto")
+    res_laned.check()
+    row["lanes_only"] = res_laned.cycles
+    row["lanes_bound"] = lower_bound(res_laned, arch)
     t0 = time.perf_counter()
     prog = fuseflow.compile(model, args, formats=formats, schedule="auto", arch=spec)
     row["plan_s"] = round(time.perf_counter() - t0, 1)
@@ -171,6 +180,7 @@ def measure(name: str, mod, options: dict, arch_name: str, do_sweep: bool) -> di
     res.check()
     row.update(auto=res.cycles, strategy=res.strategy, busy=_busy(res), bound=lower_bound(res, arch))
     row["lanes"] = {g.name: lanes_of(g) for g in prog.graphs if lanes_of(g) > 1}
+    row["blocks"] = {g.name: g.block for g in prog.graphs if g.block}
     if do_sweep:
         errors: list[tuple[float, str]] = []
         points = sweep(model, args, formats, spec, errors)
@@ -208,10 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         "model",
         "arch",
         "one lane",
-        "auto",
+        "lanes",
         "best",
-        "auto/best",
-        "auto/bound",
+        "lanes/best",
+        "lanes/bound",
+        "plan s",
+        "auto (lanes+blocks)",
         "plan s",
         "busy c/m",
         "err med/worst",
@@ -227,10 +239,12 @@ def main(argv: list[str] | None = None) -> int:
                     r["model"],
                     r["arch"],
                     f"{r.get('one_lane', '-'):,}" if "one_lane" in r else "-",
-                    f"{r['auto']:,}",
+                    f"{r['lanes_only']:,}",
                     f"{best:,} ({r['best_point']})" if best else "-",
-                    f"{r['auto'] / best:.2f}" if best else "-",
-                    f"{r['auto'] / max(r['bound'], 1):.2f}",
+                    f"{r['lanes_only'] / best:.2f}" if best else "-",
+                    f"{r['lanes_only'] / max(r['lanes_bound'], 1):.2f}",
+                    r["lanes_plan_s"],
+                    f"{r['auto']:,}",
                     r["plan_s"],
                     f"{busy.get('compute', 0):.0%} / {busy.get('memory', 0):.0%}",
                     f"{r.get('model_error_median', '-')} / {r.get('model_error_worst', '-')}",

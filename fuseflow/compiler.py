@@ -42,6 +42,7 @@ def compile(
     passes: str | Sequence[PassStep] | None = None,
     arch: Any = None,
     max_lanes: int | None = None,
+    max_block: int | None = None,
 ) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
@@ -62,10 +63,11 @@ def compile(
     and ``schedule=auto`` rank for, with its timing, FIFOs and memory model; the program's
     `simulate()` and `estimate()` default to it. Default: ``comal``. On a finite fabric,
     ``schedule="auto"`` also gives each region its lanes, at most `max_lanes` (default: the
-    arch's ``[arch.fabric] max_lanes``, 16).
+    arch's ``[arch.fabric] max_lanes``, 16), or b x b blocks, b at most `max_block` (default:
+    ``[arch.fabric] max_block``, 16; 1: no blocks).
     """
     with old_objects_frozen():
-        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch, max_lanes)
+        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch, max_lanes, max_block)
 
 
 def _compile(
@@ -78,6 +80,7 @@ def _compile(
     passes: str | Sequence[PassStep] | None,
     arch: Any,
     max_lanes: int | None = None,
+    max_block: int | None = None,
 ) -> Program:
     if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         found = plan(
@@ -90,6 +93,7 @@ def _compile(
             constraints=schedule if isinstance(schedule, Schedule) else None,
             arch=arch,
             max_lanes=max_lanes,
+            max_block=max_block,
         )
         found.program.plan = found
         return found.program

@@ -52,6 +52,7 @@ def compile_example(a):
         passes=a.pipeline,
         arch=getattr(a, "arch", None),
         max_lanes=getattr(a, "max_lanes", None),
+        max_block=getattr(a, "max_block", None),
     )
 
 
@@ -177,6 +178,11 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", help="fuseflow passes after partitioning, e.g. 'fuseflow-order{order=auto}'")
     p.add_argument(
         "--max-lanes", type=int, help="with --schedule auto on a finite fabric: the most lanes a region gets (16)"
+    )
+    p.add_argument(
+        "--max-block",
+        type=int,
+        help="with --schedule auto on a finite fabric: the largest b x b blocks a region gets (16; 1: none)",
     )
 
 

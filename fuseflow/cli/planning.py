@@ -90,6 +90,7 @@ def cmd_plan(a) -> int:
         progress=(lambda m: print(m, file=sys.stderr)) if sys.stderr.isatty() else None,
         strategy=getattr(a, "strategy", "sequential"),
         max_lanes=getattr(a, "max_lanes", None),
+        max_block=getattr(a, "max_block", None),
     )
     if a.json:
         print(json.dumps(_plan_json(found, a), indent=2))

@@ -16,9 +16,24 @@ class FitError(FuseflowError):
 
 
 def demand_of(spec: GraphSpec) -> dict[str, int]:
-    """Units per resource class: one per primitive (a region with P lanes holds every lane's)."""
-    counts = Counter(RESOURCE[n.kind] for n in spec.nodes)
+    """Units per resource class: one per primitive (a region with P lanes holds every lane's),
+    and b per compute primitive of a blocked region's tiles (`tile_units`)."""
+    counts: Counter[str] = Counter()
+    for n in spec.nodes:
+        counts[RESOURCE[n.kind]] += tile_units(spec) if _computes_tiles(spec, n) else 1
     return {r: counts.get(r, 0) for r in RESOURCES}
+
+
+def tile_units(spec: GraphSpec) -> int:
+    """Compute units one tile primitive of a blocked region holds: b. A b x b product tile runs
+    on a b x b matmul unit at one tile every b cycles, and any other tile on a b-lane vector unit
+    at one b x b tile every b cycles: b element operations a cycle either way, what b scalar
+    units do (docs/fabric.md, "Blocks"). 1 in a region that is not blocked."""
+    return max(int(spec.block), 1)
+
+
+def _computes_tiles(spec: GraphSpec, node) -> bool:
+    return bool(spec.block) and RESOURCE[node.kind] == "compute" and "axes" in node.params
 
 
 def lanes_of(spec: GraphSpec) -> int:

@@ -26,6 +26,8 @@ from fuseflow.planning.lanes import (
     LaneOption,
     Menu,
     assignments,
+    block_options,
+    block_sizes,
     lane_cap,
     lane_menu,
     lane_rules,
@@ -92,20 +94,27 @@ def fill(
     programs: Mapping[int, Any],
     arch: Any,
     strategy: Any,
-    max_lanes: int | None,
+    caps: tuple[int | None, int | None],
     confirm: Callable[[Any, str], None],
     say: Callable[[str], None],
     notes: list[str],
+    compile_rules: Callable[[Any], Any] | None = None,
 ) -> LanePlan:
-    """Lane candidates for the fastest simulated candidates (module docstring), each confirmed."""
+    """Lane candidates for the fastest simulated candidates (module docstring), each confirmed.
+    `caps`: (max_lanes, max_block), None for the arch's. With `compile_rules` (a schedule of
+    rules -> its program), the fastest base's menu and every built-in's also hold each region's
+    blocks (`BLOCKED`, `lanes.block_options`)."""
     arch_ = Arch.resolve(arch)
     assert arch_.fabric is not None
-    cap = lane_cap(arch_, max_lanes)
+    cap = lane_cap(arch_, caps[0])
+    sizes = block_sizes(arch_, caps[1])
     out = LanePlan(placement=placement_of(strategy))
-    if cap < 2:
-        notes.append(f"lanes: max_lanes={cap}: every region runs one lane")
+    if cap < 2 and not sizes:
+        notes.append(f"lanes: max_lanes={cap} and no block size: every region runs one lane, unblocked")
         return out
     weighed_bases = []
+    ranked = sorted(simulated, key=lambda c: c.simulated_cycles or float("inf"))
+    fastest_bases = ranked[:BLOCKED] + [c for c in ranked[BLOCKED:] if c.builtin]
     for base in simulated:
         program = programs.get(id(base))
         if program is None:
@@ -113,6 +122,10 @@ def fill(
         desc = base.describe([]) if base.builtin else f"candidate simulated at {base.simulated_cycles:,}"
         say(f"lanes: weighing lanes for {desc}")
         menu = lane_menu(program, arch_, max_lanes=cap)
+        if compile_rules is not None and any(base is c for c in fastest_bases):
+            say(f"lanes: weighing blocks for {desc}")
+            blocks = block_options(menu, program, _rules_of(base), compile_rules, arch_, sizes)
+            notes += [f"{desc}: {n}" for n in blocks]
         one = menu.makespan(menu.one_lane(), out.placement)
         out.weighed.append((desc, "1 lane", one))
         out.menus[id(base)] = menu
@@ -159,12 +172,12 @@ def _confirm_lanes(
     assignment is weighed again, up to `RETRIES` times: the planner never returns a program it
     could not simulate, and one broken option does not cost the others their lanes. Returns the
     candidate and the assignment it ran."""
-    base_rules = as_schedule(base.builtin).ruleset if base.builtin else base.schedule.ruleset
+    base_rules = _rules_of(base)
     choice = dict(choice)
     cand = base
     for attempt in range(RETRIES + 1):
         schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
-        laned = {r: o.par for r, o in choice.items() if o.par is not None}
+        laned = {r: o.par or f"block {o.block}" for r, o in choice.items() if o.par is not None or o.block}
         cand = replace(
             base, schedule=schedule, lanes=laned, lanes_by=name, simulated_cycles=None, status="", estimate_cycles=0.0
         )
@@ -175,11 +188,11 @@ def _confirm_lanes(
             cand.status = f"failed: {str(e).splitlines()[0][:80]}"
             region = e.region or ""
             bad = choice.get(region)
-            if bad is None or bad.par is None or attempt == RETRIES:
+            if bad is None or (bad.par is None and not bad.block) or attempt == RETRIES:
                 return cand, choice
             why = str(e).splitlines()[0][:70]
-            notes.append(f"lanes: {region} at {bad.par} did not simulate ({why}); weighed without it")
-            kept = [o for o in menu.options[region] if o.level != bad.level or o.factor < bad.factor]
+            notes.append(f"lanes: {region} with {bad.describe()} did not simulate ({why}); weighed without it")
+            kept = [o for o in menu.options[region] if not _as_large(o, bad)]
             menu.options[region] = kept
             weighed = assignments(menu, placement, max(FACTORS))
             name = min(weighed, key=lambda n: menu.makespan(weighed[n], placement))
@@ -188,3 +201,23 @@ def _confirm_lanes(
             cand.status = f"failed: {str(e).splitlines()[0][:80]}"
             return cand, choice
     return cand, choice
+
+
+BLOCKED = 1
+"""Simulated candidates, fastest first, whose menus also weigh blocks, besides every simulated
+built-in schedule (each block size is one compile of the candidate's program). Blocks reorder
+fusion choices: a fused region holds b units per tile primitive, so small unfused regions can
+take blocks of 16 where a fused one fits only 4 (GPT-BigBird on `amber`)."""
+
+
+def _rules_of(base: Any) -> tuple:
+    """A candidate's own schedule rules (a built-in's, or its segmentation's)."""
+    return as_schedule(base.builtin).ruleset if base.builtin else base.schedule.ruleset
+
+
+def _as_large(o: LaneOption, bad: LaneOption) -> bool:
+    """Whether option `o` is `bad` or a larger one of its kind (more lanes at its level, or
+    larger blocks): what a refusal by the simulator rules out with it."""
+    if bad.block:
+        return o.block >= bad.block
+    return o.block == 0 and o.level == bad.level and o.factor >= bad.factor

@@ -20,7 +20,7 @@ seconds. `uniform` gives the comparison points: every region at most F lanes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from fuseflow.cost.cycle_model import Timing, estimate_graph
@@ -32,7 +32,7 @@ from fuseflow.fabric.resources import demand_of, fits
 from fuseflow.fabric.scheduler import Utilization, timeline_from_durations
 from fuseflow.mlir import ir
 from fuseflow.passes.sam_parallelize import parallelize_graph
-from fuseflow.schedule.rules import Match, Rule
+from fuseflow.schedule.rules import Match, Rule, Schedule
 from fuseflow.sim.arch import RESOURCES, UNBOUNDED, Arch, Fabric
 from fuseflow.sim.graph import GraphSpec, parse_graphs
 from fuseflow.sim.values import evaluate_into
@@ -49,12 +49,15 @@ whose next doubling the model says buys less (memory channels saturated) keeps i
 
 @dataclass(frozen=True)
 class LaneOption:
-    """One way to run a region: `factor` lanes at index variable `level` (None: one lane)."""
+    """One way to run a region: `factor` lanes at index variable `level` (None: one lane), or
+    one lane over b x b blocks (`block` = b, in the dataflow order `order` it was weighed at)."""
 
     level: str | None
     factor: int
     units: Mapping[str, int]
     cycles: float  # the cycle model's prediction, alone on the machine
+    block: int = 0
+    order: str | None = None
 
     @property
     def par(self) -> str | None:
@@ -62,7 +65,9 @@ class LaneOption:
         return None if self.level is None else f"{self.level}:{self.factor}"
 
     def describe(self) -> str:
-        """``8 lanes at i`` or ``1 lane``."""
+        """``8 lanes at i``, ``blocks of 16`` or ``1 lane``."""
+        if self.block:
+            return f"blocks of {self.block}"
         return "1 lane" if self.level is None else f"{self.factor} lanes at {self.level}"
 
 
@@ -77,6 +82,7 @@ class Menu:
     tasks: list[Any]
     fabric: Fabric | None
     skipped: dict[str, str]  # region -> why it has no lane option beyond one lane
+    fixed: set[str] = field(default_factory=set)  # regions no rule can give options (shared ops)
 
     def makespan(self, choice: Mapping[str, LaneOption], strategy: str) -> int:
         """The predicted makespan of one option per region placed by `strategy` on the fabric."""
@@ -145,17 +151,18 @@ def lane_menu(
             skipped[spec.name] = why or "no lane option is predicted faster"
         if progress is not None:
             progress(f"lanes: {spec.name}: {len(menu)} option(s)")
-    _keep_expressible(options, skipped, program.region_ops)
+    fixed = _keep_expressible(options, skipped, program.region_ops)
     tasks, _ = program_task_list(program)
     host_cycles = [r.cycles for r in program.relayout_runs(data, cache)]
-    return Menu([g.name for g in program.graphs], options, host_cycles, tasks, arch.fabric, skipped)
+    return Menu([g.name for g in program.graphs], options, host_cycles, tasks, arch.fabric, skipped, fixed)
 
 
 def _keep_expressible(
     options: dict[str, list[LaneOption]], skipped: dict[str, str], region_ops: Mapping[str, tuple[int, ...]]
-) -> None:
+) -> set[str]:
     """One lane for a region whose PyTorch-level ops another region shares (a rule matching its
-    ops would set the other's lanes too) or that has none."""
+    ops would set the other's lanes too) or that has none; returns those regions."""
+    fixed: set[str] = set()
     owner: dict[int, set[str]] = {}
     for r, ops in region_ops.items():
         for op in ops:
@@ -165,6 +172,14 @@ def _keep_expressible(
         if not ops or any(len(owner[op]) > 1 for op in ops):
             options[r] = options[r][:1]
             skipped[r] = "its PyTorch ops are shared with another region: lanes cannot be set by a rule"
+            fixed.add(r)
+    return fixed
+
+
+def block_sizes(arch: Arch, max_block: int | None) -> tuple[int, ...]:
+    """The block sizes weighed: `BLOCKS` up to `max_block` (default: the fabric's ``max_block``)."""
+    cap = max_block if max_block is not None else (arch.fabric.max_block if arch.fabric else max(BLOCKS))
+    return tuple(b for b in BLOCKS if b <= cap)
 
 
 def lane_cap(arch: Arch, max_lanes: int | None) -> int:
@@ -266,13 +281,66 @@ def lane_rules(
     only attaches its options (the ops' regions are already decided by the rules before it)."""
     rules = []
     for region, o in choice.items():
-        if o.par is None:
+        if o.par is None and not o.block:
             continue
         ops = region_ops.get(region)
         if not ops:
-            raise FuseflowError(f"lanes: region {region} has no PyTorch-level ops to attach par={o.par} to")
-        rules.append(Rule(Match(index=tuple(ops)), name=region, par=o.par, order=orders.get(region)))
+            raise FuseflowError(f"lanes: region {region} has no PyTorch-level ops to attach {o.describe()} to")
+        order = o.order or orders.get(region)
+        rules.append(Rule(Match(index=tuple(ops)), name=region, par=o.par, block=o.block or None, order=order))
     return rules
+
+
+BLOCKS = (4, 8, 16)
+"""Block sizes weighed per region (`block_options`)."""
+BLOCK_RETRIES = 4
+"""Regions refused by one block size (a dimension it does not divide) dropped and the rest
+compiled again, before that size is given up."""
+
+
+def block_options(
+    menu: Menu,
+    program: Program,
+    rules: Sequence[Rule],
+    compile_rules: Callable[[Any], Program],
+    arch: Arch,
+    sizes: Sequence[int] = BLOCKS,
+) -> list[str]:
+    """Add to `menu` each region's blocked options: for every size b, the program compiled with
+    ``block=b`` on every region whose lanes a rule can set (after `rules`, the program's own),
+    estimated on its own inputs, each blocked region an option holding its units (a tile
+    primitive holds b compute units: `resources.tile_units`). A region whose dimensions b does
+    not divide is dropped and the rest compiled again. Returns notes on what was refused."""
+    unbounded = replace(arch, fabric=None)
+    notes: list[str] = []
+    blockable = [r for r in menu.regions if r not in menu.fixed and program.region_ops.get(r)]
+    for b in sizes:
+        regions = list(blockable)
+        for _ in range(BLOCK_RETRIES + 1):
+            extra = [Rule(Match(index=tuple(program.region_ops[r])), name=r, block=b) for r in regions]
+            try:
+                blocked = compile_rules(Schedule.rules(*rules, *extra))
+                break
+            except FuseflowError as e:
+                refused = next((r for r in regions if f"region {r}:" in str(e)), None)
+                if refused is None:
+                    notes.append(f"blocks of {b}: {str(e).splitlines()[0][:100]}")
+                    regions = []
+                    break
+                regions.remove(refused)
+        else:
+            continue
+        if not regions:
+            continue
+        est = {e.name: e for e in blocked.estimate(arch=unbounded).regions}
+        for g in blocked.graphs:
+            if g.name not in menu.options or not g.block or g.name not in est:
+                continue
+            units = demand_of(g)
+            if fits(units, arch.fabric):
+                opt = LaneOption(None, 1, units, float(est[g.name].cycles), b, blocked.orders.get(g.name))
+                menu.options[g.name] = _pareto([*menu.options[g.name], opt])
+    return notes
 
 
 def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, LaneOption]:

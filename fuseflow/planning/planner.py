@@ -113,7 +113,7 @@ class Candidate:
     status: str = ""
     schedule: Any = None  # a Schedule, or a built-in's name
     builtin: str | None = None  # a built-in schedule (its regions need not be unit segments)
-    lanes: dict[str, str] = field(default_factory=dict)  # region -> par (``i:8``) chosen by `fill`
+    lanes: dict[str, str] = field(default_factory=dict)  # region -> ``i:8`` or ``block 16``, chosen by `fill`
     lanes_by: str = ""  # which lane assignment: ``greedy``, ``uniform 8``, ...
 
     def describe(self, units: list[Unit]) -> str:
@@ -124,7 +124,9 @@ class Candidate:
             base = " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
         if not self.lanes_by:
             return base
-        return f"{base} + lanes ({self.lanes_by}: {len(self.lanes)} region(s) parallel)"
+        blocked = sum(1 for v in self.lanes.values() if v.startswith("block"))
+        kinds = f"{len(self.lanes) - blocked} region(s) parallel" + (f", {blocked} blocked" if blocked else "")
+        return f"{base} + lanes ({self.lanes_by}: {kinds})"
 
     @property
     def error(self) -> float | None:
@@ -407,6 +409,7 @@ def plan(
     strategy: Any = "sequential",
     lower: Lower | None = None,
     max_lanes: int | None = None,
+    max_block: int | None = None,
 ) -> Plan:
     """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
     ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``).
@@ -415,7 +418,8 @@ def plan(
     cover still ranks segments by the sum of their predicted cycles). `lower`: the compile
     driver's `lower_program` (default: the one `fuseflow.compiler` registers). On a finite
     fabric the simulated candidates then get lanes per region (`fill`), at most `max_lanes`
-    (default: the arch's ``max_lanes``, else 16)."""
+    (default: the arch's ``max_lanes``, else 16), or blocks of at most `max_block` (the arch's
+    ``max_block``, else 16; 1: none)."""
     t0 = time.perf_counter()
     space = Space(
         model,
@@ -456,9 +460,10 @@ def plan(
     _widen(alive[top_k:], [c for c in cands if c.simulated_cycles is not None], confirm, notes, units)
     lanes = None
     fabric = Arch.resolve(arch).fabric if arch is not None else None
-    if fabric is not None:  # 4. fill the fabric: each simulated candidate's regions get lanes
-        simulated_ = [c for c in cands if c.simulated_cycles is not None]
-        lanes = fill(simulated_, programs, arch, strategy, max_lanes, confirm, say, notes)
+    if fabric is not None:  # 4. fill the fabric: each simulated candidate's regions get lanes or blocks
+        done = [c for c in cands if c.simulated_cycles is not None]
+        caps = (max_lanes, max_block)
+        lanes = fill(done, programs, arch, strategy, caps, confirm, say, notes, lambda s: space.compile(s, order))
         cands += [c for c in lanes.candidates if c not in cands]
     win = _fastest(cands, programs, arch, too_big)
     win.status = "chosen"

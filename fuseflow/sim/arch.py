@@ -27,6 +27,7 @@ table's own then override (tables such as ``memory`` and ``fabric`` key by key):
     memory = 128              # memory units (MEM tiles)
     reconfig_cycles = 1000    # cycles to load a region's configuration onto its units
     max_lanes = 16            # the most lanes schedule="auto" gives a region (default 16)
+    max_block = 16            # the largest blocks (b x b) schedule="auto" gives a region (1: none)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ KIND_KEYS = set(ARCH_KEYS["kinds"])
 MEMORY_KEYS = set(ARCH_KEYS["memory"])
 
 
-FABRIC_KEYS = ("compute", "memory", "reconfig_cycles", "max_lanes")
+FABRIC_KEYS = ("compute", "memory", "reconfig_cycles", "max_lanes", "max_block")
 RESOURCES = ("compute", "memory")
 """Fabric resource classes; each primitive's comes from the simulator's table (`primitives.RESOURCE`)."""
 
@@ -63,6 +64,7 @@ class Fabric:
     memory: int
     reconfig_cycles: int = 0
     max_lanes: int = 16  # the most lanes the planner gives one region (fuseflow/planning/lanes.py)
+    max_block: int = 16  # the largest b x b blocks the planner gives one region (1: none)
 
     def capacity(self, resource: str) -> int:
         """Units of one resource class (`compute` or `memory`)."""
@@ -185,6 +187,7 @@ def _fabric(v: Any, name: str) -> Fabric:
             v.get("reconfig_cycles", 0), f"architecture {name}: fabric.reconfig_cycles", zero=True
         ),
         max_lanes=_positive(v.get("max_lanes", 16), f"architecture {name}: fabric.max_lanes"),
+        max_block=_positive(v.get("max_block", 16), f"architecture {name}: fabric.max_block"),
     )
 
 

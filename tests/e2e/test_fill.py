@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import fuseflow
 from fuseflow import Match, Rule, Schedule
-from fuseflow.fabric.resources import fits, lanes_of
+from fuseflow.fabric.resources import demand_of, fits, lanes_of
 from fuseflow.planning import lanes
+from fuseflow.primitives import RESOURCE
 from fuseflow.sim.arch import Arch
 
 
@@ -91,8 +92,8 @@ def test_a_fabric_too_small_for_two_lanes_gets_one():
 def test_lanes_on_a_roomy_fabric_beat_one_lane_and_the_saved_schedule_reproduces_them():
     model, args = Chain(("relu",)), _inputs(24, 8, 0.2, 1)
     arch = fabric(384, 128)
-    one = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch, max_lanes=1)
-    prog = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch)
+    one = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch, max_lanes=1, max_block=1)
+    prog = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch, max_block=1)
     assert all(lanes_of(g) == 1 for g in one.graphs)
     assert max(lanes_of(g) for g in prog.graphs) > 1
     fast, slow = prog.simulate(), one.simulate()
@@ -231,3 +232,31 @@ def test_the_model_serialises_a_join_fed_straight_by_a_scan():
         simulated = next(r.cycles for r in res.regions if r.name == region)
         estimated = next(r.cycles for r in prog.estimate().regions if r.name == region)
         assert 1 / 1.2 <= simulated / estimated <= 1.2, (par, simulated, estimated)
+
+
+def test_the_planner_chooses_blocks_that_hold_b_units_per_tile_and_the_saved_schedule_reproduces_them():
+    """A dense-valued chain on a roomy fabric: blocks of b beat scalar lanes; each tile primitive
+    holds b compute units (docs/fabric.md, "Blocks"); the outputs match PyTorch (rtol = atol =
+    1e-5 x the longest dimension), and max_block=1 keeps every region unblocked."""
+    model, args = Chain(("relu",)), _inputs(32, 16, 0.3, 3)
+    arch = fabric(384, 128)
+    prog = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch)
+    blocked = [g for g in prog.graphs if g.block]
+    assert blocked, prog.plan.explain()
+    res = prog.simulate()
+    res.check()
+    for g in blocked:
+        tiles = sum(1 for n in g.nodes if RESOURCE[n.kind] == "compute" and "axes" in n.params)
+        others = sum(1 for n in g.nodes if RESOURCE[n.kind] == "compute" and "axes" not in n.params)
+        assert tiles > 0 and demand_of(g)["compute"] == g.block * tiles + others
+    assert any(r.block for r in prog.plan.schedule.ruleset) and "blocks of" in prog.plan.explain()
+    again = fuseflow.compile(model, args, {"a": "csr"}, schedule=prog.plan.schedule, arch=arch)
+    assert again.simulate().cycles == res.cycles
+    plain = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch, max_block=1)
+    assert not any(g.block for g in plain.graphs)
+    assert res.cycles <= plain.simulate().cycles  # the plan is the fastest program it simulated
+
+
+def test_max_block_in_the_arch_table_is_validated():
+    with pytest.raises(fuseflow.FuseflowError, match="fabric.max_block"):
+        Arch.resolve({"preset": "amber", "fabric": {"compute": 8, "memory": 8, "max_block": 0}})
