@@ -43,6 +43,7 @@ def compile(
     arch: Any = None,
     max_lanes: int | None = None,
     max_block: int | None = None,
+    strategy: Any = None,
 ) -> Program:
     """Compile `model` on `example_args` into sam graphs, one per fusion region of `schedule`.
 
@@ -64,10 +65,15 @@ def compile(
     `simulate()` and `estimate()` default to it. Default: ``comal``. On a finite fabric,
     ``schedule="auto"`` also gives each region its lanes, at most `max_lanes` (default: the
     arch's ``[arch.fabric] max_lanes``, 16), or b x b blocks, b at most `max_block` (default:
-    ``[arch.fabric] max_block``, 16; 1: no blocks).
+    ``[arch.fabric] max_block``, 16; 1: no blocks). `strategy`: how the regions will run
+    (``sequential``, ``concurrent``, ``pipeline:K``, ``auto``; docs/fabric.md), which
+    ``schedule="auto"`` plans for: its candidates are simulated under it, and lanes and blocks
+    weighed one region at a time (``sequential``) or side by side (any other). Default:
+    ``sequential``. It does not change what `simulate()` runs (pass it there too).
     """
     with old_objects_frozen():
-        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch, max_lanes, max_block)
+        caps = (max_lanes, max_block)
+        return _compile(model, example_args, formats, schedule, node_budget, order, passes, arch, caps, strategy)
 
 
 def _compile(
@@ -79,8 +85,8 @@ def _compile(
     order: str | Mapping[str, str] | None,
     passes: str | Sequence[PassStep] | None,
     arch: Any,
-    max_lanes: int | None = None,
-    max_block: int | None = None,
+    caps: tuple[int | None, int | None] = (None, None),
+    strategy: Any = None,
 ) -> Program:
     if schedule == "auto" or (isinstance(schedule, Schedule) and schedule.is_auto):
         found = plan(
@@ -92,8 +98,9 @@ def _compile(
             passes=passes,
             constraints=schedule if isinstance(schedule, Schedule) else None,
             arch=arch,
-            max_lanes=max_lanes,
-            max_block=max_block,
+            max_lanes=caps[0],
+            max_block=caps[1],
+            strategy=strategy or "sequential",
         )
         found.program.plan = found
         return found.program

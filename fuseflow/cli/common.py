@@ -53,6 +53,7 @@ def compile_example(a):
         arch=getattr(a, "arch", None),
         max_lanes=getattr(a, "max_lanes", None),
         max_block=getattr(a, "max_block", None),
+        strategy=getattr(a, "strategy", None),  # schedule=auto plans for the strategy the run uses
     )
 
 

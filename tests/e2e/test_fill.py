@@ -260,3 +260,20 @@ def test_the_planner_chooses_blocks_that_hold_b_units_per_tile_and_the_saved_sch
 def test_max_block_in_the_arch_table_is_validated():
     with pytest.raises(fuseflow.FuseflowError, match="fabric.max_block"):
         Arch.resolve({"preset": "amber", "fabric": {"compute": 8, "memory": 8, "max_block": 0}})
+
+
+def test_the_planner_plans_for_the_strategy_the_program_will_run_under():
+    """compile(strategy=) simulates the planner's candidates under that strategy and places
+    lanes side by side for any strategy but sequential; the chosen program's simulated makespan
+    under it is the one the plan recorded."""
+    model, args = Chain(("relu", "scale")), _inputs(20, 8, 0.2, 4)
+    arch = fabric(96, 48)
+    prog = fuseflow.compile(model, args, {"a": "csr"}, schedule="unfused", arch=arch)
+    assert len(prog.graphs) > 1  # regions that can run side by side
+    planned = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch, strategy="concurrent")
+    assert planned.plan.lanes is not None and planned.plan.lanes.placement == "concurrent"
+    res = planned.simulate(strategy="concurrent")
+    res.check()
+    assert res.cycles == planned.plan.chosen.simulated_cycles
+    sequential = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch)
+    assert sequential.plan.lanes is not None and sequential.plan.lanes.placement == "sequential"
