@@ -88,13 +88,19 @@ def cmd_run(a) -> int:
     return 0
 
 
+def _lanes_cell(graph) -> str | int:
+    """The run table's lanes column: the region's lanes, and ``b16`` where it runs over 16 x 16 blocks."""
+    lanes = lanes_of(graph)
+    return f"{lanes} b{graph.block}" if graph.block else lanes
+
+
 def _run_rows(prog, res, err: float) -> list[list]:
     """The run table's rows: one per region (memoised, micro-batched, sampled ones marked), then
     the total."""
     err_of = dict(zip(prog.output_names, res.output_errors))
     rows = []
     placed = _region_spans(res.timeline)
-    lanes = {g.name: lanes_of(g) for g in prog.graphs}
+    lanes = {g.name: _lanes_cell(g) for g in prog.graphs}
     for r in res.regions:
         errs = [err_of[t] for t in r.writes if t in err_of]
         start, end, batches = placed.get(r.name, (0, 0, 0))
