@@ -1,4 +1,4 @@
-"""Step 4 of ``schedule="auto"`` on a finite fabric: lanes for the candidates it simulated.
+"""Step 4 of ``schedule="auto"`` on a finite fabric: lanes and blocks for the candidates it simulated.
 
 For every simulated candidate, the regions' lane menus (`lanes.lane_menu`) are placed on the
 fabric under the strategy's placement (``sequential`` places one region at a time; every other

@@ -5,7 +5,8 @@ it accepts with factors 2 to 16, each with the units it holds and the cycle mode
 it (the parallelized graph estimated on the region's own input statistics, so where memory
 channels rather than units bound a region, its extra lanes buy nothing and the menu shows it).
 Options that need more units of some class and are not faster than a smaller one are dropped,
-as are those that do not fit the fabric.
+as are those that do not fit the fabric. `block_options` adds each region's blocked options (b x
+b tiles, b units per tile primitive), from the program compiled once per block size.
 
 `assign` fills the fabric by greedy marginal gain over the real placement: from one lane
 everywhere it repeatedly takes the upgrade (one region's faster option) that shortens the
