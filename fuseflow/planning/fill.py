@@ -124,7 +124,7 @@ def fill(
         menu = lane_menu(program, arch_, max_lanes=cap)
         if compile_rules is not None and any(base is c for c in fastest_bases):
             say(f"lanes: weighing blocks for {desc}")
-            blocks = block_options(menu, program, _rules_of(base), compile_rules, arch_, sizes)
+            blocks = block_options(menu, program, _rules_of(base), compile_rules, arch_, sizes, cap)
             notes += [f"{desc}: {n}" for n in blocks]
         one = menu.makespan(menu.one_lane(), out.placement)
         out.weighed.append((desc, "1 lane", one))
@@ -177,7 +177,8 @@ def _confirm_lanes(
     cand = base
     for attempt in range(RETRIES + 1):
         schedule = Schedule.rules(*base_rules, *lane_rules(choice, program.region_ops, program.orders))
-        laned = {r: o.par or f"block {o.block}" for r, o in choice.items() if o.par is not None or o.block}
+        laned = {r: " ".join(x for x in (o.par, f"block {o.block}" if o.block else "") if x) for r, o in choice.items()}
+        laned = {r: v for r, v in laned.items() if v}
         cand = replace(
             base, schedule=schedule, lanes=laned, lanes_by=name, simulated_cycles=None, status="", estimate_cycles=0.0
         )

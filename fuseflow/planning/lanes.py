@@ -66,10 +66,11 @@ class LaneOption:
         return None if self.level is None else f"{self.level}:{self.factor}"
 
     def describe(self) -> str:
-        """``8 lanes at i``, ``blocks of 16`` or ``1 lane``."""
+        """``8 lanes at i``, ``blocks of 16``, ``2 lanes at j, blocks of 16`` or ``1 lane``."""
+        lanes = "1 lane" if self.level is None else f"{self.factor} lanes at {self.level}"
         if self.block:
-            return f"blocks of {self.block}"
-        return "1 lane" if self.level is None else f"{self.factor} lanes at {self.level}"
+            return f"blocks of {self.block}" if self.level is None else f"{lanes}, blocks of {self.block}"
+        return lanes
 
 
 @dataclass
@@ -294,6 +295,10 @@ def lane_rules(
 
 BLOCKS = (4, 8, 16)
 """Block sizes weighed per region (`block_options`)."""
+BLOCK_LANES = 4
+"""The most lanes weighed over blocks: a blocked region is already b units wide per tile
+primitive, and 2-4 lanes are where its gains were (SDDMM and SAE in blocks of 16: 1.8-1.9x at
+2 to 4 lanes); fewer variants keep planning GPT-BigBird within a minute."""
 BLOCK_RETRIES = 4
 """Regions refused by one block size (a dimension it does not divide) dropped and the rest
 compiled again, before that size is given up."""
@@ -306,15 +311,20 @@ def block_options(
     compile_rules: Callable[[Any], Program],
     arch: Arch,
     sizes: Sequence[int] = BLOCKS,
+    max_lanes: int = 1,
 ) -> list[str]:
     """Add to `menu` each region's blocked options: for every size b, the program compiled with
     ``block=b`` on every region whose lanes a rule can set (after `rules`, the program's own),
     estimated on its own inputs, each blocked region an option holding its units (a tile
     primitive holds b compute units: `resources.tile_units`). A region whose dimensions b does
-    not divide is dropped and the rest compiled again. Returns notes on what was refused."""
+    not divide is dropped and the rest compiled again. The regions of the largest size that
+    compiled also get lanes over their blocks (`lane_menu` of that program, at most `max_lanes` and
+    `BLOCK_LANES`).
+    Returns notes on what was refused."""
     unbounded = replace(arch, fabric=None)
     notes: list[str] = []
     blockable = [r for r in menu.regions if r not in menu.fixed and program.region_ops.get(r)]
+    largest: tuple[int, Program] | None = None
     for b in sizes:
         regions = list(blockable)
         for _ in range(BLOCK_RETRIES + 1):
@@ -341,7 +351,23 @@ def block_options(
             if fits(units, arch.fabric):
                 opt = LaneOption(None, 1, units, float(est[g.name].cycles), b, blocked.orders.get(g.name))
                 menu.options[g.name] = _pareto([*menu.options[g.name], opt])
+        largest = (b, blocked)
+    if largest is not None and min(max_lanes, BLOCK_LANES) > 1:
+        _lanes_over_blocks(menu, *largest, arch, min(max_lanes, BLOCK_LANES))
     return notes
+
+
+def _lanes_over_blocks(menu: Menu, b: int, blocked: Program, arch: Arch, max_lanes: int) -> None:
+    """Lanes over a blocked program's regions (blocks of `b`) as options of `menu`'s regions:
+    tiles split among lanes like scalars (SDDMM in blocks of 16 at 4 lanes: 10,049 cycles
+    against 18,986 in one lane)."""
+    laned = lane_menu(blocked, arch, max_lanes=max_lanes)
+    for g in blocked.graphs:
+        if g.name not in menu.options or not g.block:
+            continue
+        for o in laned.options.get(g.name, [])[1:]:
+            opt = replace(o, block=b, order=blocked.orders.get(g.name))
+            menu.options[g.name] = _pareto([*menu.options[g.name], opt])
 
 
 def refine(menu: Menu, choice: Mapping[str, LaneOption], strategy: str) -> dict[str, LaneOption]:

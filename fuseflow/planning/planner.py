@@ -124,8 +124,9 @@ class Candidate:
             base = " | ".join(",".join(u.label for u in units[a:b]) for a, b in self.segments)
         if not self.lanes_by:
             return base
-        blocked = sum(1 for v in self.lanes.values() if v.startswith("block"))
-        kinds = f"{len(self.lanes) - blocked} region(s) parallel" + (f", {blocked} blocked" if blocked else "")
+        blocked = sum(1 for v in self.lanes.values() if "block" in v)
+        parallel = sum(1 for v in self.lanes.values() if ":" in v)
+        kinds = f"{parallel} region(s) parallel" + (f", {blocked} blocked" if blocked else "")
         return f"{base} + lanes ({self.lanes_by}: {kinds})"
 
     @property

@@ -277,3 +277,21 @@ def test_the_planner_plans_for_the_strategy_the_program_will_run_under():
     assert res.cycles == planned.plan.chosen.simulated_cycles
     sequential = fuseflow.compile(model, args, {"a": "csr"}, schedule="auto", arch=arch)
     assert sequential.plan.lanes is not None and sequential.plan.lanes.placement == "sequential"
+
+
+def test_lanes_over_blocks_beat_blocks_alone():
+    """SDDMM on `amber`: the planner gives its blocked region lanes as well (tiles dealt among
+    lanes like scalars), which simulates faster than the blocks alone (`max_lanes=1`); outputs
+    match PyTorch."""
+    import kernels
+
+    model, args, formats = kernels.build(kernel="sddmm")
+    both = fuseflow.compile(model, args, formats, schedule="auto", arch="amber")
+    ((name, _),) = [(g.name, g) for g in both.graphs if g.block]
+    graph = next(g for g in both.graphs if g.name == name)
+    assert lanes_of(graph) > 1 and ", blocks of" in both.plan.explain()
+    res = both.simulate()
+    res.check()
+    alone = fuseflow.compile(model, args, formats, schedule="auto", arch="amber", max_lanes=1)
+    assert any(g.block for g in alone.graphs) and all(lanes_of(g) == 1 for g in alone.graphs)
+    assert res.cycles < alone.simulate().cycles
