@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, module_text, parse_module, read_module
+from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, module_text, parse_module, read_graph
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
@@ -83,7 +83,21 @@ def _depths(g: SamGraph, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
 
 
 def parallelize_graph(g: SamGraph, levels: set[str], factor: int) -> str:
-    """The graph's text with the work under `levels` in `factor` lanes (several names when a
+    """The text of `parallelized_graph`."""
+    return _lanes_builder(g, levels, factor).graph(g.name, g.tensors, g.extra_attrs)
+
+
+def parallelized_graph(g: SamGraph, levels: set[str], factor: int) -> SamGraph:
+    """`g` with the work under `levels` in `factor` lanes, as a typed graph (the planner's lane
+    menus estimate hundreds of these: printing and parsing each was a tenth of planning)."""
+    em = _lanes_builder(g, levels, factor)
+    out = em.typed(g.name, g.tensors)
+    out.extra_attrs = list(g.extra_attrs)
+    return out
+
+
+def _lanes_builder(g: SamGraph, levels: set[str], factor: int) -> GraphBuilder:
+    """The graph with the work under `levels` in `factor` lanes (several names when a
     region computes several outputs with their own variables; the rest stays as it is).
 
     Level nodes iterate the variable; the lane body is everything downstream of them up to the
@@ -202,7 +216,9 @@ def _compressed_between(g: SamGraph, start: int, lane: set[int], depth: dict, be
     return None
 
 
-def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lane: set[int], after: set[int]) -> str:
+def _emit_lanes(
+    g: SamGraph, level: str, factor: int, level_nodes: set[int], lane: set[int], after: set[int]
+) -> GraphBuilder:
     """The new graph: the level and what is above it, forks, `factor` copies of the lane body,
     joins, then what follows."""
     depth = _depths(g, lane, level_nodes)
@@ -247,7 +263,7 @@ def _emit_lanes(g: SamGraph, level: str, factor: int, level_nodes: set[int], lan
                 ins.append(names[o])
         for r, nm in enumerate(em.copy(op, ins)):
             names[(i, r)] = nm
-    return em.graph(g.name, g.tensors, g.extra_attrs)
+    return em
 
 
 def _lane_var(g: SamGraph, o: tuple[int, int], level_nodes: set[int], lane: set[int]) -> str:
@@ -267,51 +283,59 @@ def _lane_var(g: SamGraph, o: tuple[int, int], level_nodes: set[int], lane: set[
     return ""
 
 
-def parallelize_module(module: ir.Module, level: str, factor: int, region: str = "") -> tuple[str, list[str]]:
-    """Text of `module` with the regions that have index variable `level` (or just `region`)
-    parallelized; also the names of the regions changed. Several comma-separated names are
+def parallelize_module(module: ir.Module, level: str, factor: int, region: str = "") -> list[str]:
+    """Parallelize, in place, the regions of `module` that have index variable `level` (or just
+    `region`); returns the names of the regions changed. Several comma-separated names are
     applied one after another (the lanes of a later one span all lanes of the earlier ones);
-    each name must apply to at least one region."""
+    each name must apply to at least one region. Only the changed graphs are printed and parsed:
+    each replaces its original op, the rest of the module is not touched."""
     names = [v.strip() for v in level.split(",") if v.strip()]
     if not names:
         raise FuseflowError("sam-parallelize: give level=<index variable> (e.g. level=i)")
     if factor < 1:
         raise FuseflowError(f"sam-parallelize: factor must be a positive integer, got {factor}")
     changed_all: list[str] = []
-    text = str(module)
-    for k, name in enumerate(names):
-        if k:
-            module = parse_module(text, context=module.context)
-        text, changed = _parallelize_once(module, name, factor, region)
+    for name in names:
+        changed = _parallelize_once(module, name, factor, region)
         changed_all += [c for c in changed if c not in changed_all]
-    return text, changed_all
+    return changed_all
 
 
-def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -> tuple[str, list[str]]:
-    read = read_module(module)
-    graphs = read.graphs
-    if region and region not in {g.name for g in graphs}:
-        raise FuseflowError(f"sam-parallelize: no region {region!r}; regions: {', '.join(g.name for g in graphs)}")
-    texts, changed, errors = [], [], []
-    for g, op in zip(graphs, module.body.operations):
-        if (region and g.name != region) or factor == 1:
-            texts.append(str(op))
+def _parallelize_once(module: ir.Module, level: str, factor: int, region: str) -> list[str]:
+    ops = [op.operation for op in module.body.operations]
+    names = [ir.StringAttr(op.attributes["sym_name"]).value for op in ops]
+    if region and region not in names:
+        raise FuseflowError(f"sam-parallelize: no region {region!r}; regions: {', '.join(names)}")
+    if factor == 1:
+        return []
+    texts, targets, changed, errors = [], [], [], []
+    for op, name in zip(ops, names):
+        if region and name != region:
             continue
         try:
-            texts.append(parallelize_graph(g, {level}, factor))
-            changed.append(g.name)
+            texts.append(parallelize_graph(read_graph(op), {level}, factor))
         except FuseflowError as e:
             if region:
                 raise
             errors.append(str(e))
-            texts.append(str(op))
-    if not changed and factor > 1:
+            continue
+        targets.append(op)
+        changed.append(name)
+    if not changed:
         raise FuseflowError(
             errors[0]
             if len(errors) == 1
             else f"sam-parallelize: no region can be parallelized at {level!r} (" + "; ".join(errors[:3]) + ")"
         )
-    return module_text(texts, read.outputs), changed
+    try:
+        parsed = parse_module(module_text(texts), context=module.context)
+    except ir.MLIRError as e:  # lanes the dialect's verifier refuses: a refusal, not a crash
+        first = str(e).splitlines()[-1].strip()
+        raise FuseflowError(f"region {', '.join(changed)}: lanes at {level!r} do not verify: {first}") from None
+    for old, new in zip(targets, list(parsed.body.operations), strict=True):
+        new.operation.move_before(old)
+        old.erase()
+    return changed
 
 
 def run(module, options: Options, ctx: PassContext | None = None):
@@ -322,5 +346,5 @@ def run(module, options: Options, ctx: PassContext | None = None):
     dimension. Outputs are identical for every factor. Two levels: run the pass twice.
     """
     with module.context:
-        text, _ = parallelize_module(module, options.level, options.factor, options.region)
-        return parse_module(text)
+        parallelize_module(module, options.level, options.factor, options.region)
+        return module

@@ -26,16 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from fuseflow.cost.cycle_model import Timing, estimate_graph
 from fuseflow.cost.input_stats import stats_for_inputs
-from fuseflow.dialects.sam_ir import module_text, parse_module, read_module
+from fuseflow.dialects.sam_ir import SamGraph, parse_module, read_module
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import program_task_list
 from fuseflow.fabric.resources import demand_of, fits
 from fuseflow.fabric.scheduler import Utilization, timeline_from_durations
-from fuseflow.mlir import ir
-from fuseflow.passes.sam_parallelize import parallelize_graph
+from fuseflow.passes.sam_parallelize import parallelized_graph
 from fuseflow.schedule.rules import Match, Rule, Schedule
 from fuseflow.sim.arch import RESOURCES, UNBOUNDED, Arch, Fabric
-from fuseflow.sim.graph import GraphSpec, parse_graphs
+from fuseflow.sim.graph import GraphSpec, graph_spec
 from fuseflow.sim.values import evaluate_into
 
 if TYPE_CHECKING:
@@ -59,6 +58,11 @@ class LaneOption:
     cycles: float  # the cycle model's prediction, alone on the machine
     block: int = 0
     order: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        """The option's value as a hashable tuple (what a placement of it depends on)."""
+        return (self.level, self.factor, self.block, self.cycles, tuple(sorted(self.units.items())))
 
     @property
     def par(self) -> str | None:
@@ -85,10 +89,16 @@ class Menu:
     fabric: Fabric | None
     skipped: dict[str, str]  # region -> why it has no lane option beyond one lane
     fixed: set[str] = field(default_factory=set)  # regions no rule can give options (shared ops)
+    _spans: dict[tuple, int] = field(default_factory=dict, repr=False, compare=False)
 
     def makespan(self, choice: Mapping[str, LaneOption], strategy: str) -> int:
-        """The predicted makespan of one option per region placed by `strategy` on the fabric."""
-        return max((s.end for s in self.timeline(choice, strategy)), default=0)
+        """The predicted makespan of one option per region placed by `strategy` on the fabric
+        (kept per assignment: the searches of `assignments` meet the same ones again and again)."""
+        key = (strategy, *(choice[r].key for r in self.regions))
+        span = self._spans.get(key)
+        if span is None:
+            span = self._spans[key] = max((s.end for s in self.timeline(choice, strategy)), default=0)
+        return span
 
     def timeline(self, choice: Mapping[str, LaneOption], strategy: str):
         """The predicted spans of one option per region placed by `strategy` on the fabric."""
@@ -139,7 +149,7 @@ def lane_menu(
                 if f > cap:
                     break
                 try:
-                    variant = _parallelized(sam, level, f, ctx)
+                    variant = _parallelized(sam, level, f)
                 except FuseflowError as e:
                     why = str(e).splitlines()[0]
                     break
@@ -196,15 +206,10 @@ def lane_cap(arch: Arch, max_lanes: int | None) -> int:
     return cap
 
 
-def _parallelized(sam, level: str, factor: int, ctx) -> GraphSpec:
-    text = parallelize_graph(sam, {level}, factor)
-    try:
-        module = parse_module(module_text([text]), context=ctx)
-    except ir.MLIRError as e:  # the pass built a graph the dialect's verifier refuses: not an option
-        first = str(e).splitlines()[-1].strip()
-        raise FuseflowError(f"region {sam.name}: lanes at {level!r} do not verify: {first}") from None
-    specs, _ = parse_graphs(module)
-    return specs[0]
+def _parallelized(sam: SamGraph, level: str, factor: int) -> GraphSpec:
+    """The node specs of `sam` in lanes, built typed (the pass verifies what a plan compiles:
+    `sam_parallelize.run` refuses lanes the dialect does not verify, with the region's name)."""
+    return graph_spec(parallelized_graph(sam, {level}, factor))
 
 
 def _pareto(menu: list[LaneOption]) -> list[LaneOption]:
