@@ -22,7 +22,8 @@ os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
-from fuseflow.planning.planner import Space, plan  # noqa: E402
+from fuseflow.compiler import plan  # noqa: E402
+from fuseflow.compiler import space as planning_space  # noqa: E402
 
 EXHAUSTIVE_LIMIT = 64
 """Spaces up to this many segmentations are swept exhaustively."""
@@ -58,7 +59,7 @@ def measure(name: str, mod, options: dict, arch: str) -> dict:
     found = plan(model, args, formats, arch=arch)
     plan_s = time.perf_counter() - t0
     found.program.simulate(arch=arch).check()
-    space = Space(model, args, formats, arch=arch)
+    space = planning_space(model, args, formats, arch=arch)
     segs = space.segmentations()
     row = {
         "app": name,

@@ -1,8 +1,9 @@
 """The compile driver: `compile` a PyTorch model into a `Program` (export, partition, the pass
 pipeline, lowering, parsing), and `plan`, the planner with this driver's lowering.
 
-The planner (`planning/planner.py`) lowers many candidate schedules; it imports no user API and
-receives `lower_program` from here (`planner.register_lowering`, done when this module loads).
+The planner (`planning/planner.py`) lowers many candidate schedules; it imports neither the
+frontend nor this driver: `plan` and `space` export the model here and hand it over with
+`lower_program` (`planner.Exported`).
 """
 
 from __future__ import annotations
@@ -314,10 +315,25 @@ def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budge
     )
 
 
+def exported(
+    model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, lower: Any = None
+) -> planner.Exported:
+    """`model` exported for the planner: a copy of it, its inputs, its linalg, and this driver's
+    lowering (or `lower`, a wrapper of `lower_program`)."""
+    args = tuple(example_args)
+    imported = import_model(model, args, formats)
+    return planner.Exported(copy_module(model), args, imported, lower or lower_program)
+
+
 def plan(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, **options: Any):
-    """``schedule="auto"``'s planner (`planning.planner.plan`, same options) with this driver's lowering."""
+    """``schedule="auto"``'s planner (`planning.planner.plan`, same options, and `lower`: a
+    wrapper of this driver's lowering) on `model`."""
     with old_objects_frozen():
-        return planner.plan(model, example_args, formats, lower=lower_program, **options)
+        return planner.plan(exported(model, example_args, formats, options.pop("lower", None)), **options)
 
 
-planner.register_lowering(lower_program)
+def space(
+    model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, **options: Any
+):
+    """The planner's search space (`planning.planner.Space`, same options) for `model`."""
+    return planner.Space(exported(model, example_args, formats), **options)

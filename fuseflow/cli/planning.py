@@ -77,7 +77,7 @@ def explain_plan(prog, a) -> None:
 
 def cmd_plan(a) -> int:
     """Find a fusion schedule with the planner, print what it weighed, save the schedule."""
-    from fuseflow.planning.planner import plan  # lazily: the CLI starts without loading what a command does not use
+    from fuseflow.compiler import plan  # lazily: the CLI starts without loading what a command does not use
 
     model, args, formats = load_example(a.model, a)
     found = plan(

@@ -46,8 +46,6 @@ from fuseflow.conversion.linalg_attrs import main_func
 from fuseflow.cost.cycle_model import Timing, model_approximates
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import FitError, fits
-from fuseflow.frontend.export import import_model
-from fuseflow.frontend.torch_sparse import copy_module
 from fuseflow.passes import PassStep, as_steps, step
 from fuseflow.planning.fill import LanePlan, fill
 from fuseflow.planning.segmentations import band, best_splits, count_segmentations, k_best, most_of
@@ -61,18 +59,18 @@ from fuseflow.sim.arch import Arch
 Lower = Callable[..., Any]
 """The compile driver's `lower_program(model, args, imported, linalg_text, schedule, node_budget,
 order, passes, ranker_options, arch) -> Program` (fuseflow/compiler.py)."""
-_LOWERING: list[Lower] = []
 
 
-def register_lowering(lower: Lower) -> None:
-    """The compile driver gives the planner its lowering (planning imports no user API)."""
-    _LOWERING[:] = [lower]
+@dataclass(frozen=True)
+class Exported:
+    """The model as the compile driver hands it to the planner (planning imports neither the
+    frontend nor the driver): a copy of the module, its example inputs, the imported linalg
+    (``frontend.export.ImportedModel``), and the driver's lowering."""
 
-
-def _registered() -> Lower:
-    if not _LOWERING:
-        raise FuseflowError("the planner has no lowering: import fuseflow (fuseflow.compiler registers it)")
-    return _LOWERING[0]
+    model: Any
+    args: tuple
+    imported: Any
+    lower: Lower
 
 
 TRUST = 1.5
@@ -210,25 +208,13 @@ class Space:
     every block (`expand`), the units outside the blocks are regions of their own, and a
     segment's cost is its first block's times the number of blocks."""
 
-    def __init__(
-        self,
-        model,
-        example_args,
-        formats=None,
-        *,
-        node_budget=100_000,
-        passes=None,
-        constraints=None,
-        arch=None,
-        lower: Lower | None = None,
-    ):
-
-        self.args = tuple(example_args)
-        self.imported = import_model(model, self.args, formats)
+    def __init__(self, exported: Exported, *, node_budget=100_000, passes=None, constraints=None, arch=None):
+        self.args = exported.args
+        self.imported = exported.imported
         self.asm = self.imported.module.operation.get_asm(enable_debug_info=True)
-        self.model = copy_module(model)
+        self.model = exported.model
         self.node_budget, self.passes, self.arch = node_budget, as_steps(passes), arch
-        self.lower = lower or _registered()
+        self.lower = exported.lower
         with self.imported.module.context:
             func = main_func(self.imported.module)
             listed = listing(func)
@@ -395,9 +381,7 @@ class Space:
 
 
 def plan(
-    model,
-    example_args: Sequence[Any],
-    formats: Mapping[str, Any] | None = None,
+    exported: Exported,
     *,
     arch: Any = None,
     node_budget: int = 100_000,
@@ -408,30 +392,20 @@ def plan(
     constraints: Schedule | None = None,
     progress=None,
     strategy: Any = "sequential",
-    lower: Lower | None = None,
     max_lanes: int | None = None,
     max_block: int | None = None,
 ) -> Plan:
-    """Choose a fusion schedule for `model` (see the module docstring): returns the `Plan`, whose
-    ``program`` is compiled with the chosen schedule (``fuseflow.compile(schedule="auto")``).
+    """Choose a fusion schedule for the `exported` model (see the module docstring): returns the
+    `Plan`, whose ``program`` is compiled with the chosen schedule (``fuseflow.plan`` and
+    ``fuseflow.compile(schedule="auto")`` export the model and call this).
     `strategy`: how the regions will run on the fabric (docs/fabric.md); the finalists are
     estimated and simulated under it, so the choice is the fastest makespan simulated (the
-    cover still ranks segments by the sum of their predicted cycles). `lower`: the compile
-    driver's `lower_program` (default: the one `fuseflow.compiler` registers). On a finite
+    cover still ranks segments by the sum of their predicted cycles). On a finite
     fabric the simulated candidates then get lanes per region (`fill`), at most `max_lanes`
     (default: the arch's ``max_lanes``, else 16), or blocks of at most `max_block` (the arch's
     ``max_block``, else 16; 1: none)."""
     t0 = time.perf_counter()
-    space = Space(
-        model,
-        example_args,
-        formats,
-        node_budget=node_budget,
-        passes=passes,
-        constraints=constraints,
-        arch=arch,
-        lower=lower,
-    )
+    space = Space(exported, node_budget=node_budget, passes=passes, constraints=constraints, arch=arch)
     units, notes = space.units, space.notes
     top_k = _top_k(space, arch) if top_k is None else top_k
 

@@ -294,7 +294,7 @@ def test_a_template_with_other_tensors_is_refused():
 
 
 def test_the_planner_confirms_its_finalists_under_a_strategy():
-    from fuseflow.planning.planner import plan
+    from fuseflow.compiler import plan
 
     m, args, formats = importlib.import_module("sae").build()
     found = plan(m, args, formats, strategy="pipeline:4")

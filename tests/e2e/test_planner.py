@@ -11,8 +11,9 @@ import pytest
 
 import fuseflow
 from fuseflow import Match, Rule, Schedule
+from fuseflow.compiler import plan
+from fuseflow.compiler import space as planning_space
 from fuseflow.errors import FuseflowError
-from fuseflow.planning.planner import Space, plan
 
 CORA = Path(__file__).resolve().parents[3] / "shared" / "data" / "planetoid" / "cora.npz"
 SMALL_GPT = dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)
@@ -20,7 +21,7 @@ SMALL_GPT = dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)
 
 def _exhaustive(model, args, formats):
     """Simulated cycles of every segmentation of the planner's units (each with orders=auto)."""
-    space = Space(model, args, formats)
+    space = planning_space(model, args, formats)
     return {segs: space.compile(segs).simulate().cycles for segs in space.segmentations()}
 
 

@@ -17,7 +17,8 @@ import pyg_gnn
 import pytest
 
 import fuseflow
-from fuseflow.planning.planner import TRUST, plan
+from fuseflow.compiler import plan
+from fuseflow.planning.planner import TRUST
 
 if os.environ.get("FUSEFLOW_REQUIRE_EXTRAS"):  # make test installs the extra: never skip there
     import torch_geometric  # noqa: F401
