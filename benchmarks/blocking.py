@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 
 def simulate(build, passes):
@@ -36,7 +37,7 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
-    import sae
+    sae = example("sae", EXAMPLES)
 
     from fuseflow.models import masked_attention as attention
 

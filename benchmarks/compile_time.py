@@ -12,20 +12,20 @@ import argparse
 import gc
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 
-import gcn  # noqa: E402
-import gpt_bigbird  # noqa: E402
-import graphsage  # noqa: E402
-import sae  # noqa: E402
-
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
+
+gcn = example("gcn", EXAMPLES)
+gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+graphsage = example("graphsage", EXAMPLES)
+sae = example("sae", EXAMPLES)
 
 
 def main() -> None:

@@ -31,24 +31,25 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import torch  # noqa: E402
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 
 def _cases(quick: bool):
     """(model name, build module, options, schedules, sweep every order of a one-region schedule)."""
-    import gcn
-    import gcn_layer
-    import gpt_bigbird
-    import graphsage
-    import kernels
-    import sae
-    import spgemm_chain
+    gcn = example("gcn", EXAMPLES)
+    gcn_layer = example("gcn_layer", EXAMPLES)
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+    graphsage = example("graphsage", EXAMPLES)
+    kernels = example("kernels", EXAMPLES)
+    sae = example("sae", EXAMPLES)
+    spgemm_chain = example("spgemm_chain", EXAMPLES)
 
     small_gpt = dict(seq=64, d_model=32, heads=2, d_ff=64, block=16)
     out = [
@@ -65,7 +66,7 @@ def _cases(quick: bool):
         ("sae", sae, {} if not quick else dict(batch=8, n_in=128, n_hidden=32), ["unfused", "layer", "full"], False),
     ]
     try:
-        import pyg_gnn
+        pyg_gnn = example("pyg_gnn", EXAMPLES)
         import torch_geometric  # noqa: F401
     except ImportError:  # the pyg extra is optional
         pyg_gnn = None

@@ -20,21 +20,22 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
 from fuseflow.fabric.resources import FitError  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 SCHEDULES = ("unfused", "layer", "full")
 
 
 def _cases():
-    import gcn
-    import gpt_bigbird
-    import graphsage
-    import sae
+    gcn = example("gcn", EXAMPLES)
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+    graphsage = example("graphsage", EXAMPLES)
+    sae = example("sae", EXAMPLES)
 
     return [
         ("GCN karate", gcn, {}),

@@ -29,12 +29,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -42,6 +41,7 @@ import fuseflow  # noqa: E402
 from fuseflow.fabric.dag import dependencies  # noqa: E402
 from fuseflow.fabric.resources import lanes_of  # noqa: E402
 from fuseflow.fabric.run import program_tasks  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 from fuseflow.planning import lanes  # noqa: E402
 from fuseflow.schedule.rules import Schedule, as_schedule  # noqa: E402
 from fuseflow.sim.arch import Arch  # noqa: E402
@@ -56,13 +56,13 @@ STRATEGIES = ("sequential", "concurrent", "pipeline:4")
 
 
 def _cases():
-    import gcn
-    import gcn_layer
-    import gpt_bigbird
-    import graphsage
-    import kernels
-    import sae
-    import spgemm_chain
+    gcn = example("gcn", EXAMPLES)
+    gcn_layer = example("gcn_layer", EXAMPLES)
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+    graphsage = example("graphsage", EXAMPLES)
+    kernels = example("kernels", EXAMPLES)
+    sae = example("sae", EXAMPLES)
+    spgemm_chain = example("spgemm_chain", EXAMPLES)
 
     return [
         ("GCN layer", gcn_layer, {}),

@@ -17,18 +17,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 
 def _cases():
     """(label, build module, its options, schedule, orders)."""
-    import gcn
-    import kernels
-    import spgemm_chain
+    gcn = example("gcn", EXAMPLES)
+    kernels = example("kernels", EXAMPLES)
+    spgemm_chain = example("spgemm_chain", EXAMPLES)
 
     return [
         ("spmm", kernels, {"kernel": "spmm"}, "full", ["i,k,j", "j,k,i", "k,i,j", "k,j,i"]),

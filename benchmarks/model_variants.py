@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,7 +55,6 @@ import numpy as np
 from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from fuseflow.cost import cycle_model, memory_stalls  # noqa: E402
 

@@ -45,12 +45,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example, python_file  # noqa: E402
 
 PAPER = json.loads((ROOT / "benchmarks" / "paper" / "numbers.json").read_text())
 FIGURES = ("12", "14", "15a", "15b", "16", "17")
@@ -138,9 +138,9 @@ def _graph(dataset: str) -> str | None:
 
 def _build(app: str, dataset: str, **options):
     if app in ("gcn", "sage"):
-        mod = __import__("gcn" if app == "gcn" else "graphsage")
+        mod = example("gcn" if app == "gcn" else "graphsage", EXAMPLES)
         return mod.build(graph=_graph(dataset), max_features=None, **options)
-    import sae
+    sae = example("sae", EXAMPLES)
 
     sizes = {"tiny": (256, 64), "224x224": (50_176, 256), "512x512": (262_144, 512), "1024x1024": (1_048_576, 512)}
     n_in, hidden = sizes[dataset]
@@ -320,7 +320,7 @@ BEYOND = "beyond the paper: FuseFlow has no graph attention"
 def _gat_rows(dataset: str, tier: str, reused: dict | None = None, skip: tuple[str, ...] = ()) -> list[dict]:
     """A two-layer GAT (`examples/gat.py`: 8 heads, then 1) under Figure 12's schedules: a row
     beyond the paper, with no paper figure beside it."""
-    import gat
+    gat = example("gat", EXAMPLES)
 
     try:
         model, args, formats = gat.build(graph=_graph(dataset), features=64)
@@ -358,7 +358,7 @@ def _gpt_rows(dataset: str, tier: str, reused: dict | None = None, skip: tuple[s
     """GPT under the paper's two schedules: partial, FuseFlow's split per block (LN + QKV | MHA
     | the rest), and full, its cross-block schedule (the rest of block d fused with the LN + QKV
     of block d + 1), over `op` (the paper's baseline) and `unfused`."""
-    import gpt_bigbird
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
 
     block = int(dataset.removeprefix("block"))
     geo = {**gpt_geometry(tier), "block": block}
@@ -427,7 +427,7 @@ def _sae_dataflows(paper) -> list[dict]:
     """SAE full fusion under two dataflows of its one region, at a size every order simulates
     (batch 32, 256 -> 64 -> 256): ours (`i,k,j,l`: each encoder row computed once and
     streamed into the decoder) and the encoder recomputed for every output column (`i,j,k,l`)."""
-    import sae
+    sae = example("sae", EXAMPLES)
 
     model, args, formats = sae.build(batch=32, n_in=256, n_hidden=64, weight_sparsity=0.9)
     op = _run(model, args, formats, "op")
@@ -544,7 +544,7 @@ def _gcn_schedules() -> dict:
 
 
 def figure14(tier: str, say) -> list[dict]:
-    import gcn
+    gcn = example("gcn", EXAMPLES)
 
     rows = []
     names = PAPER["figure14"]["configs"]
@@ -580,7 +580,7 @@ def figure14(tier: str, say) -> list[dict]:
 
 def figure15a(tier: str, say) -> list[dict]:
     """Lanes on the fused masked attention (one head, BigBird mask), against ideal scaling."""
-    from parallel_scaling import lane_sweep
+    lane_sweep = python_file("parallel_scaling", ROOT / "benchmarks").lane_sweep
 
     from fuseflow.models import masked_attention as attention
 
@@ -611,7 +611,7 @@ LEVEL_NAMES = {"i": "query rows", "k": "keys", "j": "output features", "l": "the
 
 def figure15b(tier: str, say) -> list[dict]:
     """The same attention with P lanes at each level in turn: which level pays to split."""
-    from parallel_scaling import lane_sweep
+    lane_sweep = python_file("parallel_scaling", ROOT / "benchmarks").lane_sweep
 
     from fuseflow.models import masked_attention as attention
 
@@ -668,7 +668,7 @@ def figure16(tier: str, say) -> list[dict]:
 
 
 def figure17(tier: str, say) -> list[dict]:
-    import spgemm_chain
+    spgemm_chain = example("spgemm_chain", EXAMPLES)
 
     rows = []
     for density in TIERS[tier]["17"]:

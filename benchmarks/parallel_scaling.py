@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 
 def lane_sweep(model, args, formats, factors, level: str = "i"):
@@ -39,8 +40,8 @@ def main() -> None:
     ap.add_argument("--factors", default="1,2,4,8")
     ap.add_argument("-o", "--output")
     a = ap.parse_args()
-    import gcn_layer
-    import spgemm_chain
+    gcn_layer = example("gcn_layer", EXAMPLES)
+    spgemm_chain = example("spgemm_chain", EXAMPLES)
 
     from fuseflow.models import masked_attention as attention
 

@@ -26,16 +26,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 
 def prepare(seq: int, d_model: int, layers: int, path: Path) -> dict:
     """Compile GPT-BigBird's cross-decoder schedule and keep its largest region and inputs."""
-    sys.path.insert(0, str(ROOT / "examples"))
-    import gpt_bigbird
-
     import fuseflow
+    from fuseflow.model_files import example
+
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
     from fuseflow.sim.arch import Arch
     from fuseflow.sim.graph import pack_inputs
 

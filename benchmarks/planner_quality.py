@@ -17,23 +17,24 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import fuseflow  # noqa: E402
 from fuseflow.compiler import plan  # noqa: E402
 from fuseflow.compiler import space as planning_space  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 EXHAUSTIVE_LIMIT = 64
 """Spaces up to this many segmentations are swept exhaustively."""
 
 
 def _cases(cora: str | None):
-    import gcn
-    import gpt_bigbird
-    import graphsage
-    import sae
+    gcn = example("gcn", EXAMPLES)
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+    graphsage = example("graphsage", EXAMPLES)
+    sae = example("sae", EXAMPLES)
 
     out = [
         ("GCN karate", gcn, {}),
@@ -51,9 +52,7 @@ def _cases(cora: str | None):
 
 def measure(name: str, mod, options: dict, arch: str) -> dict:
     if isinstance(mod, str):  # an optional extra's example (pyg)
-        import importlib
-
-        mod = importlib.import_module(mod)
+        mod = example(mod, EXAMPLES)
     model, args, formats = mod.build(**options)
     t0 = time.perf_counter()
     found = plan(model, args, formats, arch=arch)

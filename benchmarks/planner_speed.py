@@ -12,19 +12,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
-import gcn  # noqa: E402
-import gpt_bigbird  # noqa: E402
-
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
+
+gcn = example("gcn", EXAMPLES)
+gpt_bigbird = example("gpt_bigbird", EXAMPLES)
 
 SMALL_GPT = dict(seq=32, d_model=16, heads=2, d_ff=32, block=16)
 CASES = {

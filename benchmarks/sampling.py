@@ -23,8 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -48,9 +46,9 @@ largest whole runs here pass 10^9 cycles."""
 
 def build(app: str, dataset: str):
     """The Figure 12 model of `app` on `dataset` (benchmarks/paper.py)."""
-    import paper
+    from fuseflow.model_files import python_file
 
-    return paper._build(app, dataset)
+    return python_file("paper", ROOT / "benchmarks")._build(app, dataset)
 
 
 def saved_cycles(path: str | None) -> dict[tuple[str, str, str], int]:

@@ -33,17 +33,17 @@ def record(path: Path, n: int, degree: int, kernel: str = "spmm") -> None:
     benchmarks/sim_throughput.py (`n`, `degree`), or ``sddmm``, the issue's small-kernel anchor
     (B 128x128 5% CSR, C 128x256, D 256x128, order i,j,k, `sam` preset)."""
     import numpy as np
+    import sim_throughput as st  # a sibling script: run as one, this folder is on sys.path
     import torch
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import sim_throughput as st
 
     import fuseflow
     import fuseflow.sim.graph as sim_graph
+    from fuseflow.model_files import example
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
 
     if kernel == "sddmm":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-        import kernels
+        kernels = example("kernels", examples)
 
         model, args, formats = kernels.build(kernel="sddmm", n=128, k=256, density=0.05)
         prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": "i,j,k"})
@@ -113,10 +113,10 @@ def anchor_times(so: Path, calls: int) -> list[float]:
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)
     sys.modules["fuseflow._simulator"] = sim  # before fuseflow imports it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-    import kernels
-
     import fuseflow
+    from fuseflow.model_files import example
+
+    kernels = example("kernels", Path(__file__).resolve().parents[1] / "examples")
 
     model, args, formats = kernels.build(kernel="sddmm", n=128, k=256, density=0.05)
     prog = fuseflow.compile(model, args, formats=formats, schedule="full", order={"full": "i,j,k"})

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
-import gcn  # noqa: E402
-import gpt_bigbird  # noqa: E402
-
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 from fuseflow.sim import pack_cache  # noqa: E402
+
+gcn = example("gcn", EXAMPLES)
+gpt_bigbird = example("gpt_bigbird", EXAMPLES)
 
 CASES = {
     "GCN karate, unfused": gcn.build,

@@ -21,22 +21,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+EXAMPLES = ROOT / "examples"
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
 import numpy as np  # noqa: E402
 
 import fuseflow  # noqa: E402
+from fuseflow.model_files import example  # noqa: E402
 
 STRATEGIES = ("sequential", "concurrent", "pipeline:2", "pipeline:4", "pipeline:8", "auto")
 
 
 def _cases(quick: bool):
-    import gcn
-    import gpt_bigbird
-    import graphsage
-    import sae
+    gcn = example("gcn", EXAMPLES)
+    gpt_bigbird = example("gpt_bigbird", EXAMPLES)
+    graphsage = example("graphsage", EXAMPLES)
+    sae = example("sae", EXAMPLES)
 
     graph = {} if quick else {"graph": "standin:cora-ml"}
     return [
@@ -100,7 +101,7 @@ def _ffn(mod, options):
 
 def balance() -> dict:
     """ogbl-collab stand-in, K = 4: max/mean work of the nnz and the rows split."""
-    import graphs
+    graphs = example("graphs", EXAMPLES)
     import scipy.sparse as sp
 
     from fuseflow.fabric.split import SplitInfo, split_nnz, split_rows

@@ -33,6 +33,26 @@ def load_python_file(path: str, name: str | None = None):
     return mod
 
 
+def example(name: str, directory: str | Path):
+    """Model file `name` (``name.py``) of `directory`, loaded once per process: how benchmarks
+    and scripts use a folder of model files (the repository's ``examples/``) without putting
+    it on ``sys.path`` themselves (a model file still imports its siblings: `load_python_file`)."""
+    mod = python_file(name, directory)
+    if not hasattr(mod, "build"):
+        raise FuseflowError(f"{mod.__file__}: defines no build(**options) -> (model, example_args, formats)")
+    return mod
+
+
+def python_file(name: str, directory: str | Path):
+    """Python file `name` (``name.py``) of `directory`, loaded once per process (a benchmark
+    uses another benchmark's functions this way, wherever it is run from)."""
+    path = (Path(directory) / f"{name}.py").resolve()
+    have = sys.modules.get(name)
+    if have is not None and Path(getattr(have, "__file__", "") or "").resolve() == path:
+        return have
+    return load_python_file(str(path))
+
+
 def load_module(path: str):
     """A model file: a Python file defining build(**options)."""
     mod = load_python_file(path)
