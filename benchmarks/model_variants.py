@@ -10,7 +10,7 @@ regions and the Spearman rank correlation per model (program totals over the cap
 
 Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one measured):
 - `model`: the model's own rule: the worst chain of memory nodes, where a node adds its
-  stalls to a feeder's that streams and also feeds an accumulator below it (`_in_series`), and
+  stalls to a feeder's that streams and also feeds an accumulator below it (`in_series`), and
   a memory node below an accumulator ends at least one fiber's share of its own chain after the
   worst chain above it (the stages overlap but the last fiber's work below waits);
 - `chains`: the model's chains without that last term (below an accumulator, full overlap);
@@ -39,8 +39,9 @@ Rules (docs/cycle-model.md, "Stalls of several nodes", records what each one mea
 - `drainall`: the model with the fourteenth rule also over memory nodes reached through scans
   below the accumulator, charged their own chain per drained token;
 
-A new rule is a subclass of the model (`cycle_model.CycleModel`) overriding `memory_stalls`, added
-to `RULES`.
+A new rule is a subclass of the model's memory term (`memory_stalls.MemoryStalls`) overriding
+`memory_stalls` or one of its steps, added to `RULES`; it is scored as the model with that term
+(`CycleModel.stalls`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from fuseflow.cost import cycle_model, memory_stalls  # noqa: E402
 
 
-class _Series(cycle_model.CycleModel):
+class _Series(memory_stalls.MemoryStalls):
     """Stalls add along a direct memory-to-memory edge whose feeder cannot run a line ahead:
     its lines change at most once per `FILL` x fifo_depth tokens, so the FIFO to the consumer is
     full before the feeder reaches its next line and it asks for that line only once the consumer
@@ -137,7 +138,7 @@ class _Blend(_Series):
         return True
 
 
-class _Worst(cycle_model.CycleModel):
+class _Worst(memory_stalls.MemoryStalls):
     """The region waits for its worst memory node alone (the model's rule before the chains)."""
 
     def memory_stalls(self) -> float:
@@ -147,7 +148,7 @@ class _Worst(cycle_model.CycleModel):
         return max(own.values(), default=0.0)
 
 
-class _Uncovered(cycle_model.CycleModel):
+class _Uncovered(memory_stalls.MemoryStalls):
     """The model's chains, where a node in series with its feeder (and the feeder) pay their
     lines without the FIFO's cover: the FIFO between them is full while the feeder waits on its
     own line, so it hides nothing. Each still streams at most at the FIFO's rate (a line per
@@ -168,7 +169,7 @@ class _Uncovered(cycle_model.CycleModel):
         for i, node in enumerate(self.spec.nodes):
             if i not in own:
                 continue
-            feeders = [s for s, _ in node.inputs if s in chain and self._in_series(s, i)]
+            feeders = [s for s, _ in node.inputs if s in chain and self.in_series(s, i)]
             if feeders:
                 f = max(feeders, key=lambda s: chain[s])
                 chain[i] = max(own[i], bare(i)) + chain[f]
@@ -180,7 +181,7 @@ class _Uncovered(cycle_model.CycleModel):
         return max(chain.values(), default=0.0)
 
 
-class _Barrier(cycle_model.CycleModel):
+class _Barrier(memory_stalls.MemoryStalls):
     """The model's chains, and a memory node below an accumulator (`spacc`, `reduce`) waits
     behind every memory node above it: the accumulator emits a fiber's result only once its
     inputs' last tokens for it arrived, so the stages before and after it take turns."""
@@ -200,30 +201,30 @@ class _Barrier(cycle_model.CycleModel):
                 default=0.0,
             )
             if i in own:
-                behind = [chain[s] for s in srcs if s in chain and self._in_series(s, i)]
+                behind = [chain[s] for s in srcs if s in chain and self.in_series(s, i)]
                 chain[i] = own[i] + max(behind + [bar[i]])
                 self.nodes[i].busy += own[i]
             up[i] = max([up.get(s, 0.0) for s in srcs] + [chain.get(i, 0.0)], default=0.0)
         return max(chain.values(), default=0.0)
 
 
-class _PerToken(cycle_model.CycleModel):
+class _PerToken(memory_stalls.MemoryStalls):
     """The twelfth rule's first form: every token of a pair in series stays `STAY` latencies plus
     the path in the feeder's FIFO to the accumulator (Little's law per token, all of the
     feeder's lines counted), where the model charges a round trip per coordinate line."""
 
     STAY = 1.5
 
-    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+    def round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
         mem = self.t.memory or {}
         depth = float(max(self.t.fifo_depth, 1))
         steps = max((o.tokens for o in self.outs[feeder]), default=0.0)
-        stay = self.STAY * float(mem.get("latency", 0)) + self._path_latency(node, acc)
+        stay = self.STAY * float(mem.get("latency", 0)) + self.path_latency(node, acc)
         c = max(pace / steps, 1.0) if steps > 0.0 else 1.0
         return max(min(self.later_lines(feeder) * (stay - depth * c), steps * (stay / depth - c)), 0.0)
 
 
-class _Turns(cycle_model.CycleModel):
+class _Turns(memory_stalls.MemoryStalls):
     """The model, where across an accumulator whose output fibers hold more tokens than a FIFO
     the stages above and below take turns for the share of each fiber the FIFO below cannot
     hold (`--share` of it): the accumulator accepts the next fiber's inputs only once its
@@ -242,41 +243,41 @@ class _Turns(cycle_model.CycleModel):
         turn: dict[int, float] = {}
         for i, node in enumerate(self.spec.nodes):
             feeders = [s for s, _ in node.inputs]
-            tail[i] = self._after_accumulator(feeders, above, tail)
+            tail[i] = self.after_accumulator(feeders, above, tail)
             turns = [turn.get(s, 0.0) for s in feeders]
             for s in feeders:
-                if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+                if self.spec.nodes[s].kind in self.ACCUMULATORS and self.outs[s]:
                     counts = self.outs[s][0].counts
                     fiber = counts[-1] / max(counts[-2], 1.0) if len(counts) >= 2 else counts[-1]
                     turns.append(self.SHARE * max(0.0, 1.0 - depth / max(fiber, 1e-9)) * above.get(s, 0.0))
             turn[i] = max(turns, default=0.0)
             if i in own:
                 self.nodes[i].busy += own[i]
-                mine = self._behind_feeders(i, feeders, own, chain, pace)
+                mine = self.behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
                 chain[i] = max(mine, before + mine / fibers, turn[i] + mine)
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
 
 
-class _Undrained(cycle_model.CycleModel):
+class _Undrained(memory_stalls.MemoryStalls):
     """The model before its fourteenth rule: a load below an accumulator overlaps the chain
     above while the accumulator drains its fibers."""
 
-    def _drain_stalls(self, node: int, drain, mine: float) -> float:
+    def drain_stalls(self, node: int, drain, mine: float) -> float:
         return 0.0
 
 
-class _DrainAll(cycle_model.CycleModel):
+class _DrainAll(memory_stalls.MemoryStalls):
     """The model, where the drain rule also follows the drain through scans and covers the
     memory nodes there, charged their own chain per drained token (GPT's fused FFN: each
     drained up projection value starts a fiber of the down projection's weight)."""
 
-    _DRAIN_STOPS: tuple[str, ...] = ()
+    DRAIN_STOPS: tuple[str, ...] = ()
 
-    def _drain_stalls(self, node: int, drain, mine: float) -> float:
+    def drain_stalls(self, node: int, drain, mine: float) -> float:
         if drain is None or self.spec.nodes[node].kind == "load":
-            return super()._drain_stalls(node, drain, mine)
+            return super().drain_stalls(node, drain, mine)
         up, fibers, fiber = drain
         depth = float(max(self.t.fifo_depth, 1))
         per = mine / max(fibers * fiber, 1e-9)
@@ -284,22 +285,22 @@ class _DrainAll(cycle_model.CycleModel):
         return up + extra if extra > 0.0 else 0.0
 
 
-class _Floorless(cycle_model.CycleModel):
+class _Floorless(memory_stalls.MemoryStalls):
     """The model without the round trip under a pair in series (before its twelfth rule)."""
 
-    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+    def round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
         return 0.0
 
 
-class _Chains(cycle_model.CycleModel):
+class _Chains(memory_stalls.MemoryStalls):
     """The model's chains without the tail below an accumulator (the model before its eleventh
     rule): memory nodes below an accumulator overlap the ones above it entirely."""
 
-    def _after_accumulator(self, feeders, above, tail) -> tuple[float, float]:
+    def after_accumulator(self, feeders, above, tail) -> tuple[float, float]:
         return (0.0, 1.0)
 
 
-RULES: dict[str, type[cycle_model.CycleModel]] = {
+RULES: dict[str, type[memory_stalls.MemoryStalls]] = {
     "chains": _Chains,
     "pertoken": _PerToken,
     "floorless": _Floorless,
@@ -308,7 +309,7 @@ RULES: dict[str, type[cycle_model.CycleModel]] = {
     "drainall": _DrainAll,
     "barrier": _Barrier,
     "uncovered": _Uncovered,
-    "model": cycle_model.CycleModel,
+    "model": memory_stalls.MemoryStalls,
     "worst": _Worst,
     "series": _Series,
     "bypass": _Bypass,
@@ -321,9 +322,10 @@ APART = 1.05
 (`estimator_accuracy.py`'s `ordered_apart_per_model`)."""
 
 
-def score(regions: list[dict], rule: type[cycle_model.CycleModel]) -> list[tuple[dict, float]]:
-    """Each captured region with its estimate under `rule`."""
-    return [(r, cycle_model.estimate_graph(*r["inputs"], model=rule).cycles) for r in regions]
+def score(regions: list[dict], rule: type[memory_stalls.MemoryStalls]) -> list[tuple[dict, float]]:
+    """Each captured region with its estimate under the memory term `rule`."""
+    model = type(f"Model{rule.__name__}", (cycle_model.CycleModel,), {"stalls": rule})
+    return [(r, cycle_model.estimate_graph(*r["inputs"], model=model).cycles) for r in regions]
 
 
 def summary(scored: list[tuple[dict, float]]) -> dict:

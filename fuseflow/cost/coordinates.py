@@ -28,13 +28,12 @@ coordinates in every fiber, whatever primitives lie between them."""
 
 
 class CoordinateOrigins:
-    """Atoms, their densities and frequencies, and what each written level's coordinates are.
-    Mixed into the cycle model, which supplies `spec` and `stats`."""
+    """Atoms, their densities and frequencies, and what each written level's coordinates are,
+    for one graph (`spec`) on its inputs' statistics (`stats`): the cycle model's collaborator
+    (`CycleModel.coords`), which records what each scan and writer finds."""
 
-    spec: GraphSpec
-    stats: Mapping[str, TensorStats]
-
-    def __init__(self) -> None:
+    def __init__(self, spec: GraphSpec, stats: Mapping[str, TensorStats]) -> None:
+        self.spec, self.stats = spec, stats
         self.atom_p: dict[Atom, float] = {}  # an atom's coordinates per fiber / the fiber's extent
         self.level_freq: dict[tuple, np.ndarray] = {}  # (identity, level, m) -> TensorStats.frequencies
         self.wpatterns: dict[str, dict[int, tuple[frozenset | None, tuple[str, ...]]]] = {}

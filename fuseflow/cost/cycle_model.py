@@ -252,14 +252,17 @@ def union_fraction(p: float, m: float) -> float:
     return 1.0 - math.exp(m * math.log1p(-p))
 
 
-class CycleModel(MemoryStalls, CoordinateOrigins):
+class CycleModel:
     """One graph's estimate, node by node in topological order (`run`).
 
     The extension point for other rules: a subclass overriding a primitive's rule method (named
-    by `_RULE_OF`), `memory_stalls` or `timeline`, passed as `estimate_graph(..., model=)`
-    (`benchmarks/model_variants.py` scores its variants so). The memory term (`MemoryStalls`)
-    and coordinate origins (`CoordinateOrigins`) are mixed in: they read the streams, busy
-    cycles and misses this class fills."""
+    by `_RULE_OF`) or `timeline`, or naming another memory term in `stalls` (a `MemoryStalls`
+    subclass), passed as `estimate_graph(..., model=)` (`benchmarks/model_variants.py` scores
+    its variants so). Two collaborators receive what they read: `coords` (`CoordinateOrigins`)
+    the graph and its inputs' statistics, and the memory term, built by `run` once the rules
+    have filled in the streams, busy cycles and misses."""
+
+    stalls: type[MemoryStalls] = MemoryStalls
 
     def __init__(self, spec: GraphSpec, stats: Mapping[str, TensorStats], timing: Timing):
         self.spec, self.stats, self.t = spec, stats, timing
@@ -271,8 +274,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         self.tails: dict[int, float] = {}  # node id -> tokens emitted after its last input
         self.misses: dict[int, float] = {}  # node id -> memory lines it waits for (reads)
         self.seg_lines: dict[int, float] = {}  # compressed scan id -> of its misses, the `seg` lines
-        self._readers: dict[int, list[int]] | None = None
-        CoordinateOrigins.__init__(self)
+        self.coords = CoordinateOrigins(spec, stats)  # what each stored level's coordinates are
 
     def inp(self, node: NodeSpec, i: int) -> Stream:
         """The stream on the node's input port `i`."""
@@ -291,9 +293,12 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         for i, misses in self.misses.items():
             self.nodes[i].lines = misses
         end, fill = self.timeline()
-        end += self.memory_stalls()
+        self.memory = self.stalls(
+            self.spec, self.t, self.outs, self.nodes, self.misses, self.seg_lines, self._latency, self.first_line_count
+        )
+        end += self.memory.memory_stalls()
         worst = max(range(len(self.nodes)), key=lambda i: self.nodes[i].busy, default=0)
-        mem_cycles = self.memory_cycles()
+        mem_cycles = self.memory.memory_cycles()
         cycles = max(end, mem_cycles + fill, self.join_serial(), self.reconvergence())
         recompute = max(
             (n / max(self.stats[t].nnz, 1.0) for t, n in self.loaded.items() if t in self.stats), default=1.0
@@ -327,7 +332,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
 
     def root(self, node: NodeSpec, ii: int):
         """The root reference of a tensor: one token and a stop."""
-        return [Stream((1.0,), (1,), ref=(self.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
+        return [Stream((1.0,), (1,), ref=(self.coords.identity(node.tensor), -1, ()))], 2.0 * ii, 0.0, 0.0
 
     def locate(self, node: NodeSpec, ii: int):
         """Locate: coordinates looked up in a tensor's level, one reference each."""
@@ -341,7 +346,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
             ref.present,
             crd.vars,
             crd.pattern,
-            self.deeper(ref.ref, node),
+            self.coords.deeper(ref.ref, node),
             crd.pattern,
             walk,
         )
@@ -404,7 +409,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         """Coordinate writer: stores the coordinates of one level."""
         s = self.inp(node, 0)
         self.written.setdefault(node.tensor or "", {})[node.level] = s.data
-        self.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
+        self.coords.wpatterns.setdefault(node.tensor or "", {})[node.level] = (s.pattern, s.vars)
         return [], s.tokens * ii, 0.0, 4.0 * (s.data + s.fibers + 1)
 
     def write_val(self, node: NodeSpec, ii: int):
@@ -428,17 +433,21 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
                 if st is not None and node.level < len(st.level_counts)
                 else DEFAULT_FIBER_DENSITY * dim
             )
-            weights = self.visits(r, len(st.fiber_lengths)) if st is not None and st.fiber_lengths is not None else None
+            weights = (
+                self.coords.visits(r, len(st.fiber_lengths))
+                if st is not None and st.fiber_lengths is not None
+                else None
+            )
             if weights is not None and st is not None:
                 fiber = st.weighted_fiber(node.level, weights) or fiber
         n = refs * fiber
-        ref = self.deeper(r.ref, node)
+        ref = self.coords.deeper(r.ref, node)
         if node.params.get("format") == "dense":
             pattern: frozenset | None = frozenset()
         elif ref is None:
             pattern = None
         else:
-            pattern = self.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
+            pattern = self.coords.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
         dense = node.params.get("format") == "dense"
         # every fiber full (a dense tensor stored compressed): its fibers lie back to back, each
         # `dim` positions from the last, as a dense level's rows do
@@ -484,7 +493,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
             for p in pats:
                 for atom in p or ():
                     if seen.get(atom):
-                        shared *= max(self.atom_p.get(atom, 1.0), 1e-12)
+                        shared *= max(self.coords.atom_p.get(atom, 1.0), 1e-12)
                     seen[atom] = seen.get(atom, 0) + 1
             n = min(space * math.prod(ps) / shared, min(c.data for c in distinct))
             if known:
@@ -534,7 +543,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
         if order == 1:
             outer, k_per, inner = c[-3], c[-2] / max(c[-3], 1e-9), c[-1] / max(c[-2], 1e-9)
             N = max(d[-1], 1)
-            U = self.merged_rows(self.inp(node, 0), self.inp(node, 1))
+            U = self.coords.merged_rows(self.inp(node, 0), self.inp(node, 1))
             if U is None:
                 U = outer * N * union_fraction(inner / N, k_per)
             outs = [Stream(c[:-2] + (U,), d[:-2] + (d[-1],), 1.0, v.vars[:-2] + v.vars[-1:])] * 2
@@ -664,7 +673,7 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
 
     def _lane_lines(self) -> float:
         """The most lines one memory node waits for (after its first): with lanes, one lane's."""
-        return max((self.later_lines(i) for i in self.misses), default=0.0) if self.t.memory else 0.0
+        return max((self.memory.later_lines(i) for i in self.misses), default=0.0) if self.t.memory else 0.0
 
     def join_serial(self) -> float:
         """The cycles in-order joins take when their lanes cannot run far ahead of them (0 without
@@ -730,12 +739,12 @@ class CycleModel(MemoryStalls, CoordinateOrigins):
             for lvl, kind in enumerate(t.fmt.levels):
                 acc = written.get(lvl, acc * dims[lvl] if kind == "dense" else acc)
                 counts.append(float(acc))
-            patterns = None if b else self.carried_patterns(name, t.fmt.levels)
+            patterns = None if b else self.coords.carried_patterns(name, t.fmt.levels)
             freqs = {
                 key: f
                 for level in patterns or ()
                 for (ident, lvl, _), _p in level or ()
-                for key, f in self.level_freq.items()
+                for key, f in self.coords.level_freq.items()
                 if key[:2] == (ident, lvl)
             }
             out[name] = TensorStats(

@@ -1,8 +1,12 @@
 """The cycle model's memory term: the lines a graph's memory nodes wait for, and how their stalls
 combine (docs/cycle-model.md, "Memory" and "Stalls of several nodes").
 
-A mixin of `cycle_model.CycleModel`: it reads the streams, node estimates and line counts the
-model's per-primitive rules filled in (`outs`, `nodes`, `misses`) and the arch's timing.
+The cycle model's collaborator (`cycle_model.CycleModel.stalls`): built once the model's
+per-primitive rules have filled in the streams, node estimates and line counts (`outs`,
+`nodes`, `misses`), it is handed those, the arch's timing and two of the model's own rules (a
+node's latency, its first lines). Other memory rules subclass it, overriding `memory_stalls`
+or a step of it (`round_trip`, `drain_stalls`, `after_accumulator`, ...):
+`benchmarks/model_variants.py` scores its variants so.
 """
 
 from __future__ import annotations
@@ -22,15 +26,25 @@ _REWALKED = 0.1
 class MemoryStalls:
     """Memory stalls and channel time of one graph estimate (`cycle_model.CycleModel`)."""
 
-    spec: GraphSpec
-    t: Any  # cycle_model.Timing
-    outs: list[list[Any]]  # each node's output streams (cycle_model.Stream)
-    nodes: list[Any]  # cycle_model.NodeEstimate per node
-    misses: dict[int, float]  # node id -> memory lines it waits for (reads)
-    seg_lines: dict[int, float]  # compressed scan id -> of its misses, the `seg` lines
-    _readers: dict[int, list[int]] | None = None
-    _latency: Callable[[Any], float]  # cycle_model.CycleModel._latency: a node's own latency
-    first_line_count: Callable[[int], float]  # cycle_model.CycleModel.first_line_count
+    def __init__(
+        self,
+        spec: GraphSpec,
+        timing: Any,
+        outs: list[list[Any]],
+        nodes: list[Any],
+        misses: dict[int, float],
+        seg_lines: dict[int, float],
+        latency: Callable[[Any], float],
+        first_line_count: Callable[[int], float],
+    ) -> None:
+        self.spec, self.t = spec, timing  # t: cycle_model.Timing
+        self.outs = outs  # each node's output streams (cycle_model.Stream)
+        self.nodes = nodes  # cycle_model.NodeEstimate per node (`memory_stalls` adds each node's stalls)
+        self.misses = misses  # node id -> memory lines it waits for (reads)
+        self.seg_lines = seg_lines  # compressed scan id -> of its misses, the `seg` lines
+        self.latency = latency  # a node's own latency (cycle_model.CycleModel._latency)
+        self.first_line_count = first_line_count  # lines the timeline charges (CycleModel.first_line_count)
+        self._readers: dict[int, list[int]] | None = None
 
     def memory_stalls(self) -> float:
         """Cycles the pipeline waits for memory lines, beyond its compute time (docs/cycle-model.md).
@@ -42,8 +56,8 @@ class MemoryStalls:
         c` cycles, and a node whose lines change more than once per FIFO's worth of tokens
         streams at fifo_depth / latency tokens per cycle. The graph waits for its worst chain
         of memory nodes: stalls of different nodes overlap, except along a memory node that
-        feeds another one it must wait behind (`_in_series`), where they add, and below an
-        accumulator (`_after_accumulator`)."""
+        feeds another one it must wait behind (`in_series`), where they add, and below an
+        accumulator (`after_accumulator`)."""
         own = self.node_stalls()
         pace = max((n.busy for n in self.nodes), default=0.0)  # before the stalls are added
         chain: dict[int, float] = {}
@@ -52,37 +66,37 @@ class MemoryStalls:
         drains: dict[int, tuple[float, float, float]] = {}  # node -> (chain above, fibers, tokens a fiber)
         for i, node in enumerate(self.spec.nodes):  # topological order: feeders first
             feeders = [s for s, _ in node.inputs]
-            tail[i] = self._after_accumulator(feeders, above, tail)
-            drain = self._drained(feeders, above, drains)
+            tail[i] = self.after_accumulator(feeders, above, tail)
+            drain = self.drained(feeders, above, drains)
             if drain is not None:
                 drains[i] = drain
             if i in own:
                 self.nodes[i].busy += own[i]
-                mine = self._behind_feeders(i, feeders, own, chain, pace)
+                mine = self.behind_feeders(i, feeders, own, chain, pace)
                 before, fibers = tail[i]
-                chain[i] = max(mine, before + mine / fibers, self._drain_stalls(i, drain, mine))
+                chain[i] = max(mine, before + mine / fibers, self.drain_stalls(i, drain, mine))
             above[i] = max([above.get(s, 0.0) for s in feeders] + [chain.get(i, 0.0)])
         return max(chain.values(), default=0.0)
 
-    def _drained(
+    def drained(
         self, feeders: list[int], above: dict[int, float], drains: dict[int, tuple[float, float, float]]
     ) -> tuple[float, float, float] | None:
         """The accumulator whose output fibers reach this node token for token (directly or
         through nodes that are not scans): the worst chain of memory nodes above it, its
         fibers and its output tokens a fiber; None when there is none."""
-        cands = [drains[s] for s in feeders if s in drains and self.spec.nodes[s].kind not in self._DRAIN_STOPS]
+        cands = [drains[s] for s in feeders if s in drains and self.spec.nodes[s].kind not in self.DRAIN_STOPS]
         for s in feeders:
-            if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+            if self.spec.nodes[s].kind in self.ACCUMULATORS and self.outs[s]:
                 counts = self.outs[s][0].counts
                 fibers = max(counts[-2], 1.0) if len(counts) >= 2 else 1.0
                 cands.append((above.get(s, 0.0), fibers, counts[-1] / fibers))
         return max(cands, default=None)
 
-    _DRAIN_STOPS: tuple[str, ...] = ("scan",)
+    DRAIN_STOPS: tuple[str, ...] = ("scan",)
     """Kinds past which an accumulator's drain is not followed: a scan turns each drained token
     into a fiber, not one token."""
 
-    def _drain_stalls(self, node: int, drain: tuple[float, float, float] | None, mine: float) -> float:
+    def drain_stalls(self, node: int, drain: tuple[float, float, float] | None, mine: float) -> float:
         """A load below an accumulator whose output fibers hold more tokens than a FIFO, in series
         with the chain above: the accumulator drains a fiber before it reads the next one, and
         while the fiber's tokens beyond a FIFO's worth wait for the load's lines (`latency x
@@ -101,26 +115,26 @@ class MemoryStalls:
         extra = fibers * max(fiber - depth, 0.0) * max(per_drained - float(self.t.ii), 0.0)
         return up + extra if extra > 0.0 else 0.0
 
-    def _behind_feeders(
+    def behind_feeders(
         self, node: int, feeders: list[int], own: dict[int, float], chain: dict[int, float], pace: float
     ) -> float:
         """Memory node `node`'s chain through its feeders: its own stalls, or behind a feeder in
-        series (`_series_accumulator`) that feeder's chain plus the larger of its own stalls and
-        the pair's round trip less the feeder's (`_round_trip`)."""
+        series (`series_accumulator`) that feeder's chain plus the larger of its own stalls and
+        the pair's round trip less the feeder's (`round_trip`)."""
         mine = own[node]
         for s in feeders:
-            acc = self._series_accumulator(s, node) if s in chain else None
+            acc = self.series_accumulator(s, node) if s in chain else None
             if acc is not None:
-                mine = max(mine, chain[s] + max(own[node], self._round_trip(s, node, acc, pace) - own.get(s, 0.0)))
+                mine = max(mine, chain[s] + max(own[node], self.round_trip(s, node, acc, pace) - own.get(s, 0.0)))
         return mine
 
-    _ACCUMULATORS = ("spacc", "reduce")
-    _STAY = 2.0
+    ACCUMULATORS = ("spacc", "reduce")
+    STAY = 2.0
     """Memory latencies each coordinate line of a pair in series' feeder waits, besides the path
     from the node to the accumulator: the feeder's line, then the node's (docs/cycle-model.md,
     the twelfth rule of "Stalls of several nodes")."""
 
-    def _after_accumulator(
+    def after_accumulator(
         self, feeders: list[int], above: dict[int, float], tail: dict[int, tuple[float, float]]
     ) -> tuple[float, float]:
         """The worst chain of memory nodes above an accumulator that feeds this node (directly or
@@ -131,15 +145,15 @@ class MemoryStalls:
         "Stalls of several nodes")."""
         cands = [tail.get(s, (0.0, 1.0)) for s in feeders]
         for s in feeders:
-            if self.spec.nodes[s].kind in self._ACCUMULATORS and self.outs[s]:
+            if self.spec.nodes[s].kind in self.ACCUMULATORS and self.outs[s]:
                 counts = self.outs[s][0].counts
                 fibers = counts[-2] if len(counts) >= 2 else 1.0
                 cands.append((above.get(s, 0.0), max(fibers, 1.0)))
         return max(cands, key=lambda c: c[0], default=(0.0, 1.0))
 
-    def _round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
+    def round_trip(self, feeder: int, node: int, acc: int, pace: float) -> float:
         """The stalls of a pair in series, beyond the pace: each coordinate line of the feeder
-        waits a round trip (`_STAY` latencies: the feeder's line, then the node's, plus the path
+        waits a round trip (`STAY` latencies: the feeder's line, then the node's, plus the path
         from `node` to the accumulator `acc`), since the feeder fills its FIFO to `acc` with the
         line's first `fifo_depth` tokens and asks for its next line only once `acc` has popped
         them; the line's tokens beyond a FIFO's worth follow at the pace. A line of fewer tokens
@@ -154,25 +168,25 @@ class MemoryStalls:
         lines = self.misses[feeder] - self.seg_lines.get(feeder, 0.0)
         if steps <= 0.0 or lines <= 0.0:
             return 0.0
-        trip = self._STAY * float(mem.get("latency", 0)) + self._path_latency(node, acc)
+        trip = self.STAY * float(mem.get("latency", 0)) + self.path_latency(node, acc)
         c = max(pace / steps, 1.0)
         per_line = trip + max(steps / lines - depth, 0.0) * c
         return max(min(lines * per_line, steps * trip / depth) - steps * c, 0.0)
 
-    def _path_latency(self, node: int, acc: int) -> float:
+    def path_latency(self, node: int, acc: int) -> float:
         """The longest latency of a path from `node` down to `acc` (ids in topological order)."""
         path = {node: 0.0}
         for j in range(node + 1, acc + 1):
             ins = [path[s] for s, _ in self.spec.nodes[j].inputs if s in path]
             if ins:
-                path[j] = max(ins) + self._latency(self.spec.nodes[j])
+                path[j] = max(ins) + self.latency(self.spec.nodes[j])
         return path.get(acc, 0.0)
 
-    def _in_series(self, feeder: int, node: int) -> bool:
-        """Whether memory node `node`'s stalls come after those of `feeder` (`_series_accumulator`)."""
-        return self._series_accumulator(feeder, node) is not None
+    def in_series(self, feeder: int, node: int) -> bool:
+        """Whether memory node `node`'s stalls come after those of `feeder` (`series_accumulator`)."""
+        return self.series_accumulator(feeder, node) is not None
 
-    def _series_accumulator(self, feeder: int, node: int) -> int | None:
+    def series_accumulator(self, feeder: int, node: int) -> int | None:
         """The accumulator through which memory node `node`'s stalls come after those of
         `feeder`, which feeds it, or None when they overlap: the feeder streams (it walks on
         through memory, not a fiber again within the line it holds) and its tokens also reach,
@@ -189,7 +203,7 @@ class MemoryStalls:
         todo = [node]
         while todo:
             x = todo.pop()
-            for c in self._consumers().get(x, ()):
+            for c in self.consumers().get(x, ()):
                 if c not in below:
                     below.add(c)
                     todo.append(c)
@@ -200,7 +214,7 @@ class MemoryStalls:
         ]
         return min(accs, default=None)
 
-    def _consumers(self) -> dict[int, list[int]]:
+    def consumers(self) -> dict[int, list[int]]:
         """Node id -> the ids of the nodes reading one of its outputs (built once)."""
         if self._readers is None:
             self._readers = {}
