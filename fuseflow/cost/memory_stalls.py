@@ -207,12 +207,23 @@ class MemoryStalls:
                 if c not in below:
                     below.add(c)
                     todo.append(c)
-        accs = [
-            c
-            for c in below
-            if self.spec.nodes[c].kind == "spacc" and any(s == feeder for s, _ in self.spec.nodes[c].inputs)
-        ]
+        accs = [c for c in below if self.spec.nodes[c].kind == "spacc" and self._fed_by(c, feeder)]
         return min(accs, default=None)
+
+    def _fed_by(self, acc: int, feeder: int) -> bool:
+        """Whether `feeder`'s tokens reach `acc` directly, or through the joins of lanes only
+        (an accumulator over the parallel level reads each lane's coordinates through a join,
+        which holds as few tokens as a FIFO: the lane's feeder still waits on it)."""
+        todo, seen = [acc], set()
+        while todo:
+            x = todo.pop()
+            for s, _ in self.spec.nodes[x].inputs:
+                if s == feeder:
+                    return True
+                if s not in seen and self.spec.nodes[s].kind == "join":
+                    seen.add(s)
+                    todo.append(s)
+        return False
 
     def consumers(self) -> dict[int, list[int]]:
         """Node id -> the ids of the nodes reading one of its outputs (built once)."""
