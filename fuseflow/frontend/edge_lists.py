@@ -24,15 +24,19 @@ class EdgeSet:
     dropped), ``loops`` (self loops dropped, then one per node appended: PyG's
     ``add_remaining_self_loops``, or ``remove_self_loops`` then ``add_self_loops``) or
     ``plus_loops`` (one per node appended to the list as given: ``add_self_loops`` alone; a list
-    that already has a self loop would then hold it twice, which a 0/1 pattern cannot)."""
+    that already has a self loop would then hold it twice, which a 0/1 pattern cannot), or
+    ``diag`` (the self loops alone, one per node: what picks a loop's value out of, or puts
+    one into, the other sets)."""
 
     arg: str
     kind: str = "base"
+    transposed: bool = False  # stored by source rows (a count per source node reads it row by row)
 
     @property
     def name(self) -> str:
-        """The pattern matrix's argument name (``edge_index``, ``edge_index_loops`` ...)."""
-        return self.arg if self.kind == "base" else f"{self.arg}_{self.kind}"
+        """The pattern matrix's argument name (``edge_index``, ``edge_index_loops``, ``edge_index_t`` ...)."""
+        own = self.arg if self.kind == "base" else f"{self.arg}_{self.kind}"
+        return f"{own}_t" if self.transposed else own
 
 
 @dataclass
@@ -65,6 +69,9 @@ class EdgeAdapter:
         to edge e of the list: the values are permuted to the pattern's order here, once a run."""
         if not isinstance(w, torch.Tensor) or w.dim() < 1 or w.shape[0] != ei.shape[1]:
             raise FuseflowError(f"edge values of {name}: expected {ei.shape[1]} rows (one per edge), got {describe(w)}")
+        if w.is_floating_point() and bool(torch.isinf(w).any()):  # the compiled model takes them finite
+            k = int(torch.isinf(w).reshape(w.shape[0], -1).any(1).nonzero()[0])
+            raise FuseflowError(f"edge values of {name}: entry {k} is infinite (fuseflow takes finite edge values)")
         return self._csr(ei[0], ei[1], w.detach().float())
 
     def _csr(self, src: torch.Tensor, dst: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
@@ -77,8 +84,11 @@ class EdgeAdapter:
             return torch.sparse_csr_tensor(crow, src[order], vals[order], (n, n, *vals.shape[1:]))
 
     def pattern(self, ei: torch.Tensor, s: EdgeSet) -> torch.Tensor:
-        """Edge set `s` of edge list `ei` as an N x N CSR pattern (row: target, column: source)."""
+        """Edge set `s` of edge list `ei` as an N x N CSR pattern (row: target, column: source; the
+        other way round for a transposed set)."""
         src, dst = ei[0], ei[1]
+        if s.kind == "diag":
+            src = dst = torch.arange(self.n_nodes)
         if s.kind in ("offdiag", "loops"):
             keep = src != dst
             src, dst = src[keep], dst[keep]
@@ -92,6 +102,8 @@ class EdgeAdapter:
             loop = torch.arange(self.n_nodes)
             src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
         n = self.n_nodes
+        if s.transposed:  # row: source, column: target
+            return self._csr(dst, src, torch.ones(len(src)))
         for t, side in self.max_over:
             if t == s:
                 have = torch.zeros(n, dtype=torch.bool)

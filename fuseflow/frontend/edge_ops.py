@@ -24,26 +24,20 @@ ZERO_PRESERVING = {"aten.mul.Tensor"} | {name for name, op in _UNARY_ALU.items()
 ALU's semantics, `primitives.ALU`)."""
 
 
-def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: list[Edge]) -> Edge:
+def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: list[Edge]) -> Edge | Real | InfTest:
     """An op with edge values among its operands (`edges`): the new graph's op, as an edge value
     of the same edge set, zero off its pattern; refused, naming the op, where it cannot be."""
     s = edges[0].s
     if any(e.s != s for e in edges):
         raise rw.fail("an op mixing values of two different edge lists")
-    if name in ("aten.view", "aten._unsafe_view", "aten.reshape"):
-        e = a[0]
-        shape = list(a[1])
-        trailing = tuple(int(d) for d in shape[1:])
-        if any(d < 0 for d in trailing):
-            raise rw.fail("a view of an edge tensor with an inferred trailing dimension")
-        return Edge(s, rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing]), trailing)
-    if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
-        e = a[0]
-        return Edge(s, rw.call(aten.unsqueeze.default, e.node, -1), e.trailing + (1,))
-    if name in ("aten.clone", "aten.alias", "aten.detach"):
-        return a[0]
+    shaped = _shape_op(rw, node, name, a, s)
+    if shaped is not None:
+        return shaped
     if name == "aten.cat":
         return _edge_cat(rw, a, s)
+    special = _maxima_and_inf(rw, node, name, a)
+    if special is not None:
+        return special
     if any(isinstance(x, (list, tuple)) and any(isinstance(y, Edge) for y in flat(list(x))) for x in a):
         raise rw.fail(f"{name} of a list holding edge values is not supported")
     if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
@@ -73,7 +67,7 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
         raise rw.fail(f"{name} on edge values is not supported")
     if name == "aten.mul.Tensor" and len(edges) == 2 and any(e.ones for e in edges):
         other = edges[0] if edges[1].ones else edges[1]  # P * e = e: e is already zero off the pattern
-        return Edge(s, other.node, other.trailing)
+        return Edge(s, other.node, other.trailing, finite=other.finite, positive_entry=other.positive_entry)
     mapped = [x.node if isinstance(x, (Edge, Real)) else x for x in a]
     out = rw.call(node.target, *mapped)
     trailing = max((e.trailing for e in edges), key=len)
@@ -82,7 +76,93 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
         zero_kept = True
     if not zero_kept:
         out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
-    return Edge(s, out, trailing)
+    return Edge(s, out, trailing, finite=_finite(name, a), positive_entry=_keeps_positive_entry(name, a))
+
+
+_FINITE_OPS = {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.neg"}
+"""Ops whose result is finite when their operands are (overflow aside)."""
+
+
+def _is_finite(x) -> bool:
+    if isinstance(x, (Edge, Real)):
+        return x.finite
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _finite(name: str, a: list) -> bool:
+    """Whether an elementwise op's result on edges is provably never inf: finite operands under
+    +, -, x, or a finite value divided by a provably positive node value (a scalar)."""
+    if name in _FINITE_OPS:
+        return all(_is_finite(x) for x in a)
+    if name == "aten.div.Tensor" and len(a) == 2:
+        d = a[1]
+        positive = (isinstance(d, Real) and d.positive and d.finite) or (isinstance(d, (int, float)) and d > 0)
+        return _is_finite(a[0]) and bool(positive)
+    return False
+
+
+def _keeps_positive_entry(name: str, a: list) -> bool:
+    """Whether some entry stays provably > 0: scaled by a positive constant."""
+    if name == "aten.mul.Tensor" and len(a) == 2:
+        e, k = (a[0], a[1]) if isinstance(a[0], Edge) else (a[1], a[0])
+        return isinstance(e, Edge) and e.positive_entry and isinstance(k, (int, float)) and k > 0
+    return False
+
+
+def _maxima_and_inf(rw: Rewriter, node: fx.Node, name: str, a: list) -> Edge | Real | InfTest | None:
+    """The largest edge value, an ``e == inf`` test, and ``masked_fill(e, e == inf, 0)`` (or its
+    ``where`` form) on edge values, which must be provably finite (then the fill is a no-op:
+    there is no ALU test for inf); None for any other op."""
+    if name in ("aten.max", "aten.amax") and isinstance(a[0], Edge) and (name == "aten.max" or not a[1:2] or not a[1]):
+        return _edge_max(rw, node, a[0])
+    if name == "aten.eq.Scalar" and isinstance(a[0], Edge) and a[1] == math.inf:
+        return InfTest(a[0])
+    e = None
+    fill = name in ("aten.masked_fill_.Scalar", "aten.masked_fill.Scalar") and isinstance(a[1], InfTest) and a[2] == 0
+    if fill and isinstance(a[0], Edge) and a[1].y is a[0]:
+        e = a[0]
+    if name == "aten.where.self" and isinstance(a[0], InfTest) and isinstance(a[2], Edge) and a[0].y is a[2]:
+        e = a[2] if isinstance(a[1], (int, float)) and a[1] == 0 or _is_zero(a[1]) else None
+    if e is None:
+        return None
+    if not e.finite:
+        raise rw.fail("masked_fill(e, e == inf, 0) on edge values that may be inf is not supported")
+    return e
+
+
+def _is_zero(x) -> bool:
+    """A constant zero (``scalar_tensor(0.0)``, copied as a node value)."""
+    node = x.node if isinstance(x, Real) else None
+    return node is not None and getattr(node, "target", None) is aten.scalar_tensor.default and node.args[0] == 0
+
+
+def _edge_max(rw: Rewriter, node: fx.Node, e: Edge) -> Real:
+    """The largest value on an edge set's pattern (PyG's ``lambda_max = 2 * edge_weight.max()``):
+    the values off the pattern become -inf, then the max over every dimension. Provably positive
+    where some entry is (a self loop appended with a positive fill)."""
+    keep = rw.call(aten.ne.Scalar, rw.pattern(e.s, len(e.trailing)), 0)
+    masked = rw.call(aten.where.self, keep, e.node, rw.call(aten.scalar_tensor.default, -math.inf))
+    out = rw.call(aten.amax.default, masked, list(range(2 + len(e.trailing))))
+    out.meta["val"] = node.meta.get("val")
+    return Real(out, positive=e.positive_entry, finite=e.finite)
+
+
+def _shape_op(rw: Rewriter, node: fx.Node, name: str, a: list, s: EdgeSet) -> Edge | None:
+    """Views of an edge tensor's trailing dimensions, and copies; None for any other op."""
+    if name in ("aten.view", "aten._unsafe_view", "aten.reshape"):
+        e = a[0]
+        trailing = tuple(int(d) for d in list(a[1])[1:])
+        if any(d < 0 for d in trailing):
+            raise rw.fail("a view of an edge tensor with an inferred trailing dimension")
+        node_ = rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing])
+        return Edge(s, node_, trailing, finite=e.finite, positive_entry=e.positive_entry)
+    if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
+        e = a[0]
+        node_ = rw.call(aten.unsqueeze.default, e.node, -1)
+        return Edge(s, node_, e.trailing + (1,), finite=e.finite, positive_entry=e.positive_entry)
+    if name in ("aten.clone", "aten.alias", "aten.detach"):
+        return a[0]
+    return None
 
 
 def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
@@ -117,6 +197,8 @@ def _edge_cat(rw: Rewriter, a: list, s: EdgeSet) -> Edge:
     """``cat`` of edge values along a trailing dimension (EdgeConv's ``[x_i, x_j - x_i]``):
     dimension d of the (E, *trailing) values is d + 1 of the (N, N, *trailing) ones."""
     parts, dim = list(a[0]), int(a[1]) if len(a) > 1 else 0
+    if len(parts) == 2 and isinstance(parts[0], Edge) and isinstance(parts[1], Real) and dim == 0:
+        return _with_loops(rw, parts[0], parts[1])
     if not all(isinstance(p, Edge) and p.s == s for p in parts):
         raise rw.fail("cat of edge values with other tensors (gather node values by edge_index first)")
     rank = 1 + len(parts[0].trailing)
@@ -127,6 +209,19 @@ def _edge_cat(rw: Rewriter, a: list, s: EdgeSet) -> Edge:
     trailing = list(parts[0].trailing)
     trailing[d - 1] = sum(p.trailing[d - 1] for p in parts)
     return Edge(s, out, tuple(trailing))
+
+
+def _with_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:
+    """``cat([e, v])`` along the edges, `v` holding one value per node: PyG's ``add_self_loops``
+    with fill values (``get_laplacian``), whose edge list is the set with a self loop appended
+    per node. The values are e's off the diagonal and v(i) at (i, i)."""
+    kinds = {"offdiag": "loops", "base": "plus_loops"}
+    val = v.node.meta.get("val") if hasattr(v.node, "meta") else None
+    if e.s.kind not in kinds or val is None or val.dim() != 1 + len(e.trailing) or int(val.shape[0]) != rw.n:
+        raise rw.fail("cat of edge values with other tensors (gather node values by edge_index first)")
+    s = EdgeSet(e.s.arg, kinds[e.s.kind])
+    out = rw.call(aten.add.Tensor, e.node, rw.on_diagonal(e.s.arg, v, e.trailing))
+    return Edge(s, out, e.trailing, finite=e.finite and v.finite, positive_entry=v.positive)
 
 
 def _edge_sum(rw: Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:
@@ -161,7 +256,12 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
     """An op on node tensors only: copied into the new graph, except the degree normalisation
     idioms (`deg ** -0.5` as rsqrt, its `== inf` test and zero-degree guard)."""
     if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
-        return Real(rw.call(aten.rsqrt.default, a[0].node), rsqrt_of_positive=a[0].positive, rsqrt_of=a[0])
+        return Real(
+            rw.call(aten.rsqrt.default, a[0].node),
+            rsqrt_of_positive=a[0].positive,
+            rsqrt_of=a[0],
+            finite=a[0].positive and a[0].finite,
+        )
     if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
         return InfTest(a[0])
     masked = None
@@ -171,6 +271,8 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
         masked = (a[2], a[0])
     if masked is not None:
         y, test = masked
+        if not isinstance(y, Real):
+            raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5")
         if test.y is y and y.rsqrt_of_positive:
             return y  # rsqrt of a degree counted with self loops: never inf, the fill is a no-op
         if test.y is y and y.rsqrt_of is not None:
@@ -181,7 +283,18 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
     assert callable(node.target)  # a call_function node
     out = rw.g.call_function(node.target, tuple(new_args), dict(new_kw))
     out.meta.update({k: node.meta[k] for k in META + ("val",) if k in node.meta})
-    return Real(out)
+    positive = name == "aten.mul.Tensor" and all(
+        (isinstance(x, Real) and x.positive) or (isinstance(x, (int, float)) and x > 0) for x in a
+    )
+    diag = next((x for x in a if isinstance(x, Real) and x.diag_of is not None), None)
+    if diag is not None and name in _FINITE_OPS | {"aten.div.Tensor"}:  # per self loop: one value per node
+        out.meta["val"] = diag.node.meta.get("val")  # its length is N, not the export's unbacked count
+    return Real(
+        out,
+        positive=positive,
+        finite=name in _FINITE_OPS and all(_is_finite(x) for x in a),
+        diag_of=diag.diag_of if diag is not None else None,
+    )
 
 
 def _guarded_rsqrt(rw: Rewriter, deg: Real) -> Real:
@@ -197,7 +310,7 @@ def _guarded_rsqrt(rw: Rewriter, deg: Real) -> Real:
     if "val" in deg.node.meta:
         for n in (cond, isolated, safe, out):
             n.meta["val"] = deg.node.meta["val"] if n is not cond else deg.node.meta["val"] == 0
-    return Real(out)
+    return Real(out, finite=deg.finite)  # a degree's rsqrt with 0 for 0: finite where the degree is
 
 
 def _map_real(x):

@@ -12,7 +12,7 @@ a gathered value, and scatters back to nodes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -45,6 +45,13 @@ class Side:
 @dataclass(frozen=True)
 class SelfLoopMask:
     """``edge_index[0] != edge_index[1]``."""
+
+    s: EdgeSet
+
+
+@dataclass(frozen=True)
+class LoopMask:
+    """``edge_index[0] == edge_index[1]``: the self loops of an edge set."""
 
     s: EdgeSet
 
@@ -87,6 +94,8 @@ class Edge:
     ones: bool = False  # the pattern itself (torch.ones(E))
     length: int | None = None  # the example's edge count, for a constant made by length alone
     gathered: tuple[Real, Side] | None = None  # x[edge_index[side]]: what was gathered, and along which side
+    finite: bool = False  # provably never inf (built from finite values by +, -, x, and / by a positive value)
+    positive_entry: bool = False  # some entry is provably > 0 (a self loop appended with a positive fill)
 
 
 @dataclass
@@ -97,16 +106,19 @@ class Real:
     positive: bool = False
     rsqrt_of_positive: bool = False
     rsqrt_of: Real | None = None  # x, when this is x ** -0.5
+    finite: bool = False  # provably never inf
+    diag_of: EdgeSet | None = None  # the self-loop values of an edge set (`e[edge_index[0] == edge_index[1]]`)
 
 
 @dataclass(frozen=True)
 class InfTest:
-    """``y == inf``, for GCN's ``masked_fill(deg_inv_sqrt, deg_inv_sqrt == inf, 0)``."""
+    """``y == inf``, for GCN's ``masked_fill(deg_inv_sqrt, deg_inv_sqrt == inf, 0)`` (and its form
+    on edge values, ChebConv's scaled Laplacian)."""
 
-    y: Real
+    y: Real | Edge
 
 
-SYMBOLIC = (Index, Side, SelfLoopMask, Count, NodeRange, Zeros, Alloc)
+SYMBOLIC = (Index, Side, SelfLoopMask, LoopMask, Count, NodeRange, Zeros, Alloc)
 
 
 class Rewriter:
@@ -145,7 +157,21 @@ class Rewriter:
         trailing = n_dims - 1
         xv = self.call(aten.unsqueeze.default, x.node, 0 if side.side == 0 else 1)
         out = self.call(aten.mul.Tensor, self.pattern(side.s, trailing), xv)
-        return Edge(side.s, out, self._trail(x.node), gathered=(x, side))
+        return Edge(side.s, out, self._trail(x.node), gathered=(x, side), finite=x.finite)
+
+    def on_diagonal(self, arg: str, v: Real, trailing: tuple[int, ...]) -> fx.Node:
+        """The (N, N, *trailing) tensor holding node value v(i) at (i, i) and zero elsewhere: the
+        identity pattern (edge list `arg`'s set ``diag``) times v along the rows."""
+        eye = self.pattern(EdgeSet(arg, "diag"), len(trailing))
+        return self.call(aten.mul.Tensor, eye, self.call(aten.unsqueeze.default, v.node, 1))
+
+    def diagonal_of(self, e: Edge) -> Real:
+        """The self-loop values of edge tensor `e` as a node value (N, *trailing): e(i, i)."""
+        eye = self.pattern(EdgeSet(e.s.arg, "diag"), len(e.trailing))
+        out = self.call(aten.sum.dim_IntList, self.call(aten.mul.Tensor, e.node, eye), [1])
+        if self.src is not None and "val" in self.src.meta:
+            out.meta["val"] = self.src.meta["val"].new_zeros((self.n, *e.trailing))
+        return Real(out, finite=e.finite, diag_of=e.s)
 
     def divide(self, e: Edge, by: Edge) -> Edge:
         """e / y[edge_index[side]] as e * (1/y)[edge_index[side]]: the quotient's values on the
@@ -169,7 +195,9 @@ class Rewriter:
         if side.s != e.s:
             raise self.fail("a scatter whose index and values come from different edge lists")
         dim = 1 if side.side == 1 else 0
-        if reduce == "sum":
+        if reduce == "sum" and e.ones and dim == 0 and not e.trailing:  # a count per source: read by rows
+            out = self.call(aten.sum.dim_IntList, self.pattern(replace(e.s, transposed=True)), [1])
+        elif reduce == "sum":
             out = self.call(aten.sum.dim_IntList, e.node, [dim])
         elif reduce == "mean":
             total = self.call(aten.sum.dim_IntList, e.node, [dim])
@@ -187,9 +215,10 @@ class Rewriter:
         else:
             raise self.fail(f"scatter_reduce '{reduce}' (supported: sum, mean, amax)")
         if isinstance(base, Zeros):  # a count over a set holding every self loop is >= 1
-            return Real(out, positive=reduce == "sum" and e.ones and e.s.kind in ("loops", "plus_loops"))
+            positive = reduce == "sum" and e.ones and e.s.kind in ("loops", "plus_loops")
+            return Real(out, positive=positive, finite=e.finite and reduce in ("sum", "mean"))
         if isinstance(base, Real) and reduce == "sum":
-            return Real(self.call(aten.add.Tensor, base.node, out))
+            return Real(self.call(aten.add.Tensor, base.node, out), finite=e.finite and base.finite)
         raise self.fail("a scatter into a non-zero tensor other than a sum")
 
 

@@ -23,6 +23,7 @@ line (schedules and error messages see the user's model, not this rewrite).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from fuseflow.frontend.edge_values import (
     Count,
     Edge,
     Index,
+    LoopMask,
     NodeRange,
     Real,
     Rewriter,
@@ -92,15 +94,17 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     for pos, ph in enumerate(placeholders):
         if pos in example_ei:
             env[ph] = Index(EdgeSet(names[pos]))
-            for kind in ("base", "offdiag", "loops", "plus_loops"):
-                s = EdgeSet(names[pos], kind)
-                node = g.placeholder(s.name)
-                rw.patterns[s] = node
-                sets_of[pos].append(s)
-                user_inputs.append((s.name, node))
+            for kind in ("base", "offdiag", "loops", "plus_loops", "diag"):
+                for transposed in (False, True):
+                    s = EdgeSet(names[pos], kind, transposed)
+                    node = g.placeholder(s.name)
+                    rw.patterns[s] = node
+                    sets_of[pos].append(s)
+                    user_inputs.append((s.name, node))
         elif pos in weights:  # edge weights: a matrix on the edge list's pattern, its values the weights
             node = g.placeholder(names[pos])
-            env[ph] = Edge(EdgeSet(names[weights[pos]]), node, tuple(int(d) for d in args[pos].shape[1:]))
+            trailing = tuple(int(d) for d in args[pos].shape[1:])
+            env[ph] = Edge(EdgeSet(names[weights[pos]]), node, trailing, finite=True)  # checked each run (`weighted`)
             user_inputs.append((names[pos], node))
         else:
             node = g.placeholder(names[pos] if pos < len(args) else f"state_{pos}")
@@ -147,6 +151,7 @@ def _set_sizes(example_ei: dict[int, torch.Tensor], names: Sequence[str], n: int
         out[EdgeSet(names[p], "offdiag")] = e - loops
         out[EdgeSet(names[p], "loops")] = e - loops + n
         out[EdgeSet(names[p], "plus_loops")] = e + n
+        out[EdgeSet(names[p], "diag")] = n
     return out
 
 
@@ -232,6 +237,8 @@ def _symbolic_sizes(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, c
     if name in ("sym_size.int", "aten.sym_size.int"):
         if isinstance(a[0], Index) and a[1] == 1:
             return Count(a[0].s)
+        if isinstance(a[0], Real) and a[0].diag_of is not None and a[1] == 0:
+            return rw.n  # e[edge_index[0] == edge_index[1]]: one self loop per node
         return None
     if name.endswith("_assert_scalar") or name.endswith("_assert_tensor_metadata"):
         return None
@@ -245,12 +252,25 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
         return Side(a[0].s, int(a[2]))
     if name in ("aten.ne.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
         return SelfLoopMask(a[0].s)
+    if name in ("aten.eq.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
+        return LoopMask(a[0].s)
     if name == "aten.index.Tensor":
         src, idx = a[0], a[1]
         if isinstance(src, Index) and len(idx) == 2 and idx[0] is None and isinstance(idx[1], SelfLoopMask):
             return Index(EdgeSet(src.s.arg, "offdiag"))
+        if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], SelfLoopMask):  # remove_self_loops
+            if src.s != idx[0].s or src.s.kind != "base":
+                raise rw.fail("dropping the self loops of edge values of another edge list, or dropped twice")
+            off = EdgeSet(src.s.arg, "offdiag")
+            node = rw.call(aten.mul.Tensor, src.node, rw.pattern(off, len(src.trailing)))
+            return Edge(off, node, src.trailing, finite=src.finite)
         if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
             return rw.gather(src, idx[0], node.meta["val"].dim())
+        if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], LoopMask):
+            return rw.diagonal_of(_loops_only(rw, src, idx[0]))
+    put = name in ("aten.index_put", "aten.index_put_") and isinstance(a[0], Edge) and len(a[1]) == 1
+    if put and isinstance(a[1][0], LoopMask) and isinstance(a[2], Real):
+        return _put_on_loops(rw, _loops_only(rw, a[0], a[1][0]), a[2])
     if name == "aten.index_select" and isinstance(a[0], Real) and isinstance(a[2], Side):
         if a[1] not in (0, -a[0].node.meta["val"].dim() if "val" in a[0].node.meta else -2):
             raise rw.fail("a gather along a dimension other than the node dimension")
@@ -273,6 +293,31 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     ):
         return a[0]
     return _PASS
+
+
+def _loops_only(rw: Rewriter, e: Edge, mask: LoopMask) -> Edge:
+    """`e`, checked to be on the set whose self loops `mask` selects, with exactly one self
+    loop per node (``add_remaining_self_loops``, or ``remove_self_loops`` then
+    ``add_self_loops``): then ``e[mask]`` is e's diagonal in node order."""
+    if e.s != mask.s:
+        raise rw.fail("a self-loop mask of one edge list applied to the values of another")
+    if e.s.kind != "loops":
+        raise rw.fail(
+            "selecting the self loops of an edge list that may hold none or several per node "
+            "(add_remaining_self_loops first)"
+        )
+    return e
+
+
+def _put_on_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:
+    """``e[edge_index[0] == edge_index[1]] = v`` on a set with one self loop per node: e off the
+    diagonal (times the set without loops) plus v on it."""
+    val = v.node.meta.get("val") if hasattr(v.node, "meta") else None
+    if val is None or val.dim() != 1 + len(e.trailing) or int(val.shape[0]) != rw.n:
+        raise rw.fail("writing the self loops of an edge tensor with other than one value per node")
+    off = rw.call(aten.mul.Tensor, e.node, rw.pattern(EdgeSet(e.s.arg, "offdiag"), len(e.trailing)))
+    out = rw.call(aten.add.Tensor, off, rw.on_diagonal(e.s.arg, v, e.trailing))
+    return Edge(e.s, out, e.trailing, finite=e.finite and v.finite)
 
 
 def _allocation_or_scatter(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, counts: dict) -> Any:
@@ -334,13 +379,13 @@ def _alloc(rw: Rewriter, node: fx.Node, shape: tuple, fill: float | None, counts
         return Zeros(tuple(shape))
     out = rw.call(aten.full.default, list(shape), float(fill))
     out.meta["val"] = node.meta.get("val")
-    return Real(out)
+    return Real(out, positive=float(fill) > 0.0, finite=math.isfinite(float(fill)))
 
 
 def _pattern_value(rw: Rewriter, s: EdgeSet, fill: float) -> Edge:
     p = rw.pattern(s)
     node = p if fill == 1.0 else rw.call(aten.mul.Tensor, p, fill)
-    return Edge(s, node, (), ones=fill == 1.0)
+    return Edge(s, node, (), ones=fill == 1.0, finite=math.isfinite(fill))
 
 
 def _val(env: dict, x: Any) -> Any:

@@ -20,6 +20,7 @@ else:
     pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.datasets import KarateClub  # noqa: E402
 from torch_geometric.nn import (  # noqa: E402
+    ChebConv,
     EdgeConv,
     GATConv,
     GATv2Conv,
@@ -344,3 +345,64 @@ def test_gcn_normalisation_with_edge_weights_is_a_clean_error():
         fuseflow.UnsupportedError, match=r"gcn_conv\.py:\d+:0: error: .* on an edge list is not supported"
     ):
         fuseflow.compile(Weighted(True).eval(), (d.x, d.edge_index, w))
+
+
+@pytest.mark.parametrize(
+    ("k", "schedule"), [(2, "unfused"), (2, "layer"), (2, "full"), (2, "op"), (2, "auto"), (3, "layer")]
+)
+def test_chebconv_matches_pyg(k, schedule):
+    """ChebConv as written: PyG's scaled Laplacian (`get_laplacian`: self loops dropped, degrees
+    per source, `add_self_loops` with fill values, `lambda_max = 2 * max`, an inf guard, the
+    loops' values put back less one), then K hops. PyG's ChebConv takes no torch.sparse adj_t
+    (its `get_laplacian` views the index), so edge_index only."""
+    d = karate()
+    torch.manual_seed(0)
+    prog = fuseflow.compile(
+        TwoLayer(ChebConv(34, 8, K=k), ChebConv(8, 4, K=k)).eval(), (d.x, d.edge_index), schedule=schedule
+    )
+    prog.simulate().check()
+
+
+class WeightedCheb(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = ChebConv(34, 4, K=2)
+
+    def forward(self, x, edge_index, edge_weight):
+        return self.conv(x, edge_index, edge_weight)
+
+
+def test_chebconv_with_edge_weights_matches_pyg_and_an_infinite_weight_is_refused_at_run_time():
+    """Edge weights reach the Laplacian as values on the pattern; the inf guard on the scaled
+    weights is a no-op only because the weights are finite, which every run checks."""
+    d = karate()
+    torch.manual_seed(0)
+    w = torch.rand(d.edge_index.shape[1]) + 0.5
+    prog = fuseflow.compile(WeightedCheb().eval(), (d.x, d.edge_index, w), schedule="unfused")
+    prog.simulate().check()
+    bad = w.clone()
+    bad[7] = float("inf")
+    with pytest.raises(fuseflow.FuseflowError, match="entry 7 is infinite"):
+        prog.simulate(d.x, d.edge_index, bad)
+
+
+class InfGuarded(MessagePassing):
+    """Edge weights scaled by their largest, then guarded against inf: the largest may be 0."""
+
+    def __init__(self):
+        super().__init__(aggr="add")
+
+    def forward(self, x, edge_index, w):
+        w = w / w.max()
+        w = w.masked_fill(w == float("inf"), 0)
+        return self.propagate(edge_index, x=x, w=w)
+
+    def message(self, x_j, w):
+        return w.view(-1, 1) * x_j
+
+
+def test_an_inf_guard_on_edge_values_that_may_be_inf_is_refused_with_its_line():
+    d = karate()
+    w = torch.rand(d.edge_index.shape[1])
+    with pytest.raises(fuseflow.UnsupportedError, match=r"test_pyg\.py:\d+:\d+: error: masked_fill\(e, e == inf, 0\)"):
+        fuseflow.compile(InfGuarded(), (d.x, d.edge_index, w), schedule="unfused")
