@@ -406,3 +406,31 @@ def test_an_inf_guard_on_edge_values_that_may_be_inf_is_refused_with_its_line():
     w = torch.rand(d.edge_index.shape[1])
     with pytest.raises(fuseflow.UnsupportedError, match=r"test_pyg\.py:\d+:\d+: error: masked_fill\(e, e == inf, 0\)"):
         fuseflow.compile(InfGuarded(), (d.x, d.edge_index, w), schedule="unfused")
+
+
+TARGETS = {
+    "gat": lambda i, o: GATConv(i, o, heads=2, concat=False),
+    "gatv2": lambda i, o: GATv2Conv(i, o, heads=2, concat=False),
+    "tag": lambda i, o: TAGConv(i, o, K=2),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "schedule"),
+    [("gat", "op")]
+    + [("gatv2", s) for s in ("unfused", "layer", "op", "auto")]
+    + [("tag", s) for s in ("unfused", "full", "op", "auto")]
+    + [("gine", s) for s in ("op", "auto")],
+)
+def test_the_attention_hop_and_edge_feature_convs_match_pyg_under_the_other_schedules(kind, schedule):
+    """With the tests above, GATConv, GATv2Conv, TAGConv, GINEConv and ChebConv each run under
+    every built-in schedule and `auto`."""
+    d = karate()
+    torch.manual_seed(0)
+    if kind == "gine":
+        attr = torch.rand(d.edge_index.shape[1], 34)
+        prog = fuseflow.compile(GINE().eval(), (d.x, d.edge_index, attr), schedule=schedule)
+    else:
+        model_ = TwoLayer(TARGETS[kind](34, 8), TARGETS[kind](8, 4)).eval()
+        prog = fuseflow.compile(model_, (d.x, d.edge_index), schedule=schedule)
+    prog.simulate().check()
