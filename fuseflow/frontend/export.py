@@ -25,7 +25,7 @@ from fuseflow.conversion.linalg_attrs import set_signature
 from fuseflow.dialects.sam import new_context
 from fuseflow.errors import EagerError, UnsupportedError, user_location
 from fuseflow.formats import Format, encoding_attr, parse_format
-from fuseflow.frontend import linalg_copies
+from fuseflow.frontend import decompositions, linalg_copies
 from fuseflow.frontend.diag import eye_name, identity, rewrite_diag, without_diag
 from fuseflow.frontend.edge_lists import edge_positions
 from fuseflow.frontend.lifted import Lifted
@@ -140,7 +140,7 @@ def _decomposed(module: torch.nn.Module, n_args: int, state_names: list[str], in
         # in the number of inputs (every parameter is one), 2-5 s of GPT-3 Small's export.
         ep.example_inputs = None
         try:
-            return ep.run_decompositions(without_diag(get_decomposition_table()))
+            return ep.run_decompositions(without_diag(decompositions.table(get_decomposition_table())))
         except Exception as e:
             raise UnsupportedError(f"torch.export's decomposition failed: {str(e).splitlines()[0]}") from None
 

@@ -33,6 +33,7 @@ import torch
 import torch.fx as fx
 
 from fuseflow.errors import UnsupportedError
+from fuseflow.frontend import decompositions
 from fuseflow.frontend.edge_lists import EdgeAdapter, EdgeSet, edge_index_of, edge_positions, weight_positions
 from fuseflow.frontend.edge_ops import edge_op, real_op
 from fuseflow.frontend.edge_values import (
@@ -80,7 +81,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     lifted = Lifted(model, len(args), list(state)).eval()
     try:
         ep = torch.export.export(lifted, tuple(call_args) + tuple(v.detach() for v in state.values()))
-        ep = ep.run_decompositions(get_decomposition_table())
+        ep = ep.run_decompositions(decompositions.table(get_decomposition_table()))
     except Exception as e:
         raise UnsupportedError(f"torch.export failed on the message-passing model: {str(e).splitlines()[0]}") from None
     g = fx.Graph()

@@ -137,6 +137,8 @@ COMPOSITES: tuple[tuple[str, str], ...] = (
     ),
     ("torch.stack", "torch.stack([a, c]).sum(0) * 2"),
     ("torch.diag(v) of a vector (a diagonal CSR matrix)", "torch.diag(1 / (a.sum(1) + 1.0)).to_sparse() @ a"),
+    ("torch.linalg.vector_norm (orders 1, 2, inf)", "torch.linalg.vector_norm(a - c, 2, dim=1)"),
+    ("torch.nn.functional.normalize", "torch.nn.functional.normalize(a + c, p=2.0, dim=-1)"),
 )
 """PyTorch functions that export as ops of the table (checked the same way): what users write."""
 

@@ -92,3 +92,26 @@ def test_cli_ops_lists_every_op_and_format(capsys):
         assert s.name in out
     for f in ("csr", "dcsc", "bcsr<b>", "coo"):
         assert f in out
+
+
+class ThreeNorm(torch.nn.Module):
+    def forward(self, x):
+        return torch.linalg.vector_norm(x, 3, dim=1)  # an order fuseflow does not decompose
+
+
+@pytest.mark.parametrize("order", [1, 2, float("inf")])
+def test_vector_norms_of_orders_1_2_and_inf_match_pytorch(order):
+    x = torch.randn(5, 6)
+
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.vector_norm(x, order, dim=1, keepdim=True) * x
+
+    fuseflow.compile(Norm(), (x,)).simulate().check()
+
+
+def test_a_vector_norm_of_another_order_is_refused_with_its_line():
+    with pytest.raises(fuseflow.UnsupportedError) as e:
+        fuseflow.compile(ThreeNorm(), (torch.rand(4, 5),))
+    line = ThreeNorm.forward.__code__.co_firstlineno + 1
+    assert str(e.value).startswith(f"{__file__}:{line}:0: error: aten.linalg_vector_norm is not supported")

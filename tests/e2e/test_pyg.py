@@ -20,6 +20,7 @@ else:
     pyg = pytest.importorskip("torch_geometric")
 from torch_geometric.datasets import KarateClub  # noqa: E402
 from torch_geometric.nn import (  # noqa: E402
+    AGNNConv,
     ChebConv,
     EdgeConv,
     GATConv,
@@ -434,3 +435,24 @@ def test_the_attention_hop_and_edge_feature_convs_match_pyg_under_the_other_sche
         model_ = TwoLayer(TARGETS[kind](34, 8), TARGETS[kind](8, 4)).eval()
         prog = fuseflow.compile(model_, (d.x, d.edge_index), schedule=schedule)
     prog.simulate().check()
+
+
+class AGNN(torch.nn.Module):
+    """A linear map, then two AGNNConv layers: cosine attention (`F.normalize` of both ends, a
+    per-edge dot product, softmax over each node's incoming edges)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(34, 8)
+        self.conv1 = AGNNConv()
+        self.conv2 = AGNNConv(requires_grad=False)
+
+    def forward(self, x, edge_index):
+        return self.conv2(self.conv1(self.lin(x), edge_index).relu(), edge_index)
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full"])
+def test_agnnconv_matches_pyg(schedule):
+    d = karate()
+    torch.manual_seed(0)
+    fuseflow.compile(AGNN().eval(), (d.x, d.edge_index), schedule=schedule).simulate().check()
