@@ -52,6 +52,8 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
         denom = rw.call(aten.add.Tensor, rw.call(aten.exp.default, rw.call(aten.neg.default, e.node)), 1.0)
         out = rw.call(aten.mul.Tensor, rw.call(aten.reciprocal.default, denom), rw.pattern(s, len(e.trailing)))
         return Edge(s, out, e.trailing)
+    if name == "aten._softmax" and isinstance(a[0], Edge):
+        return _trailing_softmax(rw, a[0], int(a[1]))
     if name == "aten.sum.dim_IntList" and isinstance(a[0], Edge):
         return _edge_sum(rw, a[0], list(a[1]), bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False)))
     if name == "aten.div.Tensor" and isinstance(a[0], Edge) and isinstance(a[1], Edge) and a[1].gathered is not None:
@@ -151,9 +153,7 @@ def _shape_op(rw: Rewriter, node: fx.Node, name: str, a: list, s: EdgeSet) -> Ed
     """Views of an edge tensor's trailing dimensions, and copies; None for any other op."""
     if name in ("aten.view", "aten._unsafe_view", "aten.reshape"):
         e = a[0]
-        trailing = tuple(int(d) for d in list(a[1])[1:])
-        if any(d < 0 for d in trailing):
-            raise rw.fail("a view of an edge tensor with an inferred trailing dimension")
+        trailing = _inferred(rw, tuple(int(d) for d in list(a[1])[1:]), e.trailing)
         node_ = rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing])
         return Edge(s, node_, trailing, finite=e.finite, positive_entry=e.positive_entry)
     if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
@@ -163,6 +163,19 @@ def _shape_op(rw: Rewriter, node: fx.Node, name: str, a: list, s: EdgeSet) -> Ed
     if name in ("aten.clone", "aten.alias", "aten.detach"):
         return a[0]
     return None
+
+
+def _inferred(rw: Rewriter, trailing: tuple[int, ...], have: tuple[int, ...]) -> tuple[int, ...]:
+    """A view's trailing dimensions with one -1 filled in from the edge tensor's own (`have`)."""
+    if trailing.count(-1) > 1 or any(d < -1 for d in trailing):
+        raise rw.fail("a view of an edge tensor with more than one inferred trailing dimension")
+    if -1 not in trailing:
+        return trailing
+    known = math.prod(d for d in trailing if d != -1)
+    total = math.prod(have)
+    if known == 0 or total % known:
+        raise rw.fail(f"a view of an edge tensor's {total} values per edge as {trailing}")
+    return tuple(total // known if d == -1 else d for d in trailing)
 
 
 def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
@@ -222,6 +235,18 @@ def _with_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:
     s = EdgeSet(e.s.arg, kinds[e.s.kind])
     out = rw.call(aten.add.Tensor, e.node, rw.on_diagonal(e.s.arg, v, e.trailing))
     return Edge(s, out, e.trailing, finite=e.finite and v.finite, positive_entry=v.positive)
+
+
+def _trailing_softmax(rw: Rewriter, e: Edge, dim: int) -> Edge:
+    """softmax along a trailing dimension of edge values (FeaStConv's attention over heads):
+    within each edge, so the (N, N, ...) tensor's softmax along that dimension, times the
+    pattern (off it the softmax of zeros is 1/size, not zero)."""
+    rank = 1 + len(e.trailing)
+    d = dim % rank
+    if d == 0:
+        raise rw.fail("a softmax over the edges of an edge tensor (use torch_geometric.utils.softmax)")
+    out = rw.call(aten._softmax.default, e.node, d + 1, False)
+    return Edge(e.s, rw.call(aten.mul.Tensor, out, rw.pattern(e.s, len(e.trailing))), e.trailing, finite=True)
 
 
 def _edge_sum(rw: Rewriter, e: Edge, dims: list[int], keepdim: bool) -> Edge:

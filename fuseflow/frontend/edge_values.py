@@ -64,6 +64,11 @@ class Count:
 
 
 @dataclass(frozen=True)
+class SizeExpr:
+    """Arithmetic on edge counts that only shape assertions read (``Mod(6 u0 + 204, 2 u0 + 68) == 0``)."""
+
+
+@dataclass(frozen=True)
 class NodeRange:
     """``arange(N)``, viewed (1, N) or repeated (2, N): the self loops' index tensor."""
 
@@ -118,7 +123,7 @@ class InfTest:
     y: Real | Edge
 
 
-SYMBOLIC = (Index, Side, SelfLoopMask, LoopMask, Count, NodeRange, Zeros, Alloc)
+SYMBOLIC = (Index, Side, SelfLoopMask, LoopMask, Count, SizeExpr, NodeRange, Zeros, Alloc)
 
 
 class Rewriter:

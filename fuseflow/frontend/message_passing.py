@@ -48,6 +48,7 @@ from fuseflow.frontend.edge_values import (
     Rewriter,
     SelfLoopMask,
     Side,
+    SizeExpr,
     Zeros,
     aten,
     flat,
@@ -234,7 +235,9 @@ def _symbolic_sizes(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, c
             c = next(x for x in a if isinstance(x, Count))
             if c.s.kind in ("offdiag", "base"):
                 return Count(EdgeSet(c.s.arg, "loops" if c.s.kind == "offdiag" else "plus_loops"))
-        return None
+        return SizeExpr() if any(isinstance(x, (Count, SizeExpr)) for x in a) else None
+    if node.target in (operator.mul, operator.mod, operator.eq, operator.sub, operator.floordiv):
+        return SizeExpr() if any(isinstance(x, (Count, SizeExpr)) for x in a) else _PASS
     if name in ("sym_size.int", "aten.sym_size.int"):
         if isinstance(a[0], Index) and a[1] == 1:
             return Count(a[0].s)

@@ -23,6 +23,7 @@ from torch_geometric.nn import (  # noqa: E402
     AGNNConv,
     ChebConv,
     EdgeConv,
+    FeaStConv,
     GATConv,
     GATv2Conv,
     GCNConv,
@@ -456,3 +457,13 @@ def test_agnnconv_matches_pyg(schedule):
     d = karate()
     torch.manual_seed(0)
     fuseflow.compile(AGNN().eval(), (d.x, d.edge_index), schedule=schedule).simulate().check()
+
+
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full"])
+def test_feastconv_matches_pyg(schedule):
+    """FeaStConv: a softmax over heads within each edge, a view of the messages with an inferred
+    dimension, and shape assertions on the edge count (`Mod(6 u0 + 204, 2 u0 + 68) == 0`)."""
+    d = karate()
+    torch.manual_seed(0)
+    model_ = TwoLayer(FeaStConv(34, 8, heads=2), FeaStConv(8, 4, heads=2)).eval()
+    fuseflow.compile(model_, (d.x, d.edge_index), schedule=schedule).simulate().check()
