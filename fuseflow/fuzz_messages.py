@@ -3,9 +3,11 @@
 ``python -m fuseflow.fuzz --messages --cases 500`` draws PyTorch Geometric `MessagePassing`
 layers whose messages compute per-edge values: sums and products of the two endpoints' features,
 `leaky_relu`, `exp`, `sigmoid` gates, edge features (`edge_attr`), a per-head score summed over
-channels and normalised by PyG's segment softmax over each node's incoming edges (GAT-like), on
-random graphs (a ring, so every node has an incoming edge, plus random edges; with or without
-self loops added), aggregated by sum, mean or max, under a random schedule. Each case is
+channels and normalised by PyG's segment softmax over each node's incoming edges (GAT-like),
+edge weights with self loops appended at a fill value (`add_self_loops(edge_index, w,
+fill_value=)`, as PyG's `get_laplacian` does) and their loops' values changed through a
+self-loop mask, on random graphs (a ring, so every node has an incoming edge, plus random edges;
+with or without self loops added), aggregated by sum, mean or max, under a random schedule. Each case is
 compiled, simulated and compared with eager PyTorch like any fuzz case (`fuzz.run_case`).
 Needs the extra: ``pip install '.[pyg]'``.
 """
@@ -42,6 +44,8 @@ class EdgeCase:
     schedule: str
     seed: int
     order: str = "auto"
+    loop_fill: float | None = None  # weights (0.5 per edge) with self loops appended at this fill
+    loop_shift: bool = False  # then the loops' weights less one (`w[edge_index[0] == edge_index[1]] -= 1`)
 
     @property
     def edge_attr(self) -> bool:
@@ -70,8 +74,18 @@ class EdgeCase:
                 "e = h_j * alpha.unsqueeze(-1)",
             ]
         # edge features belong to the given edges: the loops PyG would add have none (no fill here)
-        added = self.self_loops and not self.edge_attr
+        weighted = self.loop_fill is not None and not self.edge_attr
+        added = self.self_loops and not self.edge_attr and not weighted
         loops = "edge_index, _ = add_self_loops(edge_index, num_nodes=x.shape[0])" if added else "pass"
+        if weighted:
+            loops = (
+                "edge_index, w = add_self_loops(edge_index, torch.full((edge_index.shape[1],), 0.5), "
+                f"fill_value={self.loop_fill}, num_nodes=x.shape[0])"
+            )
+            if self.loop_shift:
+                loops += "\n        w[edge_index[0] == edge_index[1]] -= 1"
+            body = ["e = e * w.view(-1, 1, 1)", *body]
+        wa = ", w=w" if weighted else ""
         src, dst = zip(*self.edges(), strict=True)
         lines = [
             "import torch",
@@ -88,10 +102,10 @@ class EdgeCase:
             f"    def forward(self, x, edge_index{attr}):",
             f"        {loops}",
             f"        h = self.lin(x).view(-1, {self.heads}, {self.channels})",
-            f"        out = self.propagate(edge_index, h=h{', edge_attr=edge_attr' if self.edge_attr else ''})",
+            f"        out = self.propagate(edge_index, h=h{', edge_attr=edge_attr' if self.edge_attr else ''}{wa})",
             f"        return out.reshape(-1, {width})",
             "",
-            f"    def message(self, h_i, h_j, index, size_i{attr}):",
+            f"    def message(self, h_i, h_j, index, size_i{attr}{', w' if weighted else ''}):",
             "        e = h_j",
             *[f"        {line}" for line in body],
             "        return e",
@@ -134,6 +148,8 @@ def edge_cases():
             features=draw(st.integers(1, 4)),
             schedule=draw(st.sampled_from(SCHEDULES)),
             seed=draw(st.integers(0, 2**16)),
+            loop_fill=draw(st.sampled_from([None, None, 0.5, 1.0, -2.0])),
+            loop_shift=draw(st.booleans()),
         )
 
     return draw()

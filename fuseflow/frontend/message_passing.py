@@ -301,11 +301,12 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
 
 def _loops_only(rw: Rewriter, e: Edge, mask: LoopMask) -> Edge:
     """`e`, checked to be on the set whose self loops `mask` selects, with exactly one self
-    loop per node (``add_remaining_self_loops``, or ``remove_self_loops`` then
-    ``add_self_loops``): then ``e[mask]`` is e's diagonal in node order."""
+    loop per node (``add_remaining_self_loops``, ``remove_self_loops`` then ``add_self_loops``,
+    or ``add_self_loops`` on a list the adapter checks holds none): then ``e[mask]`` is e's
+    diagonal in node order."""
     if e.s != mask.s:
         raise rw.fail("a self-loop mask of one edge list applied to the values of another")
-    if e.s.kind != "loops":
+    if e.s.kind not in ("loops", "plus_loops"):  # plus_loops: the adapter refuses a given self loop
         raise rw.fail(
             "selecting the self loops of an edge list that may hold none or several per node "
             "(add_remaining_self_loops first)"
