@@ -143,7 +143,7 @@ def test_memory_nodes_in_series_add_their_stalls_only_behind_a_streaming_scan_in
     two memory latencies are paid one after the other (the simulation takes ~2x one node's
     stalls); walked again, they overlap. The estimate stays within 1.33x of the simulation
     either way, and the chain is charged only in the first case."""
-    from fuseflow.cost import cycle_model
+    from fuseflow.cost import memory_stalls
 
     model, args, formats = kernels.build(kernel="spmm")
     prog = _in_order(model, args, formats, order)
@@ -151,14 +151,14 @@ def test_memory_nodes_in_series_add_their_stalls_only_behind_a_streaming_scan_in
     prog.simulate(arch=ARCH).check()
 
     seen: list[bool] = []
-    real = cycle_model.CycleModel._series_accumulator
+    real = memory_stalls.MemoryStalls.series_accumulator
 
     def spy(self, feeder, node):
         acc = real(self, feeder, node)
         seen.append(acc is not None)
         return acc
 
-    monkeypatch.setattr(cycle_model.CycleModel, "_series_accumulator", spy)
+    monkeypatch.setattr(memory_stalls.MemoryStalls, "series_accumulator", spy)
     prog.estimate(arch=ARCH)
     assert any(seen) == in_series, (order, seen)
 
@@ -197,7 +197,7 @@ def test_memory_nodes_below_an_accumulator_end_after_the_chain_above_it(
 
     assert within[0] <= estimate() / sim <= within[1], (order, sim, estimate())
     if overlapped is not None:
-        monkeypatch.setattr(memory_stalls.MemoryStalls, "_after_accumulator", lambda self, *a: (0.0, 1.0))
+        monkeypatch.setattr(memory_stalls.MemoryStalls, "after_accumulator", lambda self, *a: (0.0, 1.0))
         assert estimate() / sim < overlapped, (order, sim, estimate())
 
 
@@ -232,7 +232,7 @@ def test_a_pair_in_series_waits_its_round_trip_at_deep_fifos(build, opts, order,
         return next(e.cycles for e in prog.estimate(arch=DEEP).regions if e.name == region)
 
     assert 0.75 <= estimate() / sim <= 1.25, (order, sim, estimate())
-    monkeypatch.setattr(memory_stalls.MemoryStalls, "_round_trip", lambda self, *a: 0.0)
+    monkeypatch.setattr(memory_stalls.MemoryStalls, "round_trip", lambda self, *a: 0.0)
     assert estimate() / sim < 0.7, (order, sim, estimate())
 
 
@@ -271,6 +271,6 @@ def test_a_load_below_an_accumulator_holds_it_up_while_each_fiber_drains(hidden,
     assert 0.95 <= estimate(prog) / sim <= 1.08, (hidden, sim, estimate(prog))
     plain = _pruned_linear(hidden, bias=False)
     without_rule = estimate(plain)
-    monkeypatch.setattr(memory_stalls.MemoryStalls, "_drain_stalls", lambda self, node, drain, mine: 0.0)
+    monkeypatch.setattr(memory_stalls.MemoryStalls, "drain_stalls", lambda self, node, drain, mine: 0.0)
     assert estimate(prog) / sim < 0.95, (hidden, sim, estimate(prog))
     assert estimate(plain) == without_rule  # no load below the accumulator: nothing to drain
