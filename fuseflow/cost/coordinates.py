@@ -3,8 +3,9 @@
 A coordinate set met twice (GCN's adjacency read for the degree and again for the edges) must be
 intersected with itself as itself, not as an independent set of the same density, and a fiber
 reached through a neighbour list has a neighbour's length, not the mean. Streams therefore name
-their coordinates' *atoms* (stored levels) and references their origin; this mixin holds the
-rules that create, translate and carry them across regions (docs/cycle-model.md, "Streams").
+their coordinates' *atoms* (stored levels) and references their origin; `CoordinateOrigins`, the
+model's collaborator, holds the rules that create, translate and carry them across regions
+(docs/cycle-model.md, "Streams").
 """
 
 from __future__ import annotations
