@@ -21,8 +21,10 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from fuseflow.dialects.sam_attrs import Attrs, typed_attrs
 from fuseflow.errors import VerificationError
 from fuseflow.mlir import ir
 
@@ -433,8 +435,15 @@ class SamOp:
     attr_texts: list[tuple[str, str]] = field(default_factory=list, repr=False)  # for `GraphBuilder.copy`
 
     def get(self, name: str, default: Any = None) -> Any:
-        """Attribute `name`, decoded to a Python value."""
+        """Attribute `name`, decoded to a Python value (by name: the simulator's parameter table
+        reads them so; code that knows the kind reads `typed`)."""
         return self.attrs.get(name, default)
+
+    @cached_property
+    def typed(self) -> Attrs:
+        """The op's attributes as its kind's dataclass (`sam_attrs`): ``op.typed.format`` of a
+        `ScanAttrs`, ``op.typed.order`` of a `SpaccAttrs`."""
+        return typed_attrs(self.kind, self.attrs)
 
     @property
     def tensor(self) -> str | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, module_text, parse_module, read_graph
+from fuseflow.dialects.sam_attrs import ScanAttrs, SpaccAttrs
+from fuseflow.dialects.sam_ir import GraphBuilder, SamGraph, SamOp, module_text, parse_module, read_graph
 from fuseflow.errors import FuseflowError
 from fuseflow.mlir import ir
 from fuseflow.passes.context import PassContext
@@ -67,7 +68,9 @@ def _depths(g: SamGraph, lane: set[int], level_nodes: set[int]) -> dict[tuple[in
         elif rule == "shallower":
             out = [ins[0] - 1]
         elif rule == "spacc":
-            order = int(op.get("order"))
+            acc = op.typed
+            assert isinstance(acc, SpaccAttrs)  # the rule names the kind
+            order = acc.order
             outer = ins[order]  # operands: inner crds (order of them), the outer crd, the values
             if outer < 0:  # accumulating over a variable above the level: inner levels keep their depth
                 out = ins[:order] + [ins[order - 1]]
@@ -159,7 +162,7 @@ def _check_lanes(g: SamGraph, level: str, level_nodes: set[int], lane: set[int],
     # A lane may read a stream from above the level (e.g. a spacc over an outer variable reads
     # its coordinates) when the level is dense: every fiber then holds every coordinate, dealing
     # by position is dealing by coordinate, and each lane gets the whole outer stream.
-    dense = all(g.ops[i].kind != "scan" or g.ops[i].get("format") == "dense" for i in level_nodes) and not any(
+    dense = all(_scan_format(g.ops[i]) in (None, "dense") for i in level_nodes) and not any(
         g.ops[i].kind in ("intersect", "union") for i in level_nodes
     )
     aligned = _aligned(g, level_nodes, lane)
@@ -210,10 +213,16 @@ def _compressed_between(g: SamGraph, start: int, lane: set[int], depth: dict, be
             continue
         seen.add(i)
         op = g.ops[i]
-        if op.kind == "scan" and op.get("format") == "compressed" and 0 < depth.get((i, 1), 0) < below:
+        if _scan_format(op) == "compressed" and 0 < depth.get((i, 1), 0) < below:
             return i
         stack.extend(src for src, _ in op.operands)
     return None
+
+
+def _scan_format(op: SamOp) -> str | None:
+    """The level format a scan iterates; None for any other op."""
+    a = op.typed
+    return a.format if isinstance(a, ScanAttrs) else None
 
 
 def _emit_lanes(
