@@ -421,10 +421,10 @@ class CycleModel:
     def scan(self, node: NodeSpec, ii: int):
         """Level scanner: a fiber's coordinates and references per input reference."""
         r = self.inp(node, 0)
-        dim = int(node.params.get("dim", 1))
+        dim = node.dim
         refs = r.data * r.present
         weights = None
-        if node.params.get("format") == "dense":
+        if node.format == "dense":
             fiber = float(dim)
         else:
             st = self.stats.get(node.tensor or "")
@@ -442,13 +442,13 @@ class CycleModel:
                 fiber = st.weighted_fiber(node.level, weights) or fiber
         n = refs * fiber
         ref = self.coords.deeper(r.ref, node)
-        if node.params.get("format") == "dense":
+        if node.format == "dense":
             pattern: frozenset | None = frozenset()
         elif ref is None:
             pattern = None
         else:
             pattern = self.coords.level_pattern(node, ref, min(fiber / max(dim, 1), 1.0))
-        dense = node.params.get("format") == "dense"
+        dense = node.format == "dense"
         # every fiber full (a dense tensor stored compressed): its fibers lie back to back, each
         # `dim` positions from the last, as a dense level's rows do
         rows = dense or fiber >= dim - 1e-9
@@ -459,7 +459,7 @@ class CycleModel:
         )
         nonempty = refs * (1.0 if fiber >= 1.0 else fiber)
         steps = 2.0 * r.data + n + 1.0 - (nonempty if self.t.scan_emit_on_pop else 0.0)
-        if node.params.get("format") == "dense":
+        if node.format == "dense":
             return [out, out], steps * ii, 0.0, 0.0
         self.seg_lines[len(self.outs)] = refs * rw.line_changes(_LINE_ELEMS)
         self.misses[len(self.outs)] = self.seg_lines[len(self.outs)] + n * walk.line_changes(_LINE_ELEMS)
@@ -537,7 +537,7 @@ class CycleModel:
 
     def spacc(self, node: NodeSpec, ii: int):
         """Sparse accumulator: the distinct coordinates of the fibers it merges."""
-        order = int(node.params.get("order", 1))
+        order = node.order
         v = self.inp(node, len(node.inputs) - 1)
         c, d = v.counts, v.dims
         if order == 1:
@@ -570,10 +570,10 @@ class CycleModel:
     def fork(self, node: NodeSpec, ii: int):
         """Fork: a level's elements dealt to the lanes."""
         s = self.inp(node, 0)
-        P = int(node.params.get("factor", 1))
+        P = node.factor
         lane = (
             s
-            if int(node.params.get("depth", 0)) < 0
+            if node.depth < 0
             else Stream(s.counts[:-1] + (s.data / P,), s.dims, s.present, s.vars, walk=s.walk.dealt(P))
         )
         return [lane] * node.n_out, s.tokens * ii, 0.0, 0.0
@@ -581,7 +581,7 @@ class CycleModel:
     def join(self, node: NodeSpec, ii: int):
         """Join: the lanes' streams merged back in order."""
         lanes = [self.inp(node, i) for i in range(len(node.inputs))]
-        d = int(node.params.get("depth", 0))
+        d = node.depth
         first = lanes[0]
         cut = max(first.depth - d, 0)
         counts = first.counts[:cut] + tuple(sum(s.counts[j] for s in lanes) for j in range(cut, len(first.counts)))
@@ -591,29 +591,32 @@ class CycleModel:
 
     # -- tiles, fill, memory, outputs ---------------------------------------------------------
     def _in_rank(self, node: NodeSpec) -> int | None:
-        if not self.spec.block or "in_ranks" not in node.params:
+        ranks = node.in_ranks
+        if not self.spec.block or ranks is None:
             return None
-        ranks = list(node.params["in_ranks"])
-        return int(ranks[0]) if ranks else 0
+        return ranks[0] if ranks else 0
 
     def tile_elems(self, node: NodeSpec) -> float:
         """Elements of one tile the node works on (1 without blocking)."""
-        if not self.spec.block or "axes" not in node.params:
+        rank = node.tile_rank
+        if not self.spec.block or rank is None:
             return 1.0
-        return float(self.spec.block ** len(node.params["axes"]))
+        return float(self.spec.block**rank)
 
     def tile_steps(self, node: NodeSpec, s: Stream, ii: int) -> float:
         """Steps of a value node: one per token; a tile occupies the node for its busy time."""
-        if not self.spec.block or "axes" not in node.params:
+        rank = node.tile_rank
+        if not self.spec.block or rank is None:
             return s.tokens * ii
-        ranks = [len(node.params["axes"])] + [int(x) for x in node.params.get("in_ranks", [])]
+        ranks = [rank, *(node.in_ranks or [])]
         busy = self.t.tile_busy(max(ranks), self.spec.block)
         return s.tokens * ii + s.data * max(busy - ii, 0)
 
     def _latency(self, node: NodeSpec) -> float:
         own = self.t.latency if not self.t.kinds else self.t.kind_latency(node.kind)
-        if self.spec.block and "axes" in node.params:
-            own = max(own, self.t.tile_latency(len(node.params["axes"]), self.spec.block))
+        rank = node.tile_rank
+        if self.spec.block and rank is not None:
+            own = max(own, self.t.tile_latency(rank, self.spec.block))
         return float(own)
 
     def _first_lines(self, i: int, node: NodeSpec) -> float:
@@ -695,7 +698,7 @@ class CycleModel:
             if node.kind != "join":
                 continue
             slack = self.join_slack(node) * self.t.fifo_depth
-            d = int(node.params.get("depth", 0))
+            d = node.depth
             elements, lane = 0.0, 0.0
             for src, port in node.inputs:
                 outs = self.outs[src]

@@ -99,7 +99,7 @@ def _longest_path(
         steps[0] += 1
         lat, lanes = best[i]
         if nodes[i].kind == "fork" and i != d:
-            lanes *= float(nodes[i].params.get("factor", 1))
+            lanes *= float(nodes[i].factor)
         for c in consumers.get(i, ()):
             if c > last:
                 continue

@@ -41,6 +41,42 @@ class NodeSpec:
     n_out: int = 1  # result streams (a joiner's payloads follow its coordinate output)
     var: str | None = None  # the index variable a scan or locate iterates (the cycle model's correlations)
 
+    # Typed reads of the parameters (the cycle model's): one place spells their keys.
+    @property
+    def format(self) -> str | None:
+        """A scan's level format (``dense`` / ``compressed``); None for other kinds."""
+        return self.params.get("format")
+
+    @property
+    def dim(self) -> int:
+        """A scan's or locate's level size (a micro-batch's rows, once cut: `fabric.split`)."""
+        return int(self.params.get("dim", 1))
+
+    @property
+    def order(self) -> int:
+        """A sparse accumulator's inner levels."""
+        return int(self.params.get("order", 1))
+
+    @property
+    def factor(self) -> int:
+        """A fork's or join's lanes."""
+        return int(self.params.get("factor", 1))
+
+    @property
+    def depth(self) -> int:
+        """Levels below the parallel variable a fork or join works at (-1: a stream from above it)."""
+        return int(self.params.get("depth", 0))
+
+    @property
+    def tile_rank(self) -> int | None:
+        """The rank of a tile op's values (its axes), None where the op carries no tiles."""
+        return len(self.params["axes"]) if "axes" in self.params else None
+
+    @property
+    def in_ranks(self) -> list[int] | None:
+        """The ranks of a tile op's value inputs, None where it has none."""
+        return [int(x) for x in self.params["in_ranks"]] if "in_ranks" in self.params else None
+
 
 @dataclass
 class TensorSpec:
