@@ -3,7 +3,8 @@
 A reshape that splits or merges dimensions (``(seq, d) -> (seq, heads, d / heads)``, a batched
 matmul's ``(b, n, k) -> (b * n, k)``), a slice (``narrow``, ``select``, ``chunk``) and a
 concatenation (``cat``, ``stack``) are no loop-index renamings: the lowering reads the result as
-a tensor of its own whose name says how it is made from its sources:
+a tensor of its own, a `Derived` object (kind, sources, parameters) whose `Derived.name` is how
+the IR's ``tensor`` attributes spell it, and `parse` reads back:
 
 - ``t3@view2x4x3``: t3 reshaped (row-major) to 2 x 4 x 3;
 - ``t3@perm1x0x2``: t3 transposed (dimension i is t3's ``perm[i]``);
@@ -23,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -36,36 +38,48 @@ _CAT = re.compile(r"(?P<kind>cat|gather)(?P<dim>\d+)\[(?P<inner>.*)\]")
 
 @dataclass(frozen=True)
 class Derived:
-    """How a derived tensor is made: `kind` of `sources` with `params` (see the module doc)."""
+    """How a derived tensor is made: `kind` of `sources` with `params` (see the module doc). The
+    IR names a tensor by a string; `name` is this object's spelling there and `parse` reads it
+    back, so code builds and reads derived tensors as objects and the name is only their
+    serialisation (the `tensor` attributes of sam ops, kept byte for byte)."""
 
     kind: str  # view | perm | slice | cat | gather
     sources: tuple[str, ...]
     params: tuple  # view: shape; perm: permutation; slice: ((offset, size, stride), ...); cat: (dim,)
 
+    @property
+    def name(self) -> str:
+        """The tensor's name in the IR (``t3@view2x4x3``, ``cat1[a;b]``, ...)."""
+        if self.kind in ("view", "perm"):
+            return f"{self.sources[0]}@{self.kind}{'x'.join(str(int(d)) for d in self.params)}"
+        if self.kind == "slice":
+            return f"{self.sources[0]}@slice{','.join(f'{o}:{s}:{st}' for o, s, st in self.params)}"
+        return f"{self.kind}{int(self.params[0])}[{';'.join(self.sources)}]"
+
 
 def view_name(base: str, shape: Sequence[int]) -> str:
     """The name of `base` viewed as `shape`."""
-    return f"{base}@view{'x'.join(str(int(d)) for d in shape)}"
+    return Derived("view", (base,), tuple(int(d) for d in shape)).name
 
 
 def perm_name(base: str, perm: Sequence[int]) -> str:
     """The name of `base` permuted by `perm`."""
-    return f"{base}@perm{'x'.join(str(int(p)) for p in perm)}"
+    return Derived("perm", (base,), tuple(int(p) for p in perm)).name
 
 
 def slice_name(base: str, slices: Sequence[tuple[int, int, int]]) -> str:
     """The name of a slice of `base` (offset, size, stride per axis)."""
-    return f"{base}@slice{','.join(f'{o}:{s}:{st}' for o, s, st in slices)}"
+    return Derived("slice", (base,), tuple(tuple(int(x) for x in sl) for sl in slices)).name
 
 
 def cat_name(sources: Sequence[str], dim: int) -> str:
     """The name of the concatenation of `sources` along `dim`."""
-    return f"cat{dim}[{';'.join(sources)}]"
+    return Derived("cat", tuple(sources), (int(dim),)).name
 
 
 def gather_name(table: str, index: str, dim: int) -> str:
     """The name of `table` gathered by `index` along `dim`."""
-    return f"gather{dim}[{table};{index}]"
+    return Derived("gather", (table, index), (int(dim),)).name
 
 
 def _split_top(text: str, sep: str) -> list[str]:
@@ -80,8 +94,10 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts + [text[start:]]
 
 
+@lru_cache(maxsize=4096)
 def parse(name: str) -> Derived | None:
-    """How `name` is derived; None for a plain tensor (``x``, a re-laid copy ``x@1``, ``t3``)."""
+    """How `name` is derived (the `Derived` whose `name` it is); None for a plain tensor (``x``, a
+    re-laid copy ``x@1``, ``t3``). Read once per name: every consumer goes through it."""
     pieces = _split_top(name, "@")
     if len(pieces) > 1:
         m = _SUFFIX.fullmatch(pieces[-1])
