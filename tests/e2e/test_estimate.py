@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
@@ -137,10 +137,9 @@ def test_parameters_are_laid_out_for_free():
     assert all(r.source in ("A", "X") for r in prog.relayouts)
 
 
-# Derandomized: the model misses by more than the tolerance on some near-empty inputs (an SpMM of an
-# 8 x 28 matrix at density 0.02, seed 0: 195 cycles simulated, 252 estimated, the accumulator's
-# output counted over rows without entries), which a random draw finds now and then.
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(n=8, k=28, density=0.02, kernel="spmm", orientation="csr", seed=0)  # 252 estimated for 195 before
+# the accumulator's union took the mean count of fibers merged as every row's
 @given(
     n=st.integers(8, 40),
     k=st.integers(4, 40),
