@@ -16,7 +16,7 @@ For every shipped example on a finite preset (``amber``: 384 compute / 128 memor
   (regions' own cycles along the longest dependence chain) and its busy unit-cycles over the
   units (the worse class);
 - the cycle model's error per region over the sweep's sequential runs at lanes 1-16 (median
-  and worst of simulated / estimated).
+  and worst of simulated / estimated; ``--model-error`` measures only this, without planning).
 
 One JSON line per model, then a table.
 
@@ -101,7 +101,9 @@ def lower_bound(res, arch: Arch) -> int:
     return int(max(max(path, default=0.0), area))
 
 
-def sweep(model, args, formats, arch_spec, errors: list[tuple[float, str]]) -> list[dict]:
+def sweep(
+    model, args, formats, arch_spec, errors: list[tuple[float, str]], strategies: tuple[str, ...] = STRATEGIES
+) -> list[dict]:
     """Every built-in x uniform lanes x strategy, simulated and checked."""
     arch = Arch.resolve(arch_spec)
     points = []
@@ -135,7 +137,7 @@ def sweep(model, args, formats, arch_spec, errors: list[tuple[float, str]]) -> l
                 points.append({"schedule": builtin, "lanes": f, "error": str(e).splitlines()[0][:120]})
                 continue
             est = {r.name: r.cycles for r in prog.estimate().regions}
-            for strategy in STRATEGIES:
+            for strategy in strategies:
                 row = {"schedule": builtin, "lanes": f, "strategy": strategy}
                 try:
                     res = prog.simulate(strategy=strategy)
@@ -189,12 +191,34 @@ def measure(name: str, mod, options: dict, arch_name: str, do_sweep: bool) -> di
         row.update(best=best["cycles"], best_point=f"{best['schedule']} x{best['lanes']} {best['strategy']}")
         row["sweep_points"], row["sweep_failed"] = len(done), len(points) - len(done)
         row["sweep_failures"] = sorted({p["error"] for p in points if "error" in p})[:3]
-        if errors:
-            row["model_error_median"] = round(statistics.median(abs(e - 1.0) for e, _ in errors), 4)
-            worst = max(errors, key=lambda e: max(e[0], 1 / e[0]))
-            row["model_error_worst"] = round(max(worst[0], 1 / worst[0]), 3)
-            row["model_error_worst_at"] = worst[1]
+        row.update(error_summary(errors))
     return row
+
+
+def error_summary(errors: list[tuple[float, str]]) -> dict:
+    """Median and worst of the model's per-region errors (simulated / estimated), and where the
+    worst is; also over distinct (schedule, lanes, region) runs, each once (a region a uniform
+    factor leaves alone recurs in the sweep)."""
+    if not errors:
+        return {}
+    worst = max(errors, key=lambda e: max(e[0], 1 / e[0]))
+    distinct = list({where: e for e, where in errors}.values())
+    return {
+        "model_error_median": round(statistics.median(abs(e - 1.0) for e, _ in errors), 4),
+        "model_error_worst": round(max(worst[0], 1 / worst[0]), 3),
+        "model_error_worst_at": worst[1],
+        "model_error_distinct": len(distinct),
+        "model_error_distinct_median": round(statistics.median(abs(e - 1.0) for e in distinct), 4),
+        "model_error_over_1_33": sum(max(e, 1 / e) > 1.33 for e in distinct),
+    }
+
+
+def model_error(name: str, mod, options: dict, arch_name: str) -> dict:
+    """The cycle model's error alone: the sweep's sequential runs, no planning (`--model-error`)."""
+    model, args, formats = mod.build(**options)
+    errors: list[tuple[float, str]] = []
+    sweep(model, args, formats, ARCHES[arch_name], errors, strategies=("sequential",))
+    return {"model": name, "arch": arch_name, **error_summary(errors)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", action="append", choices=sorted(ARCHES), help="default: every finite preset here")
     ap.add_argument("--only", help="models whose name contains this")
     ap.add_argument("--no-sweep", action="store_true", help="skip the simulated sweep")
+    ap.add_argument(
+        "--model-error", action="store_true", help="only the cycle model's error over the sweep's sequential runs"
+    )
     a = ap.parse_args(argv)
+    if a.model_error:
+        return _model_errors(a)
     rows = []
     for arch_name in a.arch or list(ARCHES):
         for name, mod, options in _cases():
@@ -250,6 +279,27 @@ def main(argv: list[str] | None = None) -> int:
                     f"{r.get('model_error_median', '-')} / {r.get('model_error_worst', '-')}",
                 )
             )
+        )
+    return 0
+
+
+def _model_errors(a) -> int:
+    rows = []
+    for arch_name in a.arch or list(ARCHES):
+        for name, mod, options in _cases():
+            if a.only and a.only.lower() not in name.lower():
+                continue
+            rows.append(model_error(name, mod, options, arch_name))
+            print(json.dumps(rows[-1]), flush=True)
+    if a.output:
+        Path(a.output).write_text(json.dumps(rows, indent=1))
+    print("model | arch | median | worst (where) | distinct runs | their median | over 1.33x")
+    for r in rows:
+        print(
+            f"{r['model']} | {r['arch']} | {100 * r.get('model_error_median', 0):.1f}% | "
+            f"{r.get('model_error_worst', '-')}x ({r.get('model_error_worst_at', '')}) | "
+            f"{r.get('model_error_distinct', 0)} | {100 * r.get('model_error_distinct_median', 0):.1f}% | "
+            f"{r.get('model_error_over_1_33', 0)}"
         )
     return 0
 
