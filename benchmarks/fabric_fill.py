@@ -148,7 +148,7 @@ def sweep(
                     row["cycles"] = res.cycles
                     if strategy == "sequential":
                         errors += [
-                            (r.cycles / max(est[r.name], 1.0), f"{builtin} x{f} {r.name}")
+                            (r.cycles / max(est[r.name], 1.0), f"{builtin} x{f} {r.name} {_par(choice, r.name)}")
                             for r in res.regions
                             if r.name in est and r.cycles > 0
                         ]
@@ -195,6 +195,12 @@ def measure(name: str, mod, options: dict, arch_name: str, do_sweep: bool) -> di
     return row
 
 
+def _par(choice: dict, region: str) -> str:
+    """A region's lanes in a uniform assignment (``k:8``, ``1`` for one lane); relayouts have none."""
+    o = choice.get(region)
+    return "-" if o is None else (o.par or "1") + (f" b{o.block}" if o.block else "")
+
+
 def error_summary(errors: list[tuple[float, str]]) -> dict:
     """Median and worst of the model's per-region errors (simulated / estimated), and where the
     worst is; also over distinct (schedule, lanes, region) runs, each once (a region a uniform
@@ -202,7 +208,8 @@ def error_summary(errors: list[tuple[float, str]]) -> dict:
     if not errors:
         return {}
     worst = max(errors, key=lambda e: max(e[0], 1 / e[0]))
-    distinct = list({where: e for e, where in errors}.values())
+    # a run is its schedule, region and lanes: the uniform factor ("x8") that reached it is dropped
+    distinct = list({(w.split()[0], *w.split()[2:]): e for e, w in errors}.values())
     return {
         "model_error_median": round(statistics.median(abs(e - 1.0) for e, _ in errors), 4),
         "model_error_worst": round(max(worst[0], 1 / worst[0]), 3),
