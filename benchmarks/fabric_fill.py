@@ -220,11 +220,16 @@ def error_summary(errors: list[tuple[float, str]]) -> dict:
     }
 
 
-def model_error(name: str, mod, options: dict, arch_name: str) -> dict:
-    """The cycle model's error alone: the sweep's sequential runs, no planning (`--model-error`)."""
+def model_error(name: str, mod, options: dict, arch_name: str, everything: list[tuple[float, str]]) -> dict:
+    """The cycle model's error alone: the sweep's sequential runs, no planning (`--model-error`);
+    the runs are also added to `everything`, labelled with the model."""
     model, args, formats = mod.build(**options)
     errors: list[tuple[float, str]] = []
     sweep(model, args, formats, ARCHES[arch_name], errors, strategies=("sequential",))
+    label = name.replace(" ", "_")
+    for e, w in errors:  # "layer x8 main j:8" -> "layer x8 SDDMM:main j:8"
+        builtin, factor, region, *par = w.split()
+        everything.append((e, " ".join([builtin, factor, f"{label}:{region}", *par])))
     return {"model": name, "arch": arch_name, **error_summary(errors)}
 
 
@@ -291,13 +296,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _model_errors(a) -> int:
-    rows = []
+    rows: list[dict] = []
+    everything: list[tuple[float, str]] = []
     for arch_name in a.arch or list(ARCHES):
         for name, mod, options in _cases():
             if a.only and a.only.lower() not in name.lower():
                 continue
-            rows.append(model_error(name, mod, options, arch_name))
+            rows.append(model_error(name, mod, options, arch_name, everything))
             print(json.dumps(rows[-1]), flush=True)
+        rows.append({"model": "all", "arch": arch_name, **error_summary(everything)})
+        everything = []
     if a.output:
         Path(a.output).write_text(json.dumps(rows, indent=1))
     print("model | arch | median | worst (where) | distinct runs | their median | over 1.33x")
