@@ -3,7 +3,7 @@ pipeline, lowering, parsing), and `plan`, the planner with this driver's lowerin
 
 The planner (`planning/planner.py`) lowers many candidate schedules; it imports neither the
 frontend nor this driver: `plan` and `space` export the model here and hand it over with
-`lower_program` (`planner.Exported`).
+`lower_program` (`planning.space.Exported`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from fuseflow.mlir import ir
 from fuseflow.passes import PASSES, PassStep, as_steps, lower_to_sam, pipeline_text, run_pipeline, step
 from fuseflow.passes.context import PassContext
 from fuseflow.planning import planner
+from fuseflow.planning import space as search_space
 from fuseflow.program import Program, Relayout, bind_args
 from fuseflow.schedule.regions import assign_regions, listing
 from fuseflow.schedule.rules import Resolution, Schedule, as_schedule, builtin_name
@@ -317,12 +318,12 @@ def full_pipeline(schedule: str | Schedule, pipeline: list[PassStep], node_budge
 
 def exported(
     model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, lower: Any = None
-) -> planner.Exported:
+) -> search_space.Exported:
     """`model` exported for the planner: a copy of it, its inputs, its linalg, and this driver's
     lowering (or `lower`, a wrapper of `lower_program`)."""
     args = tuple(example_args)
     imported = import_model(model, args, formats)
-    return planner.Exported(copy_module(model), args, imported, lower or lower_program)
+    return search_space.Exported(copy_module(model), args, imported, lower or lower_program)
 
 
 def plan(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, **options: Any):
@@ -335,5 +336,5 @@ def plan(model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[s
 def space(
     model: torch.nn.Module, example_args: Sequence[Any], formats: Mapping[str, Any] | None = None, **options: Any
 ):
-    """The planner's search space (`planning.planner.Space`, same options) for `model`."""
-    return planner.Space(exported(model, example_args, formats), **options)
+    """The planner's search space (`planning.space.Space`, same options) for `model`."""
+    return search_space.Space(exported(model, example_args, formats), **options)

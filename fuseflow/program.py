@@ -12,9 +12,11 @@ import numpy as np
 import torch
 
 from fuseflow import views
-from fuseflow.cost.cycle_model import GraphEstimate, Timing, estimate_graph
+from fuseflow.cost.cycle_model import estimate_graph
+from fuseflow.cost.estimates import GraphEstimate
 from fuseflow.cost.input_stats import relayout_cycles, stats_for_inputs
 from fuseflow.cost.tensor_stats import level_counts
+from fuseflow.cost.timing import Timing
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.resources import check_fits, demand_of
 from fuseflow.fabric.run import predicted_timeline

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 import scipy.sparse
 
+from fuseflow.cost.streams import Stream
 from fuseflow.cost.tensor_stats import TensorStats
 
 if TYPE_CHECKING:
-    from fuseflow.cost.cycle_model import Stream
     from fuseflow.sim.graph import GraphSpec, NodeSpec
 
 Atom = tuple

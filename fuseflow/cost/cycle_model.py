@@ -20,238 +20,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 from fuseflow.cost.coordinates import Atom, CoordinateOrigins
+from fuseflow.cost.estimates import EstimateError, GraphEstimate, NodeEstimate
 from fuseflow.cost.memory_stalls import MemoryStalls
 from fuseflow.cost.memory_walk import LINE_ELEMS as _LINE_ELEMS
-from fuseflow.cost.memory_walk import UNKNOWN_WALK, Walk
 from fuseflow.cost.reconvergence import reconvergence_bound
+from fuseflow.cost.streams import DEFAULT_FIBER_DENSITY, Stream, union_fraction
 from fuseflow.cost.tensor_stats import TensorStats
-from fuseflow.errors import FuseflowError
+from fuseflow.cost.timing import Timing
 
 if TYPE_CHECKING:  # plain data classes; the model itself needs neither MLIR nor the simulator
     from fuseflow.sim.graph import GraphSpec, NodeSpec
-
-DEFAULT_FIBER_DENSITY = 0.1
-"""Fraction of a compressed level's extent a fiber is assumed to hold when no statistics exist."""
-
-
-COVERED_SETTINGS = frozenset(
-    {
-        "fifo_depth",
-        "latency",
-        "ii",
-        "kinds",
-        "scan_emit_on_pop",
-        "reduce_split_stop",
-        "tile_matmul_ii_per_b",
-        "tile_elementwise_ii_per_b",
-        "memory",
-        "max_fifo_mib",
-        "max_seconds",
-    }
-)
-"""Architecture settings (sim/arch.py) the model reads or that do not change cycles."""
-COVERED_MEMORY = frozenset({"enabled", "channels", "bytes_per_request", "latency", "ii", "startup"})
-
-
-class EstimateError(FuseflowError):
-    """The model cannot cover this graph or architecture (the message says what)."""
-
-
-class Stream(NamedTuple):
-    """Elements per depth (`counts[0]` = 1 for a root's reference), each depth's extent, and the
-    fraction of elements that are real (a union's payload carries N where its operand is absent).
-
-    `vars` names each depth's index variable (where known). `pattern` is the set of atoms whose
-    intersection the innermost coordinates are (empty: every coordinate; None: unknown, treated
-    as independent of everything); `ref` says which stored level a reference stream points into,
-    as (identity, level, variables), and `ref_pattern` the pattern of the coordinates that
-    selected those references (a neighbour list picks well-connected rows more often). They
-    exist so that a coordinate set met twice (GCN's adjacency read for the degree and again for
-    the edges) is intersected with itself as itself, not as an independent set of the same
-    density, and a fiber reached through a neighbour list has a neighbour's length."""
-
-    counts: tuple[float, ...]
-    dims: tuple[int, ...]
-    present: float = 1.0
-    vars: tuple[str, ...] = ()
-    pattern: frozenset | None = None
-    ref: tuple | None = None
-    ref_pattern: frozenset | None = None  # the pattern of the coordinates the references sit at
-    walk: Walk = UNKNOWN_WALK  # how a reference stream walks memory (unknown: a line per token)
-    parent_visits: Any = None  # a scan's output: visits of each parent coordinate (numpy), if known
-
-    @property
-    def depth(self) -> int:
-        """Levels above the stream's last one (0: a stream of one fiber)."""
-        return len(self.counts) - 1
-
-    @property
-    def data(self) -> float:
-        """Data tokens: the count at the last level."""
-        return self.counts[-1]
-
-    @property
-    def fibers(self) -> float:
-        """Fibers of the last level, one stop token each."""
-        return self.counts[-2] if self.depth >= 1 else 1.0
-
-    @property
-    def tokens(self) -> float:
-        """Data tokens, one stop per innermost fiber (outer stops merge into it), and D. With no
-        innermost fiber at all (an empty tensor) the outer stop still arrives, raised: one stop."""
-        return self.data + (max(self.counts[-2], 1.0) if self.depth >= 1 else 0.0) + 1.0
-
-    def with_last(self, n: float, present: float = 1.0) -> Stream:
-        """The same stream with `n` data tokens at its last level (present with probability `present`)."""
-        return Stream(self.counts[:-1] + (n,), self.dims, present, self.vars)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The simulator's timing parameters that the model reads (sim/arch.py keys)."""
-
-    latency: int = 1
-    ii: int = 1
-    kinds: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    scan_emit_on_pop: bool = False
-    reduce_split_stop: bool = False
-    tile_matmul_ii_per_b: int = 1
-    tile_elementwise_ii_per_b: int = 1
-    memory: Mapping[str, Any] | None = None
-    fifo_depth: int = 10_240_000
-
-    @staticmethod
-    def from_settings(settings: Mapping[str, Any]) -> Timing:
-        """From `Arch.settings` (what the C++ graph is built from); a setting the model has no
-        rule for is refused rather than silently ignored."""
-        s = dict(settings)
-        for k in s:
-            if k not in COVERED_SETTINGS:
-                raise EstimateError(
-                    f"the cycle model does not cover the architecture setting {k!r}; "
-                    f"covered: {', '.join(sorted(COVERED_SETTINGS))} (simulate instead)"
-                )
-        for k in dict(s.get("memory") or {}):
-            if k not in COVERED_MEMORY:
-                raise EstimateError(
-                    f"the cycle model does not cover the memory setting {k!r}; "
-                    f"covered: {', '.join(sorted(COVERED_MEMORY))} (simulate instead)"
-                )
-        return Timing(
-            int(s.get("latency", 1)),
-            int(s.get("ii", 1)),
-            dict(s.get("kinds", {})),
-            bool(s.get("scan_emit_on_pop", False)),
-            bool(s.get("reduce_split_stop", False)),
-            int(s.get("tile_matmul_ii_per_b", 1)),
-            int(s.get("tile_elementwise_ii_per_b", 1)),
-            s.get("memory"),
-            int(s.get("fifo_depth", 10_240_000)),
-        )
-
-    def kind_latency(self, kind: str) -> int:
-        """A kind's latency: its ``[arch.kinds]`` entry, or the default."""
-        return int(self.kinds.get(kind, {}).get("latency", self.latency))
-
-    def kind_ii(self, kind: str) -> int:
-        """A kind's initiation interval: its ``[arch.kinds]`` entry, or the default."""
-        return int(self.kinds.get(kind, {}).get("ii", self.ii))
-
-    def tile_busy(self, rank: int, b: int) -> int:
-        """Cycles a tile of `rank` axes of extent b occupies a node (node.h `occupy`)."""
-        if rank >= 3:
-            return b * self.tile_matmul_ii_per_b
-        return -(-(b**rank) // b) * self.tile_elementwise_ii_per_b
-
-    def tile_latency(self, rank: int, b: int) -> int:
-        """Cycles before a tile's result is visible (node.h `occupy`: 2b - 1 on the matmul unit,
-        its elements otherwise)."""
-        return 2 * b - 1 if rank >= 3 else b**rank
-
-
-@dataclass
-class NodeEstimate:
-    """Predicted work of one node: tokens it emits (the simulator's `tokens_out`; a sink's
-    `tokens_in`), the cycles it is busy, ALU element ops, memory bytes, and the memory lines it
-    waits for (the simulator's `mem_lines`, with the memory model on)."""
-
-    name: str
-    kind: str
-    tokens: float
-    busy: float
-    alu_ops: float = 0.0
-    mem_bytes: float = 0.0
-    lines: float = 0.0
-
-
-@dataclass
-class GraphEstimate:
-    """Predicted cycles of one graph, its nodes, and the statistics of the tensors it writes."""
-
-    name: str
-    cycles: float
-    nodes: list[NodeEstimate]
-    outputs: dict[str, TensorStats]
-    bottleneck: str
-    fill: float
-    memory_cycles: float = 0.0
-    recompute: float = 1.0  # most times any stored input value is loaded
-
-    @property
-    def alu_ops(self) -> float:
-        """ALU operations over the graph's nodes."""
-        return sum(n.alu_ops for n in self.nodes)
-
-    @property
-    def mem_bytes(self) -> float:
-        """Bytes the graph's nodes read and write."""
-        return sum(n.mem_bytes for n in self.nodes)
-
-    @property
-    def tokens(self) -> float:
-        """Tokens the graph's nodes emit (the simulator's events)."""
-        return sum(n.tokens for n in self.nodes)
-
-    def to_json(self, detail: bool = False) -> dict:
-        """The estimate as `fuseflow estimate --json` prints it; `detail` adds every node."""
-        out = {
-            "name": self.name,
-            "cycles": round(self.cycles),
-            "alu_ops": round(self.alu_ops),
-            "mem_bytes": round(self.mem_bytes),
-            "tokens": round(self.tokens),
-            "bottleneck": self.bottleneck,
-            "fill": round(self.fill),
-            "memory_cycles": round(self.memory_cycles),
-            "recompute": round(self.recompute, 3),
-        }
-        if detail:
-            out["nodes"] = [
-                {
-                    "name": n.name,
-                    "kind": n.kind,
-                    "tokens": round(n.tokens),
-                    "busy": round(n.busy),
-                    "alu_ops": round(n.alu_ops),
-                    "mem_bytes": round(n.mem_bytes),
-                }
-                for n in self.nodes
-            ]
-        return out
-
-
-def union_fraction(p: float, m: float) -> float:
-    """P(a coordinate is in at least one of the fibers merged, each holding it with prob. p), where
-    their number is Poisson with mean `m`: ``1 - exp(-p m)``. The fixed-count form ``1 - (1 - p)^m``
-    agrees for small p but counts a merge of dense fibers as full even where most outputs merge
-    none (an SpMM of an 8 x 28 matrix at density 0.02: 274 accumulated tokens for 178 simulated,
-    153 with this one; docs/cycle-model.md, the spacc row of "Streams")."""
-    p = min(max(p, 0.0), 1.0)
-    return 1.0 - math.exp(-p * max(m, 0.0))
 
 
 class CycleModel:
@@ -781,13 +562,6 @@ _RULE_OF: dict[str, str] = {
 ALU element ops and bytes (a subclass overriding the method changes the rule)."""
 RULES = frozenset(_RULE_OF)
 """Primitive kinds the model has a rule for (a test checks it covers fuseflow.primitives.KINDS)."""
-
-
-def model_approximates(timing: Timing) -> bool:
-    """Whether the model only approximates this timing: FIFOs shallower than the memory latency
-    stall in ways `memory_stalls` estimates but does not follow token by token."""
-    mem = timing.memory
-    return mem is not None and bool(mem.get("enabled", True)) and int(mem.get("latency", 0)) > timing.fifo_depth
 
 
 def estimate_graph(

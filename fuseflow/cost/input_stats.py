@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fuseflow import views
-from fuseflow.cost.cycle_model import union_fraction
+from fuseflow.cost.streams import union_fraction
 from fuseflow.cost.tensor_stats import TensorStats, level_counts
 
 if TYPE_CHECKING:

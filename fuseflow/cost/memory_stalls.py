@@ -37,9 +37,9 @@ class MemoryStalls:
         latency: Callable[[Any], float],
         first_line_count: Callable[[int], float],
     ) -> None:
-        self.spec, self.t = spec, timing  # t: cycle_model.Timing
-        self.outs = outs  # each node's output streams (cycle_model.Stream)
-        self.nodes = nodes  # cycle_model.NodeEstimate per node (`memory_stalls` adds each node's stalls)
+        self.spec, self.t = spec, timing  # t: timing.Timing
+        self.outs = outs  # each node's output streams (streams.Stream)
+        self.nodes = nodes  # estimates.NodeEstimate per node (`memory_stalls` adds each node's stalls)
         self.misses = misses  # node id -> memory lines it waits for (reads)
         self.seg_lines = seg_lines  # compressed scan id -> of its misses, the `seg` lines
         self.latency = latency  # a node's own latency (cycle_model.CycleModel._latency)

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fuseflow import views
-from fuseflow.cost.cycle_model import Timing, estimate_graph
+from fuseflow.cost.cycle_model import estimate_graph
 from fuseflow.cost.input_stats import stats_for_inputs
+from fuseflow.cost.timing import Timing
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import Batched, batched, program_task_list, run_batches
 from fuseflow.fabric.dag import Task

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fuseflow.cost.cycle_model import GraphEstimate
+from fuseflow.cost.estimates import GraphEstimate
 from fuseflow.fabric.scheduler import Span
 from fuseflow.fabric.split import SplitPlan
 

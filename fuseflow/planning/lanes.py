@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from fuseflow.cost.cycle_model import Timing, estimate_graph
+from fuseflow.cost.cycle_model import estimate_graph
 from fuseflow.cost.input_stats import stats_for_inputs
+from fuseflow.cost.timing import Timing
 from fuseflow.dialects.sam_ir import SamGraph, parse_module, read_module
 from fuseflow.errors import FuseflowError
 from fuseflow.fabric.batches import program_task_list

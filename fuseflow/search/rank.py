@@ -26,9 +26,10 @@ import numpy as np
 
 from fuseflow import views
 from fuseflow.analysis.index_notation import Access, Const, Reduce
-from fuseflow.cost.cycle_model import Timing, estimate_graph, model_approximates
+from fuseflow.cost.cycle_model import estimate_graph
 from fuseflow.cost.input_stats import relayout_cycles, stats_for_inputs
 from fuseflow.cost.tensor_stats import TensorStats, level_counts
+from fuseflow.cost.timing import Timing, model_approximates
 from fuseflow.errors import FuseflowError
 from fuseflow.formats import Format
 from fuseflow.search.ordering import Candidate

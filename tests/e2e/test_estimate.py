@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import fuseflow
-from fuseflow.cost.cycle_model import EstimateError, Timing
+from fuseflow.cost.estimates import EstimateError
+from fuseflow.cost.timing import Timing
 
 ROOT = Path(__file__).resolve().parents[2]
 

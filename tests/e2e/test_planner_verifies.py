@@ -118,7 +118,7 @@ def test_a_segment_that_does_not_compile_is_left_out_with_every_longer_one(monke
     holding it out, says so, and returns the best of the rest. Here GCN's `relu,conv2` is
     refused, through the real `Space.compile`."""
     from fuseflow.errors import UnsupportedError
-    from fuseflow.planning.planner import Space
+    from fuseflow.planning.space import Space
 
     real = Space.compile
 

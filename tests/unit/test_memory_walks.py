@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fuseflow.cost.cycle_model import Timing, model_approximates
 from fuseflow.cost.memory_walk import Walk
+from fuseflow.cost.timing import Timing, model_approximates
 
 SEQUENTIAL = Walk(same=0.0, jump=0.0, free=0.0, step=1.0)
 
