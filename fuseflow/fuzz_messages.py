@@ -7,7 +7,8 @@ channels and normalised by PyG's segment softmax over each node's incoming edges
 edge weights with self loops appended at a fill value (`add_self_loops(edge_index, w,
 fill_value=)`, as PyG's `get_laplacian` does) and their loops' values changed through a
 self-loop mask, on random graphs (a ring, so every node has an incoming edge, plus random edges;
-with or without self loops added), aggregated by sum, mean or max, under a random schedule. Each case is
+with or without self loops added, possibly reversed: `edge_index.flip([0])`), aggregated by sum,
+mean, max or min, under a random schedule; per-edge `softplus` and `log1p` too. Each case is
 compiled, simulated and compared with eager PyTorch like any fuzz case (`fuzz.run_case`).
 Needs the extra: ``pip install '.[pyg]'``.
 """
@@ -23,8 +24,10 @@ EDGE_OPS = {  # statements over the running edge value `e` (E, H, C); `h_i` / `h
     "exp": "e = torch.exp(e * 0.1)",
     "gate": "e = torch.sigmoid(e) * h_j",
     "edge_attr": "e = e + edge_attr.view(-1, {heads}, {channels})",
+    "softplus": "e = torch.nn.functional.softplus(e)",
+    "log1p": "e = torch.log1p(e * e)",
 }
-AGGRS = ("add", "mean", "max")
+AGGRS = ("add", "mean", "max", "min")
 SCHEDULES = ("unfused", "layer", "full")
 
 
@@ -46,6 +49,7 @@ class EdgeCase:
     order: str = "auto"
     loop_fill: float | None = None  # weights (0.5 per edge) with self loops appended at this fill
     loop_shift: bool = False  # then the loops' weights less one (`w[edge_index[0] == edge_index[1]] -= 1`)
+    reverse: bool = False  # propagate over the reversed edges (`edge_index.flip([0])`), without edge values
 
     @property
     def edge_attr(self) -> bool:
@@ -86,6 +90,8 @@ class EdgeCase:
                 loops += "\n        w[edge_index[0] == edge_index[1]] -= 1"
             body = ["e = e * w.view(-1, 1, 1)", *body]
         wa = ", w=w" if weighted else ""
+        if self.reverse and not weighted and not self.edge_attr:
+            loops += "\n        edge_index = edge_index.flip([0])"
         src, dst = zip(*self.edges(), strict=True)
         lines = [
             "import torch",
@@ -150,6 +156,7 @@ def edge_cases():
             seed=draw(st.integers(0, 2**16)),
             loop_fill=draw(st.sampled_from([None, None, 0.5, 1.0, -2.0])),
             loop_shift=draw(st.booleans()),
+            reverse=draw(st.booleans()),
         )
 
     return draw()

@@ -102,8 +102,8 @@ class EdgeAdapter:
             loop = torch.arange(self.n_nodes)
             src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
         n = self.n_nodes
-        if s.transposed:  # row: source, column: target
-            return self._csr(dst, src, torch.ones(len(src)))
+        if s.transposed:  # the reversed list: row: source, column: target (`edge_index.flip(0)`)
+            src, dst = dst, src
         for t, side in self.max_over:
             if t == s:
                 have = torch.zeros(n, dtype=torch.bool)
@@ -111,8 +111,8 @@ class EdgeAdapter:
                 if not bool(have.all()):
                     missing = int((~have).nonzero()[0])
                     raise FuseflowError(
-                        f"{s.arg}: node {missing} has no {'incoming' if side == 1 else 'outgoing'} edge; a max "
-                        "aggregation there is 0 in PyTorch Geometric but -inf as sparse algebra (not supported)"
+                        f"{s.arg}: node {missing} has no {'incoming' if side == 1 else 'outgoing'} edge; a max or min "
+                        "aggregation there is 0 in PyTorch Geometric but -inf or inf as sparse algebra (not supported)"
                     )
         return self._csr(src, dst, torch.ones(len(src)))
 

@@ -9,6 +9,7 @@ normalisation idioms (`deg ** -0.5` and its zero-degree guard). docs/architectur
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch.fx as fx
 
@@ -27,6 +28,7 @@ ALU's semantics, `primitives.ALU`)."""
 def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: list[Edge]) -> Edge | Real | InfTest:
     """An op with edge values among its operands (`edges`): the new graph's op, as an edge value
     of the same edge set, zero off its pattern; refused, naming the op, where it cannot be."""
+    a, edges = _rebind_ones(rw, a, edges)
     s = edges[0].s
     if any(e.s != s for e in edges):
         raise rw.fail("an op mixing values of two different edge lists")
@@ -40,24 +42,17 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
         return special
     if any(isinstance(x, (list, tuple)) and any(isinstance(y, Edge) for y in flat(list(x))) for x in a):
         raise rw.fail(f"{name} of a list holding edge values is not supported")
-    if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
-        slope = float(a[1]) if len(a) > 1 else 0.01
-        if not 0.0 <= slope <= 1.0:
-            raise rw.fail(f"leaky_relu with negative_slope {slope} (supported: 0 to 1)")
-        e = a[0]
-        scaled = rw.call(aten.mul.Tensor, e.node, slope)
-        return Edge(s, rw.call(aten.maximum.default, e.node, scaled), e.trailing)
-    if name == "aten.sigmoid":  # 1 / (1 + exp(-x)), then zero off the pattern (sigmoid(0) = 1/2)
-        e = a[0]
-        denom = rw.call(aten.add.Tensor, rw.call(aten.exp.default, rw.call(aten.neg.default, e.node)), 1.0)
-        out = rw.call(aten.mul.Tensor, rw.call(aten.reciprocal.default, denom), rw.pattern(s, len(e.trailing)))
-        return Edge(s, out, e.trailing)
+    rewritten = _rewritten_unary(rw, name, a, s)
+    if rewritten is not None:
+        return rewritten
     if name == "aten._softmax" and isinstance(a[0], Edge):
         return _trailing_softmax(rw, a[0], int(a[1]))
     if name == "aten.sum.dim_IntList" and isinstance(a[0], Edge):
         return _edge_sum(rw, a[0], list(a[1]), bool(a[2]) if len(a) > 2 else bool(kw.get("keepdim", False)))
     if name == "aten.div.Tensor" and isinstance(a[0], Edge) and isinstance(a[1], Edge) and a[1].gathered is not None:
         return rw.divide(a[0], a[1])
+    if name == "aten.bmm" and all(isinstance(x, Edge) for x in a[:2]):
+        return _edge_bmm(rw, a[0], a[1])
     if name in ("aten.mm", "aten.addmm"):
         linear = _edge_linear(rw, node, name, a)
         if linear is not None:
@@ -79,6 +74,46 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
     if not zero_kept:
         out = rw.call(aten.mul.Tensor, out, rw.pattern(s, len(trailing)))
     return Edge(s, out, trailing, finite=_finite(name, a), positive_entry=_keeps_positive_entry(name, a))
+
+
+def _rebind_ones(rw: Rewriter, a: list, edges: list[Edge]) -> tuple[list, list[Edge]]:
+    """``torch.ones(E)`` made from a concrete length belongs to the first set that long
+    (`_alloc`); met with values of another set of the same list and length (the reversed list of
+    ``edge_index.flip(0)``), it is that set's pattern."""
+    sets = {e.s for e in edges if not e.ones}
+    if len(sets) != 1 or all(e.s in sets for e in edges):
+        return a, edges
+    (t,) = sets
+    if any(e.ones and (e.s.arg != t.arg or e.length is None or e.length != rw.counts.get(t)) for e in edges):
+        return a, edges
+
+    def rebound(x):
+        return Edge(t, rw.pattern(t), (), ones=True, length=x.length) if isinstance(x, Edge) and x.ones else x
+
+    a = [rebound(x) for x in a]
+    return a, [rebound(e) for e in edges]
+
+
+def _rewritten_unary(rw: Rewriter, name: str, a: list, s: EdgeSet) -> Edge | None:
+    """Unary ops with f(0) != 0 or no ALU op of their own, rewritten to keep edge values zero off
+    the pattern: leaky_relu, sigmoid, log1p; None for any other op."""
+    if name == "aten.leaky_relu":  # max(x, s x) for 0 <= s <= 1: zero where x is (the ALU's max and mul)
+        slope = float(a[1]) if len(a) > 1 else 0.01
+        if not 0.0 <= slope <= 1.0:
+            raise rw.fail(f"leaky_relu with negative_slope {slope} (supported: 0 to 1)")
+        e = a[0]
+        scaled = rw.call(aten.mul.Tensor, e.node, slope)
+        return Edge(s, rw.call(aten.maximum.default, e.node, scaled), e.trailing)
+    if name == "aten.sigmoid":  # 1 / (1 + exp(-x)), then zero off the pattern (sigmoid(0) = 1/2)
+        e = a[0]
+        denom = rw.call(aten.add.Tensor, rw.call(aten.exp.default, rw.call(aten.neg.default, e.node)), 1.0)
+        out = rw.call(aten.mul.Tensor, rw.call(aten.reciprocal.default, denom), rw.pattern(s, len(e.trailing)))
+        return Edge(s, out, e.trailing)
+    if name == "aten.log1p":  # log(1 + x): zero where x is
+        e = a[0]
+        out = rw.call(aten.log.default, rw.call(aten.add.Tensor, e.node, 1.0))
+        return Edge(s, rw.call(aten.mul.Tensor, out, rw.pattern(s, len(e.trailing))), e.trailing)
+    return None
 
 
 _FINITE_OPS = {"aten.add.Tensor", "aten.sub.Tensor", "aten.mul.Tensor", "aten.neg"}
@@ -156,13 +191,54 @@ def _shape_op(rw: Rewriter, node: fx.Node, name: str, a: list, s: EdgeSet) -> Ed
         trailing = _inferred(rw, tuple(int(d) for d in list(a[1])[1:]), e.trailing)
         node_ = rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing])
         return Edge(s, node_, trailing, finite=e.finite, positive_entry=e.positive_entry)
-    if name == "aten.unsqueeze" and a[1] in (-1, node.meta["val"].dim() - 1):
+    if name == "aten.unsqueeze" and isinstance(a[0], Edge):
+        e, d = a[0], int(a[1]) % node.meta["val"].dim()
+        if d == 0:
+            raise rw.fail("unsqueeze before an edge tensor's edge dimension")
+        node_ = rw.call(aten.unsqueeze.default, e.node, d + 1)  # (E, *t) dimension d is (N, N, *t)'s d + 1
+        trailing = e.trailing[: d - 1] + (1,) + e.trailing[d - 1 :]
+        return Edge(s, node_, trailing, finite=e.finite, positive_entry=e.positive_entry)
+    if name in ("prims.squeeze", "aten.squeeze.dim", "aten.squeeze.dims") and isinstance(a[0], Edge):
         e = a[0]
-        node_ = rw.call(aten.unsqueeze.default, e.node, -1)
-        return Edge(s, node_, e.trailing + (1,), finite=e.finite, positive_entry=e.positive_entry)
+        dims = a[1] if isinstance(a[1], (list, tuple)) else [a[1]]
+        drop = {int(d) % (len(e.trailing) + 1) for d in dims}
+        if 0 in drop:
+            raise rw.fail("squeeze of an edge tensor's edge dimension")
+        drop = {d for d in drop if e.trailing[d - 1] == 1}  # squeeze leaves a dimension of another size
+        trailing = tuple(t for k, t in enumerate(e.trailing, 1) if k not in drop)
+        node_ = rw.call(aten.view.default, e.node, [rw.n, rw.n, *trailing])
+        return Edge(s, node_, trailing, finite=e.finite, positive_entry=e.positive_entry)
     if name in ("aten.clone", "aten.alias", "aten.detach"):
         return a[0]
+    if name in ("aten.expand", "aten.expand_as") and isinstance(a[0], Edge):
+        if tuple(int(d) for d in node.meta["val"].shape[1:]) == a[0].trailing:
+            return a[0]  # a no-op expand (torch.matmul's broadcast of equal batch dimensions)
+        raise rw.fail("expanding an edge tensor's trailing dimensions")
+    if name in ("aten.select.int", "aten.slice.Tensor") and isinstance(a[0], Edge):
+        return _trailing_part(rw, node, name, a[0], a)
     return None
+
+
+def _trailing_part(rw: Rewriter, node: fx.Node, name: str, e: Edge, a: list) -> Edge:
+    """``e[:, k]`` or ``e[:, a:b:s]`` along a trailing dimension (PNAConv's towers): the same op
+    one dimension further in, on the (N, N, *trailing) values."""
+    d = int(a[1]) % (len(e.trailing) + 1)
+    if d == 0:
+        raise rw.fail(f"{name} along an edge tensor's edge dimension")
+    out = rw.call(node.target, e.node, d + 1, *a[2:])
+    return Edge(e.s, out, tuple(int(x) for x in node.meta["val"].shape[1:]), finite=e.finite)
+
+
+def _edge_bmm(rw: Rewriter, x: Edge, y: Edge) -> Edge:
+    """A matrix product per edge, (E, m, k) @ (E, k, n) (NNConv's ``x_j.unsqueeze(1) @ W(e)``):
+    ``sum_k x(.., m, k, 1) y(.., 1, k, n)``, zero off the pattern as both factors are."""
+    if len(x.trailing) != 2 or len(y.trailing) != 2 or x.trailing[1] != y.trailing[0]:
+        raise rw.fail(f"a batched product of edge tensors shaped {x.trailing} and {y.trailing}")
+    prod = rw.call(
+        aten.mul.Tensor, rw.call(aten.unsqueeze.default, x.node, -1), rw.call(aten.unsqueeze.default, y.node, 2)
+    )
+    out = rw.call(aten.sum.dim_IntList, prod, [3])
+    return Edge(x.s, out, (x.trailing[0], y.trailing[1]), finite=x.finite and y.finite)
 
 
 def _inferred(rw: Rewriter, trailing: tuple[int, ...], have: tuple[int, ...]) -> tuple[int, ...]:
@@ -232,7 +308,7 @@ def _with_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:
     val = v.node.meta.get("val") if hasattr(v.node, "meta") else None
     if e.s.kind not in kinds or val is None or val.dim() != 1 + len(e.trailing) or int(val.shape[0]) != rw.n:
         raise rw.fail("cat of edge values with other tensors (gather node values by edge_index first)")
-    s = EdgeSet(e.s.arg, kinds[e.s.kind])
+    s = replace(e.s, kind=kinds[e.s.kind])
     out = rw.call(aten.add.Tensor, e.node, rw.on_diagonal(e.s.arg, v, e.trailing))
     return Edge(s, out, e.trailing, finite=e.finite and v.finite, positive_entry=v.positive)
 
@@ -282,11 +358,13 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
     idioms (`deg ** -0.5` as rsqrt, its `== inf` test and zero-degree guard)."""
     if name in ("aten.pow_.Scalar", "aten.pow.Tensor_Scalar") and isinstance(a[0], Real) and a[1] == -0.5:
         return Real(
-            rw.call(aten.rsqrt.default, a[0].node),
-            rsqrt_of_positive=a[0].positive,
-            rsqrt_of=a[0],
-            finite=a[0].positive and a[0].finite,
+            rw.call(aten.rsqrt.default, a[0].node), inverse=(a[0], "rsqrt"), finite=a[0].positive and a[0].finite
         )
+    if name == "aten.reciprocal" and isinstance(a[0], Real):  # 1 / deg (WLConvContinuous)
+        finite = a[0].positive and a[0].finite
+        return Real(rw.call(aten.reciprocal.default, a[0].node), inverse=(a[0], "reciprocal"), finite=finite)
+    if name == "aten.mul.Tensor" and isinstance(a[0], Real) and a[0].inverse is not None and a[1] == 1.0:
+        return a[0]  # 1. / deg exports as reciprocal(deg) * 1.0
     if name == "aten.eq.Scalar" and isinstance(a[0], Real) and a[1] == math.inf:
         return InfTest(a[0])
     masked = None
@@ -296,13 +374,12 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
         masked = (a[2], a[0])
     if masked is not None:
         y, test = masked
-        if not isinstance(y, Real):
-            raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5")
-        if test.y is y and y.rsqrt_of_positive:
-            return y  # rsqrt of a degree counted with self loops: never inf, the fill is a no-op
-        if test.y is y and y.rsqrt_of is not None:
-            return _guarded_rsqrt(rw, y.rsqrt_of)
-        raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5")
+        if not isinstance(y, Real) or test.y is not y or y.inverse is None:
+            raise rw.fail("masked_fill(x, x == inf, 0) is supported only on x = deg ** -0.5 or 1 / deg")
+        deg, op = y.inverse
+        if deg.positive:
+            return y  # the inverse of a degree counted with self loops: never inf, the fill is a no-op
+        return _guarded_inverse(rw, deg, op)
     new_args = _map_real(a)
     new_kw = _map_real(kw)
     assert callable(node.target)  # a call_function node
@@ -322,15 +399,16 @@ def real_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict) -> Real |
     )
 
 
-def _guarded_rsqrt(rw: Rewriter, deg: Real) -> Real:
-    """``deg ** -0.5`` with 0 where deg is 0 (GCN's ``masked_fill(inf, 0)`` without self
-    loops): ``rsqrt(deg + [deg == 0]) * [deg != 0]``, the indicators being the ALU's eqz / nez;
-    an isolated node's weight is 0, never inf times 0."""
+def _guarded_inverse(rw: Rewriter, deg: Real, op: str) -> Real:
+    """``deg ** -0.5`` (`op` rsqrt) or ``1 / deg`` (reciprocal) with 0 where deg is 0 (GCN's
+    ``masked_fill(inf, 0)`` without self loops): ``op(deg + [deg == 0]) * [deg != 0]``, the
+    indicators being the ALU's eqz / nez; an isolated node's weight is 0, never inf times 0."""
     cond = rw.call(aten.eq.Scalar, deg.node, 0.0)
     one = rw.call(aten.scalar_tensor.default, 1.0)
     zero = rw.call(aten.scalar_tensor.default, 0.0)
     isolated = rw.call(aten.where.self, cond, one, zero)
-    safe = rw.call(aten.rsqrt.default, rw.call(aten.add.Tensor, deg.node, isolated))
+    inverse = aten.rsqrt.default if op == "rsqrt" else aten.reciprocal.default
+    safe = rw.call(inverse, rw.call(aten.add.Tensor, deg.node, isolated))
     out = rw.call(aten.mul.Tensor, safe, rw.call(aten.where.self, cond, zero, one))
     if "val" in deg.node.meta:
         for n in (cond, isolated, safe, out):

@@ -109,8 +109,7 @@ class Real:
 
     node: Any
     positive: bool = False
-    rsqrt_of_positive: bool = False
-    rsqrt_of: Real | None = None  # x, when this is x ** -0.5
+    inverse: tuple[Real, str] | None = None  # (x, "rsqrt") when this is x ** -0.5; (x, "reciprocal"): 1 / x
     finite: bool = False  # provably never inf
     diag_of: EdgeSet | None = None  # the self-loop values of an edge set (`e[edge_index[0] == edge_index[1]]`)
 
@@ -172,7 +171,7 @@ class Rewriter:
 
     def diagonal_of(self, e: Edge) -> Real:
         """The self-loop values of edge tensor `e` as a node value (N, *trailing): e(i, i)."""
-        eye = self.pattern(EdgeSet(e.s.arg, "diag"), len(e.trailing))
+        eye = self.pattern(replace(e.s, kind="diag"), len(e.trailing))
         out = self.call(aten.sum.dim_IntList, self.call(aten.mul.Tensor, e.node, eye), [1])
         if self.src is not None and "val" in self.src.meta:
             out.meta["val"] = self.src.meta["val"].new_zeros((self.n, *e.trailing))
@@ -201,7 +200,7 @@ class Rewriter:
             raise self.fail("a scatter whose index and values come from different edge lists")
         dim = 1 if side.side == 1 else 0
         if reduce == "sum" and e.ones and dim == 0 and not e.trailing:  # a count per source: read by rows
-            out = self.call(aten.sum.dim_IntList, self.pattern(replace(e.s, transposed=True)), [1])
+            out = self.call(aten.sum.dim_IntList, self.pattern(replace(e.s, transposed=not e.s.transposed)), [1])
         elif reduce == "sum":
             out = self.call(aten.sum.dim_IntList, e.node, [dim])
         elif reduce == "mean":
@@ -211,14 +210,17 @@ class Rewriter:
             for _ in e.trailing:
                 count = self.call(aten.unsqueeze.default, count, -1)
             out = self.call(aten.div.Tensor, total, count)
-        elif reduce == "amax":
+        elif reduce in ("amax", "amin"):  # min(e) = -max(-e): the lowering has a max reduction only
             mask = self.pattern(e.s, len(e.trailing))
             keep = self.call(aten.ne.Scalar, mask, 0)
-            masked = self.call(aten.where.self, keep, e.node, self.call(aten.scalar_tensor.default, -math.inf))
+            v = e.node if reduce == "amax" else self.call(aten.neg.default, e.node)
+            masked = self.call(aten.where.self, keep, v, self.call(aten.scalar_tensor.default, -math.inf))
             out = self.call(aten.amax.default, masked, [dim])
+            if reduce == "amin":
+                out = self.call(aten.neg.default, out)
             self.max_over.append((e.s, side.side))
         else:
-            raise self.fail(f"scatter_reduce '{reduce}' (supported: sum, mean, amax)")
+            raise self.fail(f"scatter_reduce '{reduce}' (supported: sum, mean, amax, amin)")
         if isinstance(base, Zeros):  # a count over a set holding every self loop is >= 1
             positive = reduce == "sum" and e.ones and e.s.kind in ("loops", "plus_loops")
             return Real(out, positive=positive, finite=e.finite and reduce in ("sum", "mean"))

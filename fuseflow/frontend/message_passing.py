@@ -8,7 +8,7 @@ becomes an (N, N, F...) tensor indexed (target i, source j) that is zero off the
 and the edge list becomes a 0/1 *pattern matrix* P (CSR) that the model takes instead:
 
 - gather by source / target: ``P[:, :, None] * x[None, :, :]`` / ``P[:, :, None] * x[:, None, :]``;
-- ``scatter_add`` / ``scatter_reduce(sum|mean|amax)`` over targets: a sum (max) over j;
+- ``scatter_add`` / ``scatter_reduce(sum|mean|amax|amin)`` over targets: a sum (max, min) over j;
   over sources: over i; ``mean`` divides by the pattern's row sums;
 - elementwise ops on edge values stay elementwise; an op with f(0) != 0 is multiplied by P;
 - ``add_remaining_self_loops`` (drop self loops, append one per node) is a second pattern built
@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -82,7 +82,7 @@ def translate(model: torch.nn.Module, args: Sequence[Any], names: Sequence[str])
     lifted = Lifted(model, len(args), list(state)).eval()
     try:
         ep = torch.export.export(lifted, tuple(call_args) + tuple(v.detach() for v in state.values()))
-        ep = ep.run_decompositions(decompositions.table(get_decomposition_table()))
+        ep = ep.run_decompositions(decompositions.table(get_decomposition_table(), edges=True))
     except Exception as e:
         raise UnsupportedError(f"torch.export failed on the message-passing model: {str(e).splitlines()[0]}") from None
     g = fx.Graph()
@@ -154,6 +154,8 @@ def _set_sizes(example_ei: dict[int, torch.Tensor], names: Sequence[str], n: int
         out[EdgeSet(names[p], "loops")] = e - loops + n
         out[EdgeSet(names[p], "plus_loops")] = e + n
         out[EdgeSet(names[p], "diag")] = n
+    for s, c in list(out.items()):  # the reversed lists (`flip(0)`) last: a tie prefers the list as given
+        out[replace(s, transposed=True)] = c
     return out
 
 
@@ -234,7 +236,7 @@ def _symbolic_sizes(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, c
         if node.target is operator.add and any(isinstance(x, Count) for x in a):
             c = next(x for x in a if isinstance(x, Count))
             if c.s.kind in ("offdiag", "base"):
-                return Count(EdgeSet(c.s.arg, "loops" if c.s.kind == "offdiag" else "plus_loops"))
+                return Count(replace(c.s, kind="loops" if c.s.kind == "offdiag" else "plus_loops"))
         return SizeExpr() if any(isinstance(x, (Count, SizeExpr)) for x in a) else None
     if node.target in (operator.mul, operator.mod, operator.eq, operator.sub, operator.floordiv):
         return SizeExpr() if any(isinstance(x, (Count, SizeExpr)) for x in a) else _PASS
@@ -254,6 +256,8 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     and gathers of node features along a side."""
     if name == "aten.select.int" and isinstance(a[0], Index) and a[1] == 0:
         return Side(a[0].s, int(a[2]))
+    if name == "aten.bitwise_not" and isinstance(a[0], (LoopMask, SelfLoopMask)):  # ~(src == dst)
+        return SelfLoopMask(a[0].s) if isinstance(a[0], LoopMask) else LoopMask(a[0].s)
     if name in ("aten.ne.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
         return SelfLoopMask(a[0].s)
     if name in ("aten.eq.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
@@ -261,11 +265,11 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     if name == "aten.index.Tensor":
         src, idx = a[0], a[1]
         if isinstance(src, Index) and len(idx) == 2 and idx[0] is None and isinstance(idx[1], SelfLoopMask):
-            return Index(EdgeSet(src.s.arg, "offdiag"))
+            return Index(replace(src.s, kind="offdiag"))
         if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], SelfLoopMask):  # remove_self_loops
             if src.s != idx[0].s or src.s.kind != "base":
                 raise rw.fail("dropping the self loops of edge values of another edge list, or dropped twice")
-            off = EdgeSet(src.s.arg, "offdiag")
+            off = replace(src.s, kind="offdiag")
             node = rw.call(aten.mul.Tensor, src.node, rw.pattern(off, len(src.trailing)))
             return Edge(off, node, src.trailing, finite=src.finite)
         if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
@@ -275,6 +279,8 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     put = name in ("aten.index_put", "aten.index_put_") and isinstance(a[0], Edge) and len(a[1]) == 1
     if put and isinstance(a[1][0], LoopMask) and isinstance(a[2], Real):
         return _put_on_loops(rw, _loops_only(rw, a[0], a[1][0]), a[2])
+    if name == "aten.flip" and isinstance(a[0], Index) and [int(d) % 2 for d in a[1]] == [0]:
+        return Index(replace(a[0].s, transposed=not a[0].s.transposed))  # the reversed edges: P's transpose
     if name == "aten.index_select" and isinstance(a[0], Real) and isinstance(a[2], Side):
         if a[1] not in (0, -a[0].node.meta["val"].dim() if "val" in a[0].node.meta else -2):
             raise rw.fail("a gather along a dimension other than the node dimension")
@@ -291,7 +297,7 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
         and a[0][0].s.kind in ("offdiag", "base")
         and a[1] in (1, -1)
     ):  # add_remaining_self_loops (loops dropped first), or add_self_loops on the list as given
-        return Index(EdgeSet(a[0][0].s.arg, "loops" if a[0][0].s.kind == "offdiag" else "plus_loops"))
+        return Index(replace(a[0][0].s, kind="loops" if a[0][0].s.kind == "offdiag" else "plus_loops"))
     if name in ("aten.view", "aten.expand", "aten.expand_as", "aten.clone", "aten._unsafe_view") and isinstance(
         a[0], Side
     ):
@@ -320,7 +326,7 @@ def _put_on_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:
     val = v.node.meta.get("val") if hasattr(v.node, "meta") else None
     if val is None or val.dim() != 1 + len(e.trailing) or int(val.shape[0]) != rw.n:
         raise rw.fail("writing the self loops of an edge tensor with other than one value per node")
-    off = rw.call(aten.mul.Tensor, e.node, rw.pattern(EdgeSet(e.s.arg, "offdiag"), len(e.trailing)))
+    off = rw.call(aten.mul.Tensor, e.node, rw.pattern(replace(e.s, kind="offdiag"), len(e.trailing)))
     out = rw.call(aten.add.Tensor, off, rw.on_diagonal(e.s.arg, v, e.trailing))
     return Edge(e.s, out, e.trailing, finite=e.finite and v.finite)
 

@@ -139,6 +139,13 @@ COMPOSITES: tuple[tuple[str, str], ...] = (
     ("torch.diag(v) of a vector (a diagonal CSR matrix)", "torch.diag(1 / (a.sum(1) + 1.0)).to_sparse() @ a"),
     ("torch.linalg.vector_norm (orders 1, 2, inf)", "torch.linalg.vector_norm(a - c, 2, dim=1)"),
     ("torch.nn.functional.normalize", "torch.nn.functional.normalize(a + c, p=2.0, dim=-1)"),
+    ("torch.nn.functional.softplus", "torch.nn.functional.softplus(a - c)"),
+    ("torch.log1p", "torch.log1p(a * a + c * c)"),
+    (
+        "torch.nn.functional.batch_norm (eval: running statistics)",
+        "torch.nn.functional.batch_norm(a, c[0], c[1] * c[1] + 1.0, training=False)",
+    ),
+    ("Tensor.repeat by ones", "a.repeat(1, 1) * c"),
 )
 """PyTorch functions that export as ops of the table (checked the same way): what users write."""
 

@@ -89,8 +89,8 @@ def listing(func, ops: list[ir.Operation] | None = None) -> Listing:
     for i in reversed(range(len(ops))):
         if _is_mask_producer(ops[i]):
             users = [c for r in ops[i].results for c in _consumers_of(r, compute)]
-            if users:
-                keys[i] = keys[pos[users[0]]]
+            if users:  # the first consumer in program order (a mask CSE'd between layers feeds both)
+                keys[i] = keys[min(pos[u] for u in users)]
     for i, op in enumerate(ops):
         path = locs[i][1]
         key = keys[i]
