@@ -2,6 +2,7 @@
 
     python benchmarks/sampling.py --tier quick -o docs/results/sampling.json
     python benchmarks/sampling.py --only sage:ogbn-mag:full --no-whole -o build/sage_mag.json
+    python benchmarks/sampling.py --only gpt:block32:partial --whole-from docs/results/paper_paper.json
 
 Every point (an application on a dataset under a fusion schedule, built as `benchmarks/paper.py`
 builds Figure 12's) is simulated sampled (`--sample`, default ±2% at 95%) and whole, in one
@@ -21,6 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
@@ -46,9 +48,33 @@ largest whole runs here pass 10^9 cycles."""
 
 def build(app: str, dataset: str):
     """The Figure 12 model of `app` on `dataset` (benchmarks/paper.py)."""
+    return _paper()._build(app, dataset)
+
+
+def _paper():
     from fuseflow.model_files import python_file
 
-    return python_file("paper", ROOT / "benchmarks")._build(app, dataset)
+    return python_file("paper", ROOT / "benchmarks")
+
+
+def setup(app: str, dataset: str, schedule: str) -> tuple[tuple, Any, dict, dict, dict]:
+    """A point as `benchmarks/paper.py` runs it: (model, args, formats), the schedule to compile,
+    compile options, simulate options and the comparison's tolerance. GPT (dataset ``blockB``:
+    GPT-3 Small at mask block B) compiles its paper schedules (`partial`: FuseFlow's split per
+    block; `full`: the cross-block one) with the raised node budget, simulates with the region
+    memo (its decoders and heads are identical: sampled once each, docs/sampling.md) and
+    compares with GPT's tolerance."""
+    if app != "gpt":
+        return build(app, dataset), schedule, {}, {}, {}
+    from fuseflow.model_files import example
+
+    paper = _paper()
+    gpt = example("gpt_bigbird", ROOT / "examples")
+    geo = {**paper.gpt_geometry("paper"), "block": int(dataset.removeprefix("block"))}
+    built = gpt.build(**geo)
+    named = {"partial": gpt.transformer_schedule(), "full": gpt.fuseflow_full_schedule(geo["layers"])}
+    tol = {"rtol": 1e-5 * 64, "atol": 1e-5 * 64}
+    return built, named.get(schedule, schedule), {"node_budget": paper.GPT_NODE_BUDGET}, {"memo": True}, tol
 
 
 def saved_cycles(path: str | None) -> dict[tuple[str, str, str], int]:
@@ -66,14 +92,14 @@ def saved_cycles(path: str | None) -> dict[tuple[str, str, str], int]:
 
 def measure(app: str, dataset: str, schedule: str, sample: str, whole: int | None, run_whole: bool) -> dict:
     """One point, sampled then whole (unless its whole cycles are given, or not wanted)."""
-    model, args, formats = build(app, dataset)
+    (model, args, formats), compiled, copts, sopts, tol = setup(app, dataset, schedule)
     t = time.perf_counter()
-    prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, arch=ARCH)
+    prog = fuseflow.compile(model, args, formats=formats, schedule=compiled, arch=ARCH, **copts)
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
-    res = prog.simulate(sample=sample, arch=ARCH)
+    res = prog.simulate(sample=sample, arch=ARCH, **sopts)
     sampled_s = time.perf_counter() - t
-    res.check()
+    res.check(**tol)
     row = {
         "point": f"{app}:{dataset}:{schedule}",
         "compile_s": round(compile_s, 1),
@@ -87,9 +113,9 @@ def measure(app: str, dataset: str, schedule: str, sample: str, whole: int | Non
     }
     if whole is None and run_whole:
         t = time.perf_counter()
-        plain = prog.simulate(arch=ARCH)
+        plain = prog.simulate(arch=ARCH, **sopts)
         row["whole_s"] = round(time.perf_counter() - t, 1)
-        plain.check()
+        plain.check(**tol)
         row["whole_cycles"], row["whole_source"] = plain.cycles, "simulated"
     if row["whole_cycles"]:
         w = row["whole_cycles"]

@@ -222,7 +222,8 @@ class Program:
         fields estimates each large row-local region from a sample of its row units
         (docs/sampling.md): `res.cycles` is then the estimate, `res.interval` its interval,
         `res.regions[k].interval` each region's, and `res.sampled` says what was simulated and
-        which regions ran whole and why. Outputs are still checked by `check()`.
+        which regions ran whole and why. Outputs are still checked by `check()`. With `memo`, a
+        region identical to one before takes that one's estimate and interval.
 
         `pieces`: a count, or the names of the nodes that start a piece, runs each region's graph
         in pieces, one after another, each replaying the streams the pieces before it recorded

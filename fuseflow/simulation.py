@@ -104,8 +104,8 @@ def simulate(prog: Program, args: tuple, o: SimOptions) -> SimResult:
         o = replace(o, pieces=1)
     summary, traces = None, None
     if target is not None:
-        _check_sampling(o.record, o.spans, memo_, shared, strategy_.name)
-        regions, summary = _simulate_sampled(prog, env, args, arch_, target, o)
+        _check_sampling(o.record, o.spans, shared, strategy_.name)
+        regions, summary = _simulate_sampled(prog, env, args, arch_, target, o, memo_ is not None)
     elif o.pieces is not None and memo_ is None:
         _check_pieces(o, memo_, prog)
         regions = _simulate_pieces(prog, env, arch_, o, shared, _predicted_tokens(prog, args, arch_, o))
@@ -143,10 +143,10 @@ def _simulate_in_order(prog: Program, env: dict, arch: Arch, o: SimOptions, shar
     return regions, ([r.traces for r in runs] if o.record else None)
 
 
-def _check_sampling(record: bool, spans: bool, memo, shared: bool, strategy: str) -> None:
+def _check_sampling(record: bool, spans: bool, shared: bool, strategy: str) -> None:
     """Sampling estimates each region alone: refuse what needs every region simulated whole."""
-    if record or spans or memo is not None:
-        raise FuseflowError("sample= estimates regions from parts of their rows: not with record, spans or memo")
+    if record or spans:
+        raise FuseflowError("sample= estimates regions from parts of their rows: not with record or spans")
     if shared:
         raise FuseflowError(
             f"sample= places each region by its estimated cycles; strategy {strategy} re-simulates regions "
@@ -234,9 +234,10 @@ def _piece_runner(executor: Any):
 
 
 def _simulate_sampled(
-    prog: Program, env: dict, args: tuple, arch: Arch, target: SampleSpec, o: SimOptions
+    prog: Program, env: dict, args: tuple, arch: Arch, target: SampleSpec, o: SimOptions, memoise: bool
 ) -> tuple[list[RegionResult], SampleSummary]:
-    """`simulate` with the large row-local regions sampled (fuseflow/sampling)."""
+    """`simulate` with the large row-local regions sampled (fuseflow/sampling); `memoise`: a
+    region identical to one before takes its result (`sampling.program.copy_of`)."""
 
     def run(units: Sequence[Job]) -> list[GraphRun]:
         if not o.parallel:
@@ -259,6 +260,7 @@ def _simulate_sampled(
             lambda g: run_graph(g, env, arch, engine=o.engine),
             lambda i: _release(prog, env, i),
             report,
+            (lambda g: structure_key(g, pack_inputs(g, env), arch)) if memoise else None,
         )
 
 

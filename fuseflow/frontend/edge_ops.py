@@ -67,7 +67,8 @@ def edge_op(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, edges: li
         return Edge(s, other.node, other.trailing, finite=other.finite, positive_entry=other.positive_entry)
     mapped = [x.node if isinstance(x, (Edge, Real)) else x for x in a]
     out = rw.call(node.target, *mapped)
-    trailing = max((e.trailing for e in edges), key=len)
+    val = node.meta.get("val")
+    trailing = tuple(int(d) for d in val.shape[1:]) if val is not None else max((e.trailing for e in edges), key=len)
     zero_kept = name in ZERO_PRESERVING or (name == "aten.div.Tensor" and isinstance(a[0], Edge))
     if name in ("aten.add.Tensor", "aten.sub.Tensor") and all(isinstance(x, Edge) for x in a[:2]):
         zero_kept = True
@@ -256,15 +257,18 @@ def _inferred(rw: Rewriter, trailing: tuple[int, ...], have: tuple[int, ...]) ->
 
 def _same_on_every_edge(x: Real, trailing: tuple[int, ...]) -> bool:
     """A node-space value that broadcasts along an edge tensor's trailing dimensions only (a
-    scalar, a bias shaped like the trailing dimensions' tail, or GATv2's attention vector
-    (1, H, C)): the same on every edge."""
+    scalar, a bias shaped like the trailing dimensions' tail, GATv2's attention vector
+    (1, H, C), or GMMConv's kernel means (1, K, D) against pseudo-coordinates (E, 1, D)): the
+    same on every edge."""
     val = x.node.meta.get("val")
     if val is None or val.dim() == 0:
         return True
     shape = tuple(int(d) for d in val.shape)
     if len(shape) == len(trailing) + 1 and shape[0] == 1:  # (1, H, C): broadcast along the edges
         shape = shape[1:]
-    return len(shape) <= len(trailing) and shape == trailing[len(trailing) - len(shape) :]
+    if len(shape) > len(trailing):
+        return False
+    return all(a == b or a == 1 or b == 1 for a, b in zip(reversed(shape), reversed(trailing)))
 
 
 def _edge_linear(rw: Rewriter, node: fx.Node, name: str, a: list) -> Edge | None:

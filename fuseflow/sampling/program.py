@@ -55,44 +55,86 @@ def simulate_sampled(
     run_whole: Callable[[GraphSpec], Any],
     release: Callable[[int], None],
     report: Callable[[str, int], None] | None = None,
+    key: Callable[[GraphSpec], str | None] | None = None,
 ) -> tuple[list[RegionResult], SampleSummary]:
     """Every region's result, sampled where it can be, and the run's summary. `run` simulates
     unit ranges; `run_whole(graph)` simulates a region whole on `env`; `release(i)` drops the
-    values no region after region i reads. `run` simulates units."""
+    values no region after region i reads. With `key` (the memo's structure key), a region
+    structurally identical to one met before takes that one's result, estimate and interval
+    included, and its values from its index notation (`copy_of`)."""
     predicted = {r.name: float(r.cycles) for r in prog.estimate(*args, arch=replace(arch, fabric=None)).regions}
     rows = row_extent(prog)
     results: list[RegionResult] = []
     whole: dict[str, str] = {}
+    seen: dict[str, RegionResult] = {}
     simulated = total = 0
     for i, g in enumerate(prog.graphs):
-        why, units, values = _sampleable(prog, g, env, rows, args)
-        n = unit_count(predicted.get(g.name, 0.0), rows, target)
-        if why is None and n < target.min_units:
-            why = (
-                f"too small to save time: {predicted.get(g.name, 0.0):.3g} predicted cycles make {n} units "
-                f"of {target.unit_cycles:.3g}, fewer than {target.min_units}"
-            )
-        if why is not None or units is None or values is None:
-            whole[g.name] = why or ""
-            r = run_whole(g)
-            env.update(r.outputs)
-            results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=whole[g.name]))
+        k = key(g) if key is not None else None
+        copied = copy_of(seen[k], g, prog, env) if k is not None and k in seen else None
+        if copied is not None:
+            results.append(copied)
+            if copied.whole_reason is not None:
+                whole[g.name] = copied.whole_reason
+            release(i)
+            continue
+        r = _one_region(prog, g, env, rows, args, arch, predicted.get(g.name, 0.0), target, run, run_whole, report)
+        if r.sampled is not None:
+            simulated, total = simulated + r.sampled.units, total + r.sampled.total
         else:
-            work = row_work(g, prog.assigns[g.name], units.along, env, rows)
-            cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
-            s = sample_region(g, units, values, n, work, target, run, prog.tolerance, cb, unbounded(arch))
-            if isinstance(s, str):
-                whole[g.name] = s
-                r = run_whole(g)
-                env.update(r.outputs)
-                results.append(RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=s))
-                release(i)
-                continue
-            env.update(values)
-            simulated, total = simulated + s.sampled.units, total + s.sampled.total
-            results.append(RegionResult(g.name, s.cycles, s.nodes, list(values), s.engine, sampled=s.sampled))
+            whole[g.name] = r.whole_reason or ""
+        results.append(r)
+        if k is not None:
+            seen[k] = r
         release(i)
     return results, SampleSummary(simulated, total, ESTIMATOR, target.describe(), whole)
+
+
+def copy_of(first: RegionResult, g: GraphSpec, prog: Program, env: dict) -> RegionResult | None:
+    """Region `g`'s result as the structurally identical `first`'s (same cycles, counters under
+    g's node names, the same estimate and interval), its values computed from its index
+    notation and put in `env`; None when they cannot be (then `g` is simulated)."""
+    try:
+        values = region_values(prog.assigns[g.name], env)
+    except Unevaluable:
+        return None
+    env.update(values)
+    nodes = [{**n, "name": s.name} for n, s in zip(first.nodes, g.nodes, strict=True)]
+    reason = None if first.whole_reason is None else f"as {first.name}: {first.whole_reason}"
+    return replace(first, name=g.name, nodes=nodes, writes=list(values), memoised=True, whole_reason=reason)
+
+
+def _one_region(
+    prog: Program,
+    g: GraphSpec,
+    env: dict,
+    rows: int,
+    args: tuple,
+    arch: Arch,
+    predicted: float,
+    target: SampleSpec,
+    run: Runner,
+    run_whole: Callable[[GraphSpec], Any],
+    report: Callable[[str, int], None] | None,
+) -> RegionResult:
+    """One region sampled, or simulated whole with the reason; its outputs put in `env`."""
+    why, units, values = _sampleable(prog, g, env, rows, args)
+    n = unit_count(predicted, rows, target)
+    if why is None and n < target.min_units:
+        why = (
+            f"too small to save time: {predicted:.3g} predicted cycles make {n} units "
+            f"of {target.unit_cycles:.3g}, fewer than {target.min_units}"
+        )
+    if why is None and units is not None and values is not None:
+        work = row_work(g, prog.assigns[g.name], units.along, env, rows)
+        cb = (lambda cycles, name=g.name: report(f"{name} (sampled)", cycles)) if report else None
+        s = sample_region(g, units, values, n, work, target, run, prog.tolerance, cb, unbounded(arch))
+        if not isinstance(s, str):
+            env.update(values)
+            return RegionResult(g.name, s.cycles, s.nodes, list(values), s.engine, sampled=s.sampled)
+        why = s
+    r = run_whole(g)
+    env.update(r.outputs)
+    return RegionResult(g.name, r.cycles, r.nodes, r.writes, r.engine, whole_reason=why or "")
 
 
 UNBOUNDED_FIFO = 1 << 20
@@ -146,20 +188,22 @@ def makespan_interval(
     results: Sequence[RegionResult], makespan: int, sequential: bool, place: Callable[[list[int]], int]
 ) -> tuple[int, int]:
     """The makespan's interval. One region after another: the half-widths of independent samples
-    add in quadrature, and what each interval holds beyond its half-width (the warm-up's bias
-    bound: systematic, not random) adds as it is. Otherwise
+    add in quadrature, an estimate reused by k identical regions (a memo's copies) counting k
+    times its half-width (their errors are one error), and what each interval holds beyond its
+    half-width (the warm-up's bias bound: systematic, not random) adds as it is. Otherwise
     the timeline is placed again with every region at the low end, then at the high end, of its
     interval (a bound that assumes the errors all go one way)."""
     if sequential:
-        squares, below, above = 0.0, 0.0, 0.0
+        below, above = 0.0, 0.0
+        copies: dict[int, tuple[float, int]] = {}  # one estimate, reused by identical regions: (h, uses)
         for r in results:
             if r.sampled is None or r.interval is None:
                 continue
             h = r.sampled.half_width
-            squares += h * h
+            copies[id(r.sampled)] = (h, copies.get(id(r.sampled), (h, 0))[1] + 1)
             below += max(0.0, r.cycles - r.interval[0] - h)
             above += max(0.0, r.interval[1] - r.cycles - h)
-        half = math.sqrt(squares)
+        half = math.sqrt(sum((h * uses) ** 2 for h, uses in copies.values()))
         return int(math.floor(makespan - half - below)), int(math.ceil(makespan + half + above))
     lows = [r.interval[0] if r.interval else r.cycles for r in results]
     highs = [r.interval[1] if r.interval else r.cycles for r in results]

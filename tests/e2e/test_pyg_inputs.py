@@ -21,6 +21,7 @@ from torch_geometric.nn import (  # noqa: E402
     DirGNNConv,
     GCNConv,
     GENConv,
+    GMMConv,
     MessagePassing,
     NNConv,
     PNAConv,
@@ -191,3 +192,13 @@ def test_softplus_and_eval_batch_norm_in_a_plain_model_match_pytorch(x_scale):
         model[1].running_var.uniform_(0.5, 2.0)
     x = torch.randn(16, 6) * x_scale
     fuseflow.compile(model, (x,), schedule="full").simulate().check()
+
+
+def test_gaussian_kernels_over_edge_pseudo_coordinates_match_pyg():
+    """GMMConv: ``pseudo.view(E, 1, D) - mu.view(1, K, D)``, a node-space parameter broadcast
+    against the edges' trailing dimensions, then a Gaussian weight per edge and kernel."""
+    d = karate()
+    pseudo = torch.rand(d.edge_index.shape[1], 3, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = WithExtra(GMMConv(34, 8, dim=3, kernel_size=2), GMMConv(8, 4, dim=3, kernel_size=2)).eval()
+    fuseflow.compile(model, (d.x, d.edge_index, pseudo), schedule="unfused").simulate().check()

@@ -5,6 +5,7 @@ cannot be sampled named and run whole."""
 from __future__ import annotations
 
 import functools
+import math
 import json
 import subprocess
 import sys
@@ -232,3 +233,36 @@ def test_the_cli_marks_sampled_figures(tmp_path):
     assert report.returncode == 0 and "sampled ±2% at 95%" in report.stdout, report.stdout + report.stderr
     bad = subprocess.run(cmd + ["--sample", "often"], capture_output=True, text=True)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--sample 'often'" in bad.stderr
+
+
+class Twice(torch.nn.Module):
+    """Two structurally identical regions under `unfused`: the same pattern times two dense inputs."""
+
+    def forward(self, A, X, Y):
+        return torch.relu(A @ X), torch.relu(A @ Y)
+
+
+def test_a_memo_samples_identical_regions_once_and_counts_their_error_as_one():
+    """With `memo=True`, the second region takes the first's estimate (interval included) and its
+    values from index notation; the makespan's half-width is then twice a region's, not sqrt(2)
+    times: the copies' errors are one error (docs/sampling.md, "The makespan's interval")."""
+    torch.manual_seed(0)
+    A = power_law_graph(300, 0.04, 5)
+    prog = fuseflow.compile(Twice(), (A, torch.rand(300, 8), torch.rand(300, 8)), formats={"A": "csr"})
+    spec = {**SMALL, "error": 0.05, "confidence": 0.9}
+    alone = prog.simulate(sample=spec)
+    memo = prog.simulate(sample=spec, memo=True)
+    memo.check()
+    mm, relu, mm2, relu2 = memo.regions  # unfused: each matmul, then its relu
+    for first, copy in ((mm, mm2), (relu, relu2)):
+        assert first.sampled is not None and not first.memoised
+        assert copy.memoised and copy.cycles == first.cycles and copy.interval == first.interval
+    assert memo.sampled.units == mm.sampled.units + relu.sampled.units < alone.sampled.units
+    half = 2 * math.hypot(mm.sampled.half_width, relu.sampled.half_width)  # each pair's error: one error
+    low, high = memo.interval
+    assert high - memo.cycles >= half - 1 and memo.cycles - low >= half - 1
+    whole = prog.simulate()
+    every = prog.simulate(sample={**SMALL, "error": 0}, memo=True)  # every unit: the bias bound only
+    units = sum(r.sampled.units for r in every.regions if r.sampled and not r.memoised)
+    assert abs(every.cycles - whole.cycles) <= 2 * BIAS_PER_UNIT * units
+    assert [r.cycles for r in whole.regions[:2]] == [r.cycles for r in whole.regions[2:]]  # copies exact
