@@ -5,8 +5,8 @@ cannot be sampled named and run whole."""
 from __future__ import annotations
 
 import functools
-import math
 import json
+import math
 import subprocess
 import sys
 
