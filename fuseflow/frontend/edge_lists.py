@@ -123,7 +123,10 @@ def edge_index_of(a: Any, name: str, n: int) -> torch.Tensor:
     if isinstance(a, torch.Tensor) and a.layout != torch.strided:
         adj = a.to_sparse_coo().coalesce()
         if not bool((adj.values() == 1).all()):
-            raise UnsupportedError(f"{name}: adjacency values other than 1 (edge weights) are not supported yet")
+            raise UnsupportedError(
+                f"{name}: a torch.sparse adjacency with values other than 1 (a weighted adj_t) is not supported; "
+                "pass edge_index with the weights as an (E,) edge_weight argument"
+            )
         ei = torch.stack([adj.indices()[1], adj.indices()[0]])
     elif isinstance(a, torch.Tensor) and not a.is_floating_point() and a.dim() == 2 and a.shape[0] == 2:
         ei = a.long()

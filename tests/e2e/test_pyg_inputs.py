@@ -202,3 +202,13 @@ def test_gaussian_kernels_over_edge_pseudo_coordinates_match_pyg():
     torch.manual_seed(0)
     model = WithExtra(GMMConv(34, 8, dim=3, kernel_size=2), GMMConv(8, 4, dim=3, kernel_size=2)).eval()
     fuseflow.compile(model, (d.x, d.edge_index, pseudo), schedule="unfused").simulate().check()
+
+
+def test_a_weighted_torch_sparse_adjacency_is_refused_naming_the_edge_weight_form():
+    """PyG reads a weighted adj_t's values as edge weights; the rewrite traces the edge_index
+    path, which has none, so it refuses rather than drop them."""
+    d = karate()
+    adj = torch.sparse_coo_tensor(d.edge_index.flip(0), torch.rand(d.edge_index.shape[1]) + 0.5, (34, 34))
+    model = TwoLayer(GCNConv(34, 8), GCNConv(8, 4)).eval()
+    with pytest.raises(fuseflow.FuseflowError, match=r"values other than 1 .* pass edge_index with the weights"):
+        fuseflow.compile(model, (d.x, adj.to_sparse_csr()), schedule="unfused")
