@@ -57,6 +57,23 @@ class LoopMask:
 
 
 @dataclass(frozen=True)
+class LoopNodes:
+    """``edge_index[0][edge_index[0] == edge_index[1]]``: the nodes that have a self loop in an
+    edge set that may hold none or one per node (the given list), in edge order."""
+
+    s: EdgeSet
+
+
+@dataclass(frozen=True)
+class LoopValues:
+    """``e[edge_index[0] == edge_index[1]]`` on such a set: the existing loops' values, in edge
+    order. Read only as what ``x[LoopNodes] = ...`` writes (PyG's ``add_remaining_self_loops``
+    keeping the weights of the loops a graph has), where both orders pair up."""
+
+    e: Edge
+
+
+@dataclass(frozen=True)
 class Count:
     """The number of edges of a set (a SymInt in the export)."""
 
@@ -122,7 +139,7 @@ class InfTest:
     y: Real | Edge
 
 
-SYMBOLIC = (Index, Side, SelfLoopMask, LoopMask, Count, SizeExpr, NodeRange, Zeros, Alloc)
+SYMBOLIC = (Index, Side, SelfLoopMask, LoopMask, LoopNodes, LoopValues, Count, SizeExpr, NodeRange, Zeros, Alloc)
 
 
 class Rewriter:

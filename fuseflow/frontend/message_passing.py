@@ -43,6 +43,8 @@ from fuseflow.frontend.edge_values import (
     Edge,
     Index,
     LoopMask,
+    LoopNodes,
+    LoopValues,
     NodeRange,
     Real,
     Rewriter,
@@ -275,10 +277,16 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
         if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
             return rw.gather(src, idx[0], node.meta["val"].dim())
         if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], LoopMask):
+            if src.s == idx[0].s and src.s.kind == "base":  # the loops a graph has: none or one per node
+                return LoopValues(src)
             return rw.diagonal_of(_loops_only(rw, src, idx[0]))
+        if isinstance(src, Side) and len(idx) == 1 and isinstance(idx[0], LoopMask) and src.s == idx[0].s:
+            return LoopNodes(src.s)
     put = name in ("aten.index_put", "aten.index_put_") and isinstance(a[0], Edge) and len(a[1]) == 1
     if put and isinstance(a[1][0], LoopMask) and isinstance(a[2], Real):
         return _put_on_loops(rw, _loops_only(rw, a[0], a[1][0]), a[2])
+    if name in ("aten.index_put", "aten.index_put_") and len(a[1]) == 1 and isinstance(a[1][0], LoopNodes):
+        return _keep_existing_loops(rw, a[0], a[1][0], a[2], bool(a[3]) if len(a) > 3 else False)
     if name == "aten.flip" and isinstance(a[0], Index) and [int(d) % 2 for d in a[1]] == [0]:
         return Index(replace(a[0].s, transposed=not a[0].s.transposed))  # the reversed edges: P's transpose
     if name == "aten.index_select" and isinstance(a[0], Real) and isinstance(a[2], Side):
@@ -318,6 +326,23 @@ def _loops_only(rw: Rewriter, e: Edge, mask: LoopMask) -> Edge:
             "(add_remaining_self_loops first)"
         )
     return e
+
+
+def _keep_existing_loops(rw: Rewriter, fill: Any, nodes: LoopNodes, vals: Any, accumulate: bool) -> Real:
+    """``loop_attr[edge_index[0][loops]] = e[loops]`` (PyG's ``add_remaining_self_loops`` with
+    edge values): each node's loop value is the weight of the loop it has, else the fill:
+    ``fill * (1 - has_loop) + e(i, i)``, `has_loop` the given set's diagonal."""
+    if accumulate or not isinstance(fill, Real) or not isinstance(vals, LoopValues) or vals.e.s != nodes.s:
+        raise rw.fail("writing node values at the self loops' nodes other than add_remaining_self_loops does")
+    e = vals.e
+    has = rw.diagonal_of(Edge(e.s, rw.pattern(e.s), (), ones=True)).node
+    for _ in e.trailing:
+        has = rw.call(aten.unsqueeze.default, has, -1)
+    kept = rw.call(aten.mul.Tensor, fill.node, rw.call(aten.rsub.Scalar, has, 1.0))
+    out = rw.call(aten.add.Tensor, kept, rw.diagonal_of(e).node)
+    if "val" in fill.node.meta:
+        out.meta["val"] = fill.node.meta["val"]
+    return Real(out, finite=fill.finite and e.finite)
 
 
 def _put_on_loops(rw: Rewriter, e: Edge, v: Real) -> Edge:

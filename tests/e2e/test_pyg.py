@@ -340,13 +340,21 @@ def test_edge_weights_are_the_pattern_matrix_values(schedule):
         prog.simulate(d.x, d.edge_index, w[:10])
 
 
-def test_gcn_normalisation_with_edge_weights_is_a_clean_error():
+@pytest.mark.parametrize("schedule", ["unfused", "layer", "full"])
+def test_gcn_normalisation_with_edge_weights_keeps_the_weights_of_existing_self_loops(schedule):
+    """GCNConv(normalize=True) with edge weights: ``add_remaining_self_loops`` appends a loop of
+    weight 1 where a node has none and keeps the weight of a loop it has. The same program runs
+    a list without self loops and one with three, weighted 2, 3 and 0.5."""
     d = karate()
-    w = torch.rand(d.edge_index.shape[1])
-    with pytest.raises(
-        fuseflow.UnsupportedError, match=r"gcn_conv\.py:\d+:0: error: .* on an edge list is not supported"
-    ):
-        fuseflow.compile(Weighted(True).eval(), (d.x, d.edge_index, w))
+    torch.manual_seed(0)
+    w = torch.rand(d.edge_index.shape[1]) + 0.1
+    prog = fuseflow.compile(Weighted(True).eval(), (d.x, d.edge_index, w), schedule=schedule)
+    prog.simulate().check()
+    loops = torch.tensor([[0, 5, 9], [0, 5, 9]])
+    with_loops = prog.simulate(
+        d.x, torch.cat([d.edge_index, loops], 1), torch.cat([w, torch.tensor([2.0, 3.0, 0.5])])
+    )
+    with_loops.check()
 
 
 @pytest.mark.parametrize(
