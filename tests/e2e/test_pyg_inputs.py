@@ -24,6 +24,7 @@ from torch_geometric.nn import (  # noqa: E402
     GMMConv,
     MessagePassing,
     NNConv,
+    PDNConv,
     PNAConv,
     PointNetConv,
     SignedConv,
@@ -212,3 +213,15 @@ def test_a_weighted_torch_sparse_adjacency_is_refused_naming_the_edge_weight_for
     model = TwoLayer(GCNConv(34, 8), GCNConv(8, 4)).eval()
     with pytest.raises(fuseflow.FuseflowError, match=r"values other than 1 .* pass edge_index with the weights"):
         fuseflow.compile(model, (d.x, adj.to_sparse_csr()), schedule="unfused")
+
+
+def test_edge_features_with_existing_self_loops_kept_match_pyg():
+    """PDNConv: ``add_remaining_self_loops(edge_index, edge_attr)`` keeps the features of the
+    loops a graph has (here nodes 2 and 7) and fills the others; the features then weigh edges
+    through an MLP."""
+    d = karate()
+    edges = torch.cat([d.edge_index, torch.tensor([[2, 7], [2, 7]])], 1)
+    attr = torch.randn(edges.shape[1], 3, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = WithExtra(PDNConv(34, 8, edge_dim=3, hidden_channels=4), PDNConv(8, 4, edge_dim=3, hidden_channels=4))
+    fuseflow.compile(model.eval(), (d.x, edges, attr), schedule="unfused").simulate().check()
