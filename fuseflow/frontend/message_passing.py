@@ -265,23 +265,9 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
     if name in ("aten.eq.Tensor",) and all(isinstance(x, Side) for x in a) and {a[0].side, a[1].side} == {0, 1}:
         return LoopMask(a[0].s)
     if name == "aten.index.Tensor":
-        src, idx = a[0], a[1]
-        if isinstance(src, Index) and len(idx) == 2 and idx[0] is None and isinstance(idx[1], SelfLoopMask):
-            return Index(replace(src.s, kind="offdiag"))
-        if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], SelfLoopMask):  # remove_self_loops
-            if src.s != idx[0].s or src.s.kind != "base":
-                raise rw.fail("dropping the self loops of edge values of another edge list, or dropped twice")
-            off = replace(src.s, kind="offdiag")
-            node = rw.call(aten.mul.Tensor, src.node, rw.pattern(off, len(src.trailing)))
-            return Edge(off, node, src.trailing, finite=src.finite)
-        if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
-            return rw.gather(src, idx[0], node.meta["val"].dim())
-        if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], LoopMask):
-            if src.s == idx[0].s and src.s.kind == "base":  # the loops a graph has: none or one per node
-                return LoopValues(src)
-            return rw.diagonal_of(_loops_only(rw, src, idx[0]))
-        if isinstance(src, Side) and len(idx) == 1 and isinstance(idx[0], LoopMask) and src.s == idx[0].s:
-            return LoopNodes(src.s)
+        out = _indexed(rw, node, a[0], a[1])
+        if out is not _PASS:
+            return out
     put = name in ("aten.index_put", "aten.index_put_") and isinstance(a[0], Edge) and len(a[1]) == 1
     if put and isinstance(a[1][0], LoopMask) and isinstance(a[2], Real):
         return _put_on_loops(rw, _loops_only(rw, a[0], a[1][0]), a[2])
@@ -310,6 +296,28 @@ def _index_structure(rw: Rewriter, node: fx.Node, name: str, a: list, kw: dict, 
         a[0], Side
     ):
         return a[0]
+    return _PASS
+
+
+def _indexed(rw: Rewriter, node: fx.Node, src: Any, idx: list) -> Any:
+    """``src[idx]`` on the edge index's structure: loops dropped from a list or its values, a
+    gather along a side, the self loops' values or nodes; `_PASS` for any other indexing."""
+    if isinstance(src, Index) and len(idx) == 2 and idx[0] is None and isinstance(idx[1], SelfLoopMask):
+        return Index(replace(src.s, kind="offdiag"))
+    if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], SelfLoopMask):  # remove_self_loops
+        if src.s != idx[0].s or src.s.kind != "base":
+            raise rw.fail("dropping the self loops of edge values of another edge list, or dropped twice")
+        off = replace(src.s, kind="offdiag")
+        kept = rw.call(aten.mul.Tensor, src.node, rw.pattern(off, len(src.trailing)))
+        return Edge(off, kept, src.trailing, finite=src.finite)
+    if isinstance(src, Real) and len(idx) == 1 and isinstance(idx[0], Side):
+        return rw.gather(src, idx[0], node.meta["val"].dim())
+    if isinstance(src, Edge) and len(idx) == 1 and isinstance(idx[0], LoopMask):
+        if src.s == idx[0].s and src.s.kind == "base":  # the loops a graph has: none or one per node
+            return LoopValues(src)
+        return rw.diagonal_of(_loops_only(rw, src, idx[0]))
+    if isinstance(src, Side) and len(idx) == 1 and isinstance(idx[0], LoopMask) and src.s == idx[0].s:
+        return LoopNodes(src.s)
     return _PASS
 
 
