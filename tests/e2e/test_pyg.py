@@ -351,9 +351,7 @@ def test_gcn_normalisation_with_edge_weights_keeps_the_weights_of_existing_self_
     prog = fuseflow.compile(Weighted(True).eval(), (d.x, d.edge_index, w), schedule=schedule)
     prog.simulate().check()
     loops = torch.tensor([[0, 5, 9], [0, 5, 9]])
-    with_loops = prog.simulate(
-        d.x, torch.cat([d.edge_index, loops], 1), torch.cat([w, torch.tensor([2.0, 3.0, 0.5])])
-    )
+    with_loops = prog.simulate(d.x, torch.cat([d.edge_index, loops], 1), torch.cat([w, torch.tensor([2.0, 3.0, 0.5])]))
     with_loops.check()
 
 
