@@ -15,7 +15,6 @@ are those values.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
