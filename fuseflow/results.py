@@ -34,6 +34,7 @@ class RegionResult:
     sampled: Sampled | None = None  # cycles and counters estimated from sampled units (sampling/)
     whole_reason: str | None = None  # in a sampled run: why this region was simulated whole
     pieces: PiecesSummary | None = None  # run in pieces from recorded streams (sim/pieces.py): exact
+    spill: dict | None = None  # queues kept on disk (arch spill_tokens): queues, peak_bytes, bytes_written
 
     @property
     def interval(self) -> tuple[int, int] | None:

@@ -139,7 +139,7 @@ def _simulate_in_order(prog: Program, env: dict, arch: Arch, o: SimOptions, shar
             if not shared:
                 _release(prog, env, len(runs))
             runs.append(run)
-    regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine) for r in runs]
+    regions = [RegionResult(r.name, r.cycles, r.nodes, r.writes, r.engine, spill=r.spill) for r in runs]
     return regions, ([r.traces for r in runs] if o.record else None)
 
 
@@ -330,7 +330,7 @@ def _simulate_shared(
             g = prog.graphs[i]
             _agrees(prog, g.name, run.outputs, evaluated[i])
             memo.put(keys[i], run)
-            results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine)
+            results[i] = RegionResult(g.name, run.cycles, run.nodes, run.writes, run.engine, spill=run.spill)
             if prog.output_names and set(run.outputs) & set(prog.output_names):
                 env.update({n: v for n, v in run.outputs.items() if n in prog.output_names})
     for key, idxs in waiting.items():

@@ -22,6 +22,7 @@ COVERED_SETTINGS = frozenset(
         "memory",
         "max_fifo_mib",
         "max_seconds",
+        "spill_tokens",
     }
 )
 """Architecture settings (sim/arch.py) the model reads or that do not change cycles."""

@@ -14,6 +14,7 @@ table's own then override (tables such as ``memory`` and ``fabric`` key by key):
     max_cycles = 1000000000   # the run fails (never hangs) past this
     max_fifo_mib = 8192       # the run fails (never exhausts memory) when queued tokens pass this
     max_seconds = 3600        # the run fails past this much wall-clock time (default: no limit)
+    spill_tokens = 65536      # a FIFO longer than this keeps its middle in a temporary file (exact)
     [arch.kinds.alu]          # per primitive kind (sam op mnemonic): latency, ii
     latency = 3
     [arch.memory]             # off-chip memory model, off unless this table is present

@@ -233,6 +233,7 @@ class GraphRun:
     outputs: dict[str, np.ndarray]
     traces: list[dict] | None = None
     engine: str = "event"  # the engine that produced the run (after any fallback)
+    spill: dict | None = None  # queues kept on disk (arch spill_tokens): queues, peak_bytes, bytes_written
 
     @property
     def writes(self) -> list[str]:
@@ -366,7 +367,7 @@ def run_packed(
     res, chosen = execute(
         spec.name, lambda: _build(spec, repack(), arch), arch, record, spec.value_nodes, spans, progress, engine
     )
-    return graph_run(spec, int(res["cycles"]), res["nodes"], res.get("traces"), chosen)
+    return graph_run(spec, int(res["cycles"]), res["nodes"], res.get("traces"), chosen, res.get("spill"))
 
 
 @dataclass(frozen=True)
@@ -458,7 +459,9 @@ def execute(
     return res, chosen
 
 
-def graph_run(spec: GraphSpec, cycles: int, nodes: list[dict], traces: list[dict] | None, engine: str) -> GraphRun:
+def graph_run(
+    spec: GraphSpec, cycles: int, nodes: list[dict], traces: list[dict] | None, engine: str, spill: dict | None = None
+) -> GraphRun:
     """A `GraphRun` from the simulator's per-node dicts (in `spec.nodes` order): the outputs
     decoded, and the counters without the writers' arrays (they would hold every region's output
     twice for the whole program run; a writer keeps how many it wrote)."""
@@ -470,7 +473,7 @@ def graph_run(spec: GraphSpec, cycles: int, nodes: list[dict], traces: list[dict
         if written is not None:
             counters["written"] = len(written)
         counters_of.append(counters)
-    return GraphRun(spec.name, cycles, counters_of, outputs, traces, engine)
+    return GraphRun(spec.name, cycles, counters_of, outputs, traces, engine, spill)
 
 
 _WRITTEN = ("seg", "crd", "vals")

@@ -50,8 +50,8 @@ the run with an error (simulator/src/stream.cpp)."""
 SLACK = 0.1
 """A count of pieces cuts each within this fraction of the graph's nodes of its ideal place,
 where the fewest streams cross."""
-LIMITS = ("max_cycles", "max_seconds", "max_fifo_mib")
-"""Settings that stop a run without changing it: not part of a run's fingerprint."""
+LIMITS = ("max_cycles", "max_seconds", "max_fifo_mib", "spill_tokens")
+"""Settings that stop a run, or store its queues, without changing it: not part of a run's fingerprint."""
 FORMAT = 1
 """The pieces' directory layout; a directory of another layout is not resumed."""
 

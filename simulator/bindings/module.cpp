@@ -60,6 +60,7 @@ Timing to_timing(const nb::dict& cfg) {
     if (k == "fifo_depth") t.fifo_depth = nb::cast<size_t>(v);
     else if (k == "max_fifo_mib") t.max_fifo_mib = nb::cast<uint64_t>(v);
     else if (k == "max_seconds") t.max_seconds = nb::cast<uint64_t>(v);
+    else if (k == "spill_tokens") t.spill_tokens = nb::cast<uint64_t>(v);
     else if (k == "latency") t.default_kind.latency = nb::cast<uint64_t>(v);
     else if (k == "ii") t.default_kind.ii = nb::cast<uint64_t>(v);
     else if (k == "scan_emit_on_pop") t.scan_emit_on_pop = nb::cast<bool>(v);
@@ -153,6 +154,13 @@ nb::dict run_graph(Graph& g, uint64_t max_cycles, bool record, const std::vector
   out["parts"] = r.parts;
   if (r.event_from != kNever) out["event_from"] = r.event_from;
   out["checkpoints"] = r.checkpoints;
+  if (r.spill_queues > 0) {
+    nb::dict sp;
+    sp["queues"] = r.spill_queues;
+    sp["peak_bytes"] = r.spill_peak_bytes;
+    sp["bytes_written"] = r.spill_bytes_written;
+    out["spill"] = sp;
+  }
   if (r.resumed_from != kNever) out["resumed_from"] = r.resumed_from;
   nb::list nodes;
   for (size_t i = 0; i < g.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "fuseflow/sim/graph.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -234,6 +235,7 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
   FifoBudget budget;
   budget.limit = timing_.max_fifo_mib >= (uint64_t{1} << 43) ? UINT64_MAX : timing_.max_fifo_mib << 20;
   for (auto& f : fifos_) { f->set_record(record); f->set_budget(&budget); }
+  budget_ = &budget;
   try {
     if (engine != Engine::Event) {
       if (!window_capable()) throw WindowUnsafe("the memory model's shared channels need the event engine");
@@ -241,6 +243,7 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
       r.event_from =
           run_window(ctx, max_cycles, progress, progress_every, engine == Engine::WindowThenEvent, next, resume);
       if (r.event_from != kNever) {
+        for (auto& f : fifos_) f->unspill();  // the event engine reads whole queues
         const Resume resume{r.event_from, next};
         run_event(ctx, max_cycles, progress, progress_every, release, &resume);
       }
@@ -249,6 +252,12 @@ RunResult Graph::run(uint64_t max_cycles, bool record, bool want_spans,
     }
   } catch (const FifoBudgetExceeded&) {
     over_budget();
+  }
+  budget_ = nullptr;
+  if (spill_) {
+    r.spill_queues = spill_->queues;
+    r.spill_peak_bytes = spill_->peak_bytes();
+    r.spill_bytes_written = spill_->bytes_written();
   }
   r.cycles = ctx.last + 1;
   r.checkpoints = checkpoints_;
@@ -361,12 +370,19 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   // after progress, or, after a stall on input, the next cycle at which a queued input token
   // becomes visible. Tokens visible inside the window were pushed by producers (lower ids)
   // earlier in this pass, so each node sees exactly what it would see cycle by cycle.
-  const uint64_t window = window_cycles(timing_.fifo_depth);
+  const uint64_t window = spill_window(window_cycles(timing_.fifo_depth));
   const int n = static_cast<int>(nodes_.size());
   for (auto& f : fifos_) f->set_scheduler(nullptr);
   // A node pushes at most a few tokens a step into one FIFO (a reduce: a value and a stop); with
   // room for handoff_room in every FIFO, none fills within the window.
   const size_t handoff_room = 4 * window;
+  if (timing_.spill_tokens > 0) {  // a spilled queue keeps 4 windows' reads in memory (Fifo::settle)
+    budget_->reserve = handoff_room;
+    budget_->spill_tokens = timing_.spill_tokens;
+    const char* dir = std::getenv("TMPDIR");
+    spill_ = std::make_unique<SpillStore>(handoff_room * 16, dir && *dir ? dir : "/tmp");
+    budget_->store = spill_.get();
+  }
   next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)
   uint64_t start = 0;
   if (resume) {
@@ -378,6 +394,8 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   for (int i = 0; i < n; ++i) ids[i] = i;
   std::vector<Fifo*> filling, logged;
   while (true) {
+    // Spilled queues first: a checkpoint then saves each as its ring followed by its middle.
+    for (size_t i = 0; i < budget_->candidates.size(); ++i) budget_->candidates[i]->settle(handoff_room);
     if (ckpt_every_ >= 0 && !(resume && start == resumed_from_)) {  // between windows: nothing half done
       const auto now = std::chrono::steady_clock::now();
       if (ckpt_every_ == 0 || std::chrono::duration<double>(now - last_save_).count() >= ckpt_every_) {
@@ -488,6 +506,15 @@ void Graph::load_state(uint64_t& start, std::vector<uint64_t>& next, RunCtx& ctx
   in.vec(tiles_->arena());
   for (auto& f : fifos_) f->load(in);
   for (auto& nd : nodes_) nd->load(in);
+}
+
+uint64_t Graph::spill_window(uint64_t window) const {
+  // A spilled queue keeps 4 windows' reads in memory and spills past 2 of those: windows short
+  // enough that spill_tokens holds 8 of them, and at least 16 cycles (a primitive looks a few
+  // tokens past what it reads, Fifo::kLookahead: spill_tokens below 128 act as 128).
+  if (timing_.spill_tokens == 0) return window;
+  while (window > 16 && 8 * window > timing_.spill_tokens) window /= 2;
+  return window;
 }
 
 uint64_t Graph::window_cycles(size_t fifo_depth) {

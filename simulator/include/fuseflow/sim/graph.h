@@ -51,6 +51,8 @@ struct RunResult {
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> spans;  // per node active [start, end]
   uint64_t checkpoints = 0;          // states saved (set_checkpoint)
   uint64_t resumed_from = kNever;    // the cycle a resumed run continued from (set_resume)
+  int spill_queues = 0;              // FIFOs whose middle went to disk (Timing::spill_tokens)
+  uint64_t spill_peak_bytes = 0, spill_bytes_written = 0;
 };
 
 class Graph {
@@ -97,6 +99,7 @@ class Graph {
   template <class Loop> void start_parts(Loop& loop, RunCtx& ctx, const Release& release, int done, uint64_t cycle);
   // The window engine's window for FIFOs of this depth (cycles; Graph::run_window).
   static uint64_t window_cycles(size_t fifo_depth);
+  uint64_t spill_window(uint64_t window) const;
   // Returns kNever when the run ended, or (with `handoff`) the cycle from which the event engine
   // continues, `next` then holding the cycle each node is stepped next (kNever: when an input arrives).
   // The order of one window's nodes with each `filling` FIFO's consumer before its producer, when
@@ -117,6 +120,8 @@ class Graph {
   double ckpt_every_ = -1;  // < 0: no checkpoints
   std::chrono::steady_clock::time_point last_save_;
   uint64_t checkpoints_ = 0, resumed_from_ = kNever;
+  FifoBudget* budget_ = nullptr;              // the running run's (Graph::run)
+  std::unique_ptr<SpillStore> spill_;         // queues' middles on disk (Timing::spill_tokens)
 };
 
 }  // namespace fuseflow::sim

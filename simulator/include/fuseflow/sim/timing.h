@@ -29,6 +29,7 @@ struct Timing {
   size_t fifo_depth = 10240000;
   uint64_t max_fifo_mib = 8192;  // storage all FIFOs of a run may hold (a simulator limit, not hardware)
   uint64_t max_seconds = 0;      // wall-clock time one run may take (0: no limit; a simulator limit)
+  uint64_t spill_tokens = 0;     // a FIFO longer than this keeps its middle on disk (0: never; exact either way)
   KindTiming default_kind;
   std::map<std::string, KindTiming> per_kind;
   // Preset quirks (the sam preset): see docs/architecture.md.
@@ -57,7 +58,8 @@ struct ArchKey {
 };
 inline constexpr ArchKey kArchKeys[] = {
     {"fifo_depth", "int"},           {"latency", "int"},           {"ii", "int"},
-    {"max_cycles", "int"},           {"max_fifo_mib", "int"},      {"max_seconds", "int"},      {"tile_matmul_ii_per_b", "int"},
+    {"max_cycles", "int"},           {"max_fifo_mib", "int"},      {"max_seconds", "int"},      {"spill_tokens", "int"},
+    {"tile_matmul_ii_per_b", "int"},
     {"tile_elementwise_ii_per_b", "int"}, {"scan_emit_on_pop", "bool"}, {"reduce_split_stop", "bool"},
     {"kinds", "table"},              {"memory", "table"},
 };

@@ -4,11 +4,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <memory>
 #include <vector>
 #include <stdexcept>
 #include <string>
+
+#include "fuseflow/sim/spill.h"
 
 namespace fuseflow::sim {
 
@@ -49,8 +52,14 @@ class WindowUnsafe : public std::runtime_error {
 
 // Storage shared by a run's FIFOs: growing past `limit` bytes throws (the run reports it instead
 // of exhausting the machine's memory: unbounded FIFOs let a fast producer run far ahead).
+// With a spill store (Timing::spill_tokens), a FIFO whose ring grows past `spill_tokens` entries
+// joins `candidates`, which the window engine settles at the start of every window.
+class Fifo;
 struct FifoBudget {
   uint64_t used = 0, limit = UINT64_MAX;
+  SpillStore* store = nullptr;
+  size_t spill_tokens = 0, reserve = 0;
+  std::vector<Fifo*> candidates;
 };
 struct FifoBudgetExceeded : std::exception {
   const char* what() const noexcept override { return "FIFO storage limit exceeded"; }
@@ -198,7 +207,11 @@ class Fifo {
     store(t, when);
   }
   void set_record(bool r) { record_ = r; rehook(); }
-  void set_budget(FifoBudget* b) { budget_ = b; }
+  void set_budget(FifoBudget* b) {
+    budget_ = b;
+    candidate_ = never_spill_ = false;
+    spill_.reset();
+  }
   // An output nobody reads: tokens are dropped on arrival (it never fills, stores nothing).
   void set_discard() { discard_ = true; rehook(); }
   void set_scheduler(Scheduler* s) { sched_ = s; rehook(); }
@@ -206,20 +219,74 @@ class Fifo {
   // A checkpoint's copy of the queue (state.h's StateOut / StateIn; templates: token.h comes first).
   template <class Out> void save(Out& o) const {
     o.pod(src_node); o.pod(src_port); o.pod(dst_node); o.pod(dst_port);
-    o.pod(static_cast<uint64_t>(size_));
+    o.pod(static_cast<uint64_t>(queued()));
     const size_t first = std::min(size_, mask_ + 1 - head_);  // the ring in at most two pieces
     o.bytes(buf_.get() + head_, first * sizeof(Entry));
     o.bytes(buf_.get(), (size_ - first) * sizeof(Entry));
+    if (spill_) spill_->each([&o](const Entry* e, size_t n) { o.bytes(e, n * sizeof(Entry)); });
   }
   template <class In> void load(In& in) {
     if (in.template pod<int>() != src_node || in.template pod<int>() != src_port || in.template pod<int>() != dst_node ||
         in.template pod<int>() != dst_port)
       in.refuse("its FIFOs are not this graph's");
     head_ = size_ = 0;
-    const uint64_t n = in.template pod<uint64_t>();
-    while (n > mask_ + 1) grow();
-    in.bytes(buf_.get(), n * sizeof(Entry));
-    size_ = n;
+    spill_.reset();
+    uint64_t n = in.template pod<uint64_t>();
+    const bool spill = budget_ && budget_->store && n > budget_->spill_tokens && !hooked_;
+    const size_t ring = spill ? budget_->reserve : n;  // a spilled queue: its head in the ring, the rest to disk
+    while (ring > mask_ + 1) grow();
+    in.bytes(buf_.get(), ring * sizeof(Entry));
+    size_ = ring;
+    if (!spill) return;
+    start_spill();
+    std::vector<Entry> part(budget_->reserve);
+    for (n -= ring; n > 0;) {
+      const size_t k = std::min<uint64_t>(n, part.size());
+      in.bytes(part.data(), k * sizeof(Entry));
+      spill_->append(part.data(), k);
+      n -= k;
+    }
+    spill_->mark(head_, size_);
+  }
+  // The tokens queued, those on disk included (size() counts the ring only: what the consumer reads).
+  size_t queued() const { return size_ + (spill_ ? spill_->count : 0); }
+  bool spilled() const { return spill_ != nullptr; }
+  // Between two windows (Graph::run_window), for a FIFO in FifoBudget::candidates: a queue longer
+  // than spill_tokens keeps its first `reserve` entries in the ring and the rest in the spill
+  // store. A spilled queue's consumer reads only the ring; this window's pushes land in the ring
+  // behind the reserve and are moved behind the spilled middle here, and the ring is topped up
+  // to `reserve` again from the head of the middle. Exact while the consumer reads fewer than
+  // `reserve` tokens in a window (checked) and the queue cannot fill (checked): `room` is the
+  // most a window can push.
+  void settle(size_t room) {
+    const size_t reserve = budget_->reserve;
+    if (!spill_) {
+      if (size_ <= std::max(budget_->spill_tokens, 2 * reserve) || hooked_ || never_spill_ || size_ + 16 * room > depth_)
+        return;
+      start_spill();
+      move_out(reserve);
+      shrink(2 * (reserve + room));
+    } else {
+      move_out(kept());
+      move_in(reserve);
+      if (spill_->count == 0) {
+        spill_.reset();
+        return;
+      }
+    }
+    if (queued() + room > depth_) {  // it could fill in the next window: a whole queue again, for good
+      unspill();
+      never_spill_ = true;
+      return;
+    }
+    spill_->mark(head_, size_);
+  }
+  // The whole queue back in the ring (the event engine reads no spill).
+  void unspill() {
+    if (!spill_) return;
+    move_out(kept());
+    move_in(SIZE_MAX);
+    spill_.reset();
   }
   int src_node = -1, src_port = -1, dst_node = -1, dst_port = -1;
 
@@ -324,6 +391,7 @@ class Fifo {
     // Raw storage (a Token is trivially copyable): no constructor pass over the new entries, and
     // the queue moves in two memcpy's. A backlogged FIFO grows to millions of entries.
     size_t cap = mask_ + 1, first = std::min(size_, cap - head_);
+    const size_t popped = spill_ ? (head_ - spill_->head0) & mask_ : 0;
     Buffer nb(static_cast<Entry*>(std::malloc(2 * cap * sizeof(Entry))));
     if (!nb) throw std::bad_alloc();
     std::memcpy(nb.get(), buf_.get() + head_, first * sizeof(Entry));
@@ -331,7 +399,116 @@ class Fifo {
     buf_.swap(nb);
     mask_ = 2 * mask_ + 1;
     head_ = 0;
+    if (spill_) spill_->head0 = (head_ - popped) & mask_;  // the pops since the window began, kept
+    if (budget_ && budget_->store && !candidate_ && mask_ + 1 > budget_->spill_tokens && !hooked_) {
+      candidate_ = true;
+      budget_->candidates.push_back(this);
+    }
   }
+  // A spilled queue's middle, in order: `front` from `pos` (a slot read back), the slots on disk,
+  // then `tail` (entries not yet a whole slot).
+  struct Spill {
+    SpillStore* store;
+    size_t chunk;  // entries a slot holds
+    std::vector<Entry> front, tail;
+    size_t pos = 0, count = 0;
+    std::deque<std::pair<uint64_t, size_t>> slots;
+    size_t head0 = 0, reserve = 0;  // the ring's head and size when the window began
+    void mark(size_t head, size_t size) { head0 = head; reserve = size; }
+    void append(const Entry* e, size_t n) {
+      tail.insert(tail.end(), e, e + n);
+      count += n;
+      while (tail.size() >= chunk) {
+        slots.emplace_back(store->put(tail.data(), chunk * sizeof(Entry)), chunk);
+        tail.erase(tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(chunk));
+      }
+    }
+    // Refill `front` from the next slot, or from `tail` when none is on disk.
+    void advance() {
+      pos = 0;
+      if (slots.empty()) {
+        front.swap(tail);
+        tail.clear();
+        return;
+      }
+      auto [slot, n] = slots.front();
+      slots.pop_front();
+      front.resize(n);
+      store->get(slot, front.data(), n * sizeof(Entry), true);
+    }
+    // Every entry in order, in pieces (a checkpoint's copy; the store keeps its slots).
+    template <class F> void each(F&& f) const {
+      f(front.data() + pos, front.size() - pos);
+      std::vector<Entry> buf(chunk);
+      for (auto [slot, n] : slots) {
+        store->get(slot, buf.data(), n * sizeof(Entry), false);
+        f(buf.data(), n);
+      }
+      f(tail.data(), tail.size());
+    }
+  };
+  void start_spill() {
+    spill_ = std::make_unique<Spill>();
+    spill_->store = budget_->store;
+    spill_->chunk = budget_->reserve;
+    ++budget_->store->queues;
+    if (!candidate_) {
+      candidate_ = true;
+      budget_->candidates.push_back(this);
+    }
+  }
+  // A smaller ring (at least `entries`), its storage back to the budget: a queue that grew long
+  // before spilling keeps only its reserve and a window's pushes in memory.
+  void shrink(size_t entries) {
+    size_t cap = 8;
+    while (cap < entries || cap < size_) cap *= 2;
+    if (cap >= mask_ + 1) return;
+    Buffer nb(static_cast<Entry*>(std::malloc(cap * sizeof(Entry))));
+    if (!nb) throw std::bad_alloc();
+    const size_t first = std::min(size_, mask_ + 1 - head_);
+    std::memcpy(nb.get(), buf_.get() + head_, first * sizeof(Entry));
+    std::memcpy(nb.get() + first, buf_.get(), (size_ - first) * sizeof(Entry));
+    if (budget_) budget_->used -= std::min<uint64_t>(budget_->used, (mask_ + 1 - cap) * sizeof(Entry));
+    buf_.swap(nb);
+    mask_ = cap - 1;
+    head_ = 0;
+  }
+  // Ring entries of the reserve not yet read this window (the consumer read `popped`).
+  size_t kept() const {
+    const size_t popped = (head_ - spill_->head0) & mask_;
+    if (popped + kLookahead > spill_->reserve)
+      throw SimError(edge() + ": its consumer read " + std::to_string(popped) + " tokens in a window, too near the " +
+                     std::to_string(spill_->reserve) + " a spilled queue keeps in memory (raise spill_tokens)");
+    return spill_->reserve - popped;
+  }
+  // Ring entries [from, size_) to the spill's tail, in order.
+  void move_out(size_t from) {
+    for (size_t k = from; k < size_;) {
+      const size_t pos = (head_ + k) & mask_, len = std::min(size_ - k, mask_ + 1 - pos);
+      spill_->append(buf_.get() + pos, len);
+      k += len;
+    }
+    size_ = std::min(size_, from);
+  }
+  // Entries from the spill's head into the ring until it holds `want` or the spill is empty.
+  void move_in(size_t want) {
+    Spill& s = *spill_;
+    while (size_ < want && s.count > 0) {
+      if (s.pos == s.front.size()) s.advance();
+      const size_t n = std::min({want - size_, s.front.size() - s.pos});
+      while (size_ + n > mask_ + 1) grow();
+      for (size_t j = 0; j < n; ++j) buf_[(head_ + size_ + j) & mask_] = s.front[s.pos + j];
+      size_ += n;
+      s.pos += n;
+      s.count -= n;
+    }
+  }
+  std::string edge() const {
+    return "spill: the FIFO from node " + std::to_string(src_node) + " port " + std::to_string(src_port) + " to node " +
+           std::to_string(dst_node);
+  }
+  // How far past the head a primitive looks (two tokens; a bulk run one past what it pops).
+  static constexpr size_t kLookahead = 16;
   struct Free {
     void operator()(Entry* p) const { std::free(p); }
   };
@@ -347,6 +524,8 @@ class Fifo {
   mutable size_t seen_ = 0;     // pending_index's resume point
   FifoBudget* budget_ = nullptr;
   std::vector<Token> trace_;
+  std::unique_ptr<Spill> spill_;
+  bool candidate_ = false, never_spill_ = false;
 };
 
 std::string describe(const Token& t);
