@@ -1,8 +1,8 @@
-"""A large region run whole and in pieces: peak memory, wall time, taped bytes, exactness
-(docs/pieces.md).
+"""A large region run whole, whole with its long queues on disk, and in pieces: peak memory,
+wall time, taped bytes, exactness (docs/pieces.md, docs/simulator-performance.md "Queues on disk").
 
     python benchmarks/pieces.py -o docs/results/pieces.json
-    python benchmarks/pieces.py --seq 128 --d-model 64 --pieces 1 4
+    python benchmarks/pieces.py --seq 128 --d-model 64 --pieces 1 4 --spill 4096
 
 GPT-BigBird under FuseFlow's cross-decoder full schedule (the region that fuses the rest of
 decoder d with the LayerNorm and QKV projections of decoder d + 1; at GPT-3 Small's size it
@@ -27,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
+LIMITS = {"max_cycles": 10**12, "max_fifo_mib": 16384}
 os.environ.setdefault("TMPDIR", str(ROOT / "build" / "tmp"))
 os.makedirs(os.environ["TMPDIR"], exist_ok=True)
 
@@ -48,7 +49,7 @@ def prepare(seq: int, d_model: int, layers: int, path: Path) -> dict:
     )
     compile_s = time.perf_counter() - t
     env = prog.bind(prog.example_args)
-    arch = Arch.resolve({"max_cycles": 10**12, "max_fifo_mib": 16384})
+    arch = Arch.resolve(LIMITS)
     big = max(range(len(prog.graphs)), key=lambda i: len(prog.graphs[i].nodes))
     from fuseflow.sim.graph import run_graph
 
@@ -61,8 +62,10 @@ def prepare(seq: int, d_model: int, layers: int, path: Path) -> dict:
     return {"geometry": geo, "region": g.name, "nodes": len(g.nodes), "compile_s": round(compile_s, 1)}
 
 
-def measure(path: str, pieces: int) -> dict:
-    """One configuration in this (fresh) process: 1 = whole."""
+def measure(path: str, pieces: int, spill: int) -> dict:
+    """One configuration in this (fresh) process: 1 = whole; `spill` > 0: whole, queues longer
+    than `spill` tokens kept on disk."""
+    from fuseflow.sim.arch import Arch
     from fuseflow.sim.graph import run_packed
     from fuseflow.sim.pieces import run_in_pieces
 
@@ -70,7 +73,9 @@ def measure(path: str, pieces: int) -> dict:
         g, packed, arch, tokens = pickle.load(f)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.perf_counter()
-    if pieces == 1:
+    if spill:
+        run, summary = run_packed(g, packed, Arch.resolve({**LIMITS, "spill_tokens": spill})), None
+    elif pieces == 1:
         run, summary = run_packed(g, packed, arch), None
     else:
         run, summary = run_in_pieces(g, packed, arch, pieces, tokens=tokens)
@@ -78,6 +83,7 @@ def measure(path: str, pieces: int) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = {
         "pieces": pieces,
+        "spill_tokens": spill,
         "cycles": run.cycles,
         "wall_s": round(wall, 1),
         "peak_rss_gb": round(peak / 1e6, 3),
@@ -86,6 +92,8 @@ def measure(path: str, pieces: int) -> dict:
     }
     if summary is not None:
         out.update(tokens=summary.tokens, bytes=summary.bytes, bytes_per_token=round(summary.bytes_per_token, 2))
+    if run.spill is not None:
+        out["spill"] = run.spill
     return out
 
 
@@ -95,11 +103,12 @@ def main() -> None:
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--pieces", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--spill", type=int, nargs="*", default=[4096], help="whole runs with this spill_tokens")
     ap.add_argument("-o", "--output")
-    ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)  # PATH PIECES: one configuration, as JSON
+    ap.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)  # PATH PIECES SPILL: one configuration, as JSON
     a = ap.parse_args()
     if a.measure:
-        print(json.dumps(measure(a.measure[0], int(a.measure[1]))))
+        print(json.dumps(measure(a.measure[0], int(a.measure[1]), int(a.measure[2]))))
         return
     from fuseflow.cli.common import print_table
 
@@ -107,30 +116,42 @@ def main() -> None:
         path = Path(tmp) / "region.pkl"
         point = prepare(a.seq, a.d_model, a.layers, path)
         runs = []
-        for k in a.pieces:
+        for k, spill in [(k, 0) for k in a.pieces] + [(1, n) for n in a.spill]:
             proc = subprocess.run(
-                [sys.executable, __file__, "--measure", str(path), str(k)], capture_output=True, text=True, check=True
+                [sys.executable, __file__, "--measure", str(path), str(k), str(spill)],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    whole = next((r for r in runs if r["pieces"] == 1), None)
+    whole = next((r for r in runs if r["pieces"] == 1 and not r["spill_tokens"]), None)
     for r in runs:
         r["exact"] = None if whole is None else (r["cycles"] == whole["cycles"] and r["nodes"] == whole["nodes"])
     for r in runs:
         del r["nodes"]
     rows = [
         [
-            "whole" if r["pieces"] == 1 else str(r["pieces"]),
+            f"whole, spill {r['spill_tokens']:,}"
+            if r["spill_tokens"]
+            else "whole"
+            if r["pieces"] == 1
+            else str(r["pieces"]),
             f"{r['cycles']:,}",
             f"{r['peak_rss_gb']:.2f}",
             f"{r['wall_s']:.1f}",
             f"{r.get('tokens', 0):,}",
             f"{r.get('bytes_per_token', 0):.2f}",
+            f"{r['spill']['queues']:,} / {r['spill']['peak_bytes'] / 1e9:.2f}" if r.get("spill") else "-",
             {None: "-", True: "yes", False: "NO"}[r["exact"]],
         ]
         for r in runs
     ]
     title = f"{point['region']} ({point['nodes']:,} nodes), GPT-BigBird {point['geometry']}"
-    print_table(title, rows, ["pieces", "cycles", "peak GB", "wall s", "taped tokens", "bytes/token", "exact"])
+    print_table(
+        title,
+        rows,
+        ["run", "cycles", "peak GB", "wall s", "taped tokens", "bytes/token", "spilled queues / peak disk GB", "exact"],
+    )
     if a.output:
         Path(a.output).write_text(json.dumps({"point": point, "runs": runs}, indent=1) + "\n")
 

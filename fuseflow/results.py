@@ -136,6 +136,8 @@ class SimResult:
                 entry["whole"] = r.whole_reason
             if r.pieces is not None:
                 entry["pieces"] = {**asdict(r.pieces), "bytes_per_token": round(r.pieces.bytes_per_token, 2)}
+            if r.spill is not None:
+                entry["spill"] = dict(r.spill)
             g = graphs.get(r.name)
             if detail and g is not None:
                 entry["nodes"] = [

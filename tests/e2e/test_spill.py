@@ -11,11 +11,10 @@ from hypothesis import strategies as st
 from test_pieces import same_run
 from test_sampling import case
 
+import fuseflow
 from fuseflow.errors import FuseflowError, SimulationError
 from fuseflow.model_files import example
 from fuseflow.sim.arch import UNBOUNDED, Arch
-
-import fuseflow
 
 
 def settings_of(prog, **more):
