@@ -378,9 +378,10 @@ uint64_t Graph::run_window(RunCtx& ctx, uint64_t max_cycles, const std::function
   const size_t handoff_room = 4 * window;
   if (timing_.spill_tokens > 0) {  // a spilled queue keeps 4 windows' reads in memory (Fifo::settle)
     budget_->reserve = handoff_room;
+    budget_->chunk = handoff_room / 4;  // what a spilled queue holds in memory beside its ring: two slots
     budget_->spill_tokens = timing_.spill_tokens;
     const char* dir = std::getenv("TMPDIR");
-    spill_ = std::make_unique<SpillStore>(handoff_room * 16, dir && *dir ? dir : "/tmp");
+    spill_ = std::make_unique<SpillStore>(budget_->chunk * 16, dir && *dir ? dir : "/tmp");
     budget_->store = spill_.get();
   }
   next.assign(n, 0);  // the cycle each node is stepped next (kNever: when an input or a pop wakes it)

@@ -58,7 +58,7 @@ class Fifo;
 struct FifoBudget {
   uint64_t used = 0, limit = UINT64_MAX;
   SpillStore* store = nullptr;
-  size_t spill_tokens = 0, reserve = 0;
+  size_t spill_tokens = 0, reserve = 0, chunk = 0;  // chunk: entries a slot of the store holds
   std::vector<Fifo*> candidates;
 };
 struct FifoBudgetExceeded : std::exception {
@@ -239,7 +239,7 @@ class Fifo {
     size_ = ring;
     if (!spill) return;
     start_spill();
-    std::vector<Entry> part(budget_->reserve);
+    std::vector<Entry> part(budget_->chunk);
     for (n -= ring; n > 0;) {
       const size_t k = std::min<uint64_t>(n, part.size());
       in.bytes(part.data(), k * sizeof(Entry));
@@ -265,7 +265,7 @@ class Fifo {
         return;
       start_spill();
       move_out(reserve);
-      shrink(2 * (reserve + room));
+      shrink(reserve + room);
     } else {
       move_out(kept());
       move_in(reserve);
@@ -305,6 +305,7 @@ class Fifo {
       return t;
     }
   };
+  static_assert(sizeof(Entry) == 16, "the spill store's slots hold 16-byte entries (Graph::run_window)");
 
  public:
   // The queue as a bulk run reads it, its fields copied out (stores into other FIFOs cannot
@@ -450,7 +451,7 @@ class Fifo {
   void start_spill() {
     spill_ = std::make_unique<Spill>();
     spill_->store = budget_->store;
-    spill_->chunk = budget_->reserve;
+    spill_->chunk = budget_->chunk;
     ++budget_->store->queues;
     if (!candidate_) {
       candidate_ = true;
