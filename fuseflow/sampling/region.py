@@ -222,6 +222,9 @@ def sample_region(
         if met or len(marginals) == len(strata.of):
             break
         more = _more(xs[aux], strata, marginals, target, total[0], dof, column)
+        costlier = _costlier_than_whole(region, len(marginals), sum(more), float(total[0]))
+        if costlier is not None and target.error > 0:  # error 0 asks for every unit
+            return costlier
     first = region.runs[bounds[0]]
     cycles = int(round(total[0]))
     bias = BIAS_PER_UNIT * len(bounds)
@@ -238,6 +241,19 @@ def sample_region(
         region.simulated_cycles(),
     )
     return SampledRun(cycles, _nodes(first, total, cycles), sampled, first.engine)
+
+
+def _costlier_than_whole(region: _Region, done: int, more: int, whole: float) -> str | None:
+    """Why sampling stops here for a whole run: the next round's units, each costing what a unit
+    (its warm-up and the runs that difference it) has cost so far, would simulate more cycles
+    than the whole region (the cycles so far are spent either way)."""
+    per_unit = region.simulated_cycles() / max(done, 1)
+    if more * per_unit < whole:
+        return None
+    return (
+        f"too costly to sample: {done} units left the target unmet and {more} more would simulate "
+        f"about {more * per_unit:.3g} cycles, more than the region's {whole:.3g} whole"
+    )
 
 
 def _warm_units(region: _Region, work: np.ndarray, units: int, least: int) -> list[tuple[int, int]] | str:

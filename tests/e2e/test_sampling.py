@@ -177,6 +177,21 @@ def test_small_regions_are_simulated_whole_by_default():
     assert res.cycles == prog.simulate().cycles and res.interval == (res.cycles, res.cycles)
 
 
+def test_a_region_costlier_to_sample_than_to_run_whole_runs_whole_and_says_why():
+    """At ±0.05% the matmul region's next round would simulate more cycles than the region
+    whole: it runs whole, exactly, named with the figures; at ±1% it is sampled."""
+    prog = gcn_cora_like()
+    plain = {r.name: r.cycles for r in prog.simulate().regions}
+    loose = prog.simulate(sample={**SMALL, "error": 0.01, "confidence": 0.9})
+    tight = prog.simulate(sample={**SMALL, "error": 0.0005, "confidence": 0.9})
+    matmul = next(r for r in loose.regions if r.name == "r1_matmul")
+    assert matmul.sampled is not None and matmul.sampled.units < matmul.sampled.total
+    matmul = next(r for r in tight.regions if r.name == "r1_matmul")
+    assert matmul.sampled is None and matmul.cycles == plain["r1_matmul"]
+    assert (matmul.whole_reason or "").startswith("too costly to sample:")
+    tight.check()
+
+
 def test_units_run_on_worker_processes_give_the_same_estimate():
     prog = gcn_cora_like()
     one = prog.simulate(sample={**SMALL, "error": 0.05})
