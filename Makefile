@@ -50,7 +50,10 @@ test-sanitize: $(STAMP)
 	cmake --build $(SAN_DIR) -j2 >> $(SAN_DIR).log
 	$(SAN_ENV) $(BIN)/python tests/sanitize.py tests/unit/test_simulator.py tests/unit/test_presets.py \
 		tests/unit/test_sam_ir.py tests/unit/test_builder_fuzz.py tests/e2e/test_engines.py tests/e2e/test_kernels.py \
-		tests/e2e/test_fabric.py tests/e2e/test_strategies.py
+		tests/e2e/test_fabric.py tests/e2e/test_strategies.py tests/e2e/test_spill.py::test_random_cases_do_spill \
+		tests/e2e/test_spill.py::test_spilled_queues_reproduce_the_run_exactly \
+		tests/e2e/test_spill.py::test_a_checkpoint_with_spilled_queues_continues_identically \
+		tests/e2e/test_spill.py::test_a_spilled_queue_that_nears_its_depth_goes_back_to_memory_in_order
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sim_throughput.py

@@ -63,6 +63,17 @@ def test_spilled_queues_reproduce_the_run_exactly(kind, n, density, seed, schedu
     same_run(res, plain)
 
 
+def test_a_spilled_queue_that_nears_its_depth_goes_back_to_memory_in_order():
+    """A 2,048-deep FIFO spills, then comes within a window's pushes of its depth: its middle
+    comes back behind the head it had just refilled (a protocol violation when it did not)."""
+    prog = case("spmm", 225, 0.0625, 0, "unfused")
+    plain = prog.simulate(arch=settings_of(prog, fifo_depth=2048))
+    res = prog.simulate(arch=settings_of(prog, fifo_depth=2048, spill_tokens=128))
+    res.check()
+    same_run(res, plain)
+    assert spilled(res) > 0
+
+
 def test_random_cases_do_spill():
     """The random cases above reach the spill: a long queue in a small program."""
     prog = case("gated", 300, 0.1, 3, "full")

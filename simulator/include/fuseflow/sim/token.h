@@ -274,12 +274,11 @@ class Fifo {
         return;
       }
     }
+    spill_->mark(head_, size_);  // before unspill, which reads the pops since the mark
     if (queued() + room > depth_) {  // it could fill in the next window: a whole queue again, for good
       unspill();
       never_spill_ = true;
-      return;
     }
-    spill_->mark(head_, size_);
   }
   // The whole queue back in the ring (the event engine reads no spill).
   void unspill() {
