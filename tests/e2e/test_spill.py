@@ -86,8 +86,8 @@ def test_random_cases_do_spill():
 @given(
     seed=st.integers(0, 10_000),
     stop=st.floats(0.1, 0.9),
-    before=st.sampled_from([128, None]),
-    after=st.sampled_from([128, None]),
+    before=st.sampled_from([1, 128, None]),
+    after=st.sampled_from([1, 128, None]),
 )
 def test_a_checkpoint_with_spilled_queues_continues_identically(tmp_path_factory, seed, stop, before, after):
     """Stopped at a cycle limit with queues on disk (or not), continued with them on disk (or in

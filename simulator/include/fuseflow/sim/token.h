@@ -232,7 +232,7 @@ class Fifo {
     head_ = size_ = 0;
     spill_.reset();
     uint64_t n = in.template pod<uint64_t>();
-    const bool spill = budget_ && budget_->store && n > budget_->spill_tokens && !hooked_;
+    const bool spill = budget_ && budget_->store && spills(n, budget_->reserve);
     const size_t ring = spill ? budget_->reserve : n;  // a spilled queue: its head in the ring, the rest to disk
     while (ring > mask_ + 1) grow();
     in.bytes(buf_.get(), ring * sizeof(Entry));
@@ -261,8 +261,7 @@ class Fifo {
   void settle(size_t room) {
     const size_t reserve = budget_->reserve;
     if (!spill_) {
-      if (size_ <= std::max(budget_->spill_tokens, 2 * reserve) || hooked_ || never_spill_ || size_ + 16 * room > depth_)
-        return;
+      if (!spills(size_, room)) return;
       start_spill();
       move_out(reserve);
       shrink(reserve + room);
@@ -456,6 +455,12 @@ class Fifo {
       candidate_ = true;
       budget_->candidates.push_back(this);
     }
+  }
+  // Whether a queue of `n` tokens moves its middle to disk: longer than spill_tokens and than
+  // twice the reserve, and far from its depth (`room`: a window's pushes).
+  bool spills(size_t n, size_t room) const {
+    return n > std::max(budget_->spill_tokens, 2 * budget_->reserve) && !hooked_ && !never_spill_ &&
+           n + 16 * room <= depth_;
   }
   // A smaller ring (at least `entries`), its storage back to the budget: a queue that grew long
   // before spilling keeps only its reserve and a window's pushes in memory.
