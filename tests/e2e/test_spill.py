@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_checkpoints import settings_of
 from test_pieces import same_run
 from test_sampling import case
 
@@ -15,10 +16,6 @@ import fuseflow
 from fuseflow.errors import FuseflowError, SimulationError
 from fuseflow.model_files import example
 from fuseflow.sim.arch import UNBOUNDED, Arch
-
-
-def settings_of(prog, **more):
-    return {**Arch.resolve(prog.arch).settings, **more}
 
 
 def spilled(res) -> int:
