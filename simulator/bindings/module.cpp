@@ -1,5 +1,8 @@
 // Thin nanobind bindings of the simulator core (fuseflow._simulator).
+#include <cstring>
 #include <functional>
+#include <map>
+#include <memory>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -17,6 +20,36 @@ using namespace fuseflow::sim;
 
 namespace {
 
+// One shared copy per distinct numpy buffer: the graphs of a program read each packed tensor from
+// many nodes (pack_cache hands out one array per tensor). Keyed by address and length, and reused
+// only while some node still holds it and its bytes still equal the buffer's, so a freed buffer
+// whose address comes back with other contents is copied afresh.
+template <typename T>
+class ArrayPool {
+ public:
+  SharedArray<T> get(const T* data, size_t n) {
+    auto key = std::make_pair(static_cast<const void*>(data), n);
+    if (auto it = pool_.find(key); it != pool_.end())
+      if (SharedArray<T> have = it->second.lock(); have && (n == 0 || std::memcmp(have->data(), data, n * sizeof(T)) == 0))
+        return have;
+    auto fresh = std::make_shared<const std::vector<T>>(data, data + n);
+    pool_[key] = fresh;
+    if (pool_.size() > 2 * swept_ + 1024) sweep();
+    return fresh;
+  }
+
+ private:
+  void sweep() {  // drop entries no node holds any more
+    std::erase_if(pool_, [](const auto& kv) { return kv.second.expired(); });
+    swept_ = pool_.size();
+  }
+  std::map<std::pair<const void*, size_t>, std::weak_ptr<const std::vector<T>>> pool_;
+  size_t swept_ = 0;
+};
+
+ArrayPool<int64_t> int_pool;  // the GIL serialises add_node, so no lock
+ArrayPool<float> float_pool;
+
 Params to_params(const nb::dict& d) {
   Params p;
   for (auto [k, v] : d) {
@@ -27,10 +60,10 @@ Params to_params(const nb::dict& d) {
     else if (nb::isinstance<nb::str>(v)) p.strings[key] = nb::cast<std::string>(v);
     else if (nb::isinstance<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(v)) {
       auto a = nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig>>(v);
-      p.int_arrays[key].assign(a.data(), a.data() + a.shape(0));
+      p.int_arrays[key] = int_pool.get(a.data(), a.shape(0));
     } else if (nb::isinstance<nb::ndarray<const float, nb::ndim<1>, nb::c_contig>>(v)) {
       auto a = nb::cast<nb::ndarray<const float, nb::ndim<1>, nb::c_contig>>(v);
-      p.float_arrays[key].assign(a.data(), a.data() + a.shape(0));
+      p.float_arrays[key] = float_pool.get(a.data(), a.shape(0));
     } else {
       throw std::invalid_argument("parameter '" + key +
                                   "' must be int, float, str, or a contiguous 1-D int64/float32 numpy array");

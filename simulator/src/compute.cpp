@@ -12,7 +12,7 @@ namespace {
 // load(ref) -> val: reads values at refs; N (absent operand) loads 0.
 class Load : public Node {
  public:
-  Load(const std::string& n, const Params& p) : Node(n, "load", 1, 1), vals_(p.get_floats("vals")) {}
+  Load(const std::string& n, const Params& p) : Node(n, "load", 1, 1), keep_(p.shared_floats("vals")), vals_(*keep_) {}
   FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
@@ -74,7 +74,8 @@ class Load : public Node {
       if (u.is_data() && static_cast<uint64_t>(u.i) < vals_.size()) __builtin_prefetch(vals_.data() + u.i);
     }
   }
-  std::vector<float> vals_;
+  SharedArray<float> keep_;
+  const std::vector<float>& vals_;  // *keep_, shared with every load of the tensor
 };
 
 // alu(vals...) -> val. A binary op with one input uses the `scalar` parameter as

@@ -33,14 +33,16 @@ std::string Params::get_string(const std::string& k, const std::string& dflt) co
   auto it = strings.find(k);
   return it == strings.end() ? dflt : it->second;
 }
-const std::vector<int64_t>& Params::get_ints(const std::string& k) const {
+const std::vector<int64_t>& Params::get_ints(const std::string& k) const { return *shared_ints(k); }
+const std::vector<float>& Params::get_floats(const std::string& k) const { return *shared_floats(k); }
+SharedArray<int64_t> Params::shared_ints(const std::string& k) const {
   auto it = int_arrays.find(k);
-  if (it == int_arrays.end()) throw std::invalid_argument("missing array '" + k + "'");
+  if (it == int_arrays.end() || !it->second) throw std::invalid_argument("missing array '" + k + "'");
   return it->second;
 }
-const std::vector<float>& Params::get_floats(const std::string& k) const {
+SharedArray<float> Params::shared_floats(const std::string& k) const {
   auto it = float_arrays.find(k);
-  if (it == float_arrays.end()) throw std::invalid_argument("missing array '" + k + "'");
+  if (it == float_arrays.end() || !it->second) throw std::invalid_argument("missing array '" + k + "'");
   return it->second;
 }
 

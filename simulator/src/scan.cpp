@@ -28,7 +28,9 @@ class Root : public Node {
 // with a window (params lo, hi) iterates lo..hi-1 only: a sampled unit of rows (fuseflow/sampling).
 class Scan : public Node {
  public:
-  Scan(const std::string& n, const Params& p) : Node(n, "scan", 1, 2) {
+  Scan(const std::string& n, const Params& p)
+      : Node(n, "scan", 1, 2), seg_keep_(level_array(p, "seg")), crd_keep_(level_array(p, "crd")),
+        seg_(*seg_keep_), crd_(*crd_keep_) {
     const std::string format = p.get_string("format", "compressed");
     if (format != "dense" && format != "compressed")  // no singleton scanner: refused, never run as another
       throw std::invalid_argument("scan '" + n + "': unknown level format '" + format + "' (dense or compressed)");
@@ -42,8 +44,6 @@ class Scan : public Node {
         throw std::invalid_argument("scan '" + n + "': window " + std::to_string(lo_) + ".." + std::to_string(hi_) +
                                     " outside 0.." + std::to_string(dim_));
     } else {
-      seg_ = p.get_ints("seg");
-      crd_ = p.get_ints("crd");
       if (seg_.empty()) throw std::invalid_argument("scan '" + n + "': empty seg array");
       // A malformed level would read past crd: refuse it here, once, not in the hot loop.
       if (seg_.front() < 0) throw std::invalid_argument("scan '" + n + "': seg starts below 0");
@@ -148,7 +148,14 @@ class Scan : public Node {
   bool dense_ = false, in_fiber_ = false;
   int64_t dim_ = 0, base_ = 0, pos_ = 0, end_ = 0, lo_ = 0, hi_ = 0;
   uint64_t seg_ready_ = 0;  // when the open fiber's seg line arrives (memory model)
-  std::vector<int64_t> seg_, crd_;
+  // A compressed level's arrays, shared with every scanner of the level (empty for a dense level).
+  static SharedArray<int64_t> level_array(const Params& p, const std::string& key) {
+    static const SharedArray<int64_t> none = std::make_shared<const std::vector<int64_t>>();
+    return p.get_string("format", "compressed") == "compressed" ? p.shared_ints(key) : none;
+  }
+  SharedArray<int64_t> seg_keep_, crd_keep_;
+  const std::vector<int64_t>& seg_;  // *seg_keep_
+  const std::vector<int64_t>& crd_;  // *crd_keep_
 };
 
 // locate(crd, parent_ref): ref = parent_ref * dim + crd for a dense level.

@@ -33,7 +33,7 @@ std::vector<TileLayout> in_layouts(const Params& p) {
 class TileLoad : public Node {
  public:
   TileLoad(const std::string& n, const Params& p)
-      : Node(n, "load", 1, 1), vals_(p.get_floats("vals")), layout_(out_layout(p)) {}
+      : Node(n, "load", 1, 1), keep_(p.shared_floats("vals")), vals_(*keep_), layout_(out_layout(p)) {}
   FF_INLINE Step step() override {
     if (!has(0)) return Step::StallInput;
     if (!room(0)) return Step::StallOutput;
@@ -54,7 +54,8 @@ class TileLoad : public Node {
   }
 
  private:
-  std::vector<float> vals_;
+  SharedArray<float> keep_;
+  const std::vector<float>& vals_;  // *keep_, shared with every load of the tensor
   TileLayout layout_;
 };
 

@@ -1,5 +1,7 @@
 """The C++ simulator on hand-built graphs: stream contents, protocol, backpressure, deadlock."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -124,6 +126,42 @@ def test_malformed_compressed_level_is_refused_when_built():
     for seg, crd in bad:
         with pytest.raises(ValueError, match="scan 's'"):
             g.add_node("scan", "s", [(r, 0)], {"format": "compressed", "seg": seg, "crd": crd})
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_nodes_reading_one_array_share_it():
+    """A region reads one tensor from thousands of scanners and loads (GPT-3 Small's cross-decoder
+    region: 123,041 nodes); 200 loads of one 8 MB array take one copy, not 200 (1.6 GB)."""
+    vals = np.arange(2_000_000, dtype=np.float32)
+    g = _simulator.Graph(10_240_000, 1)
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 4})
+    g.add_node("load", "first", [(s, 0)], {"vals": vals})
+    before = _resident_bytes()
+    for k in range(200):
+        g.add_node("load", f"l{k}", [(s, 0)], {"vals": vals})
+    assert _resident_bytes() - before < 100 << 20
+
+
+def test_a_reused_buffer_with_new_contents_is_not_shared():
+    """Sharing is keyed by the buffer's address: a buffer changed in place between two nodes (or
+    freed and reallocated at the same address) must give the second node its new values."""
+    vals = F(1, 2, 3, 4)
+    g = _simulator.Graph(10_240_000, 1)
+    r = g.add_node("root", "root", [], {})
+    s = g.add_node("scan", "rows", [(r, 0)], {"format": "dense", "dim": 4})
+    a = g.add_node("load", "a", [(s, 0)], {"vals": vals})
+    vals[:] = F(10, 20, 30, 40)
+    b = g.add_node("load", "b", [(s, 0)], {"vals": vals})
+    g.add_node("write_val", "wa", [(a, 0)], {})
+    g.add_node("write_val", "wb", [(b, 0)], {})
+    w = {n["name"]: n for n in g.run(1000, False, [])["nodes"]}
+    assert list(w["wa"]["vals"]) == [1, 2, 3, 4]
+    assert list(w["wb"]["vals"]) == [10, 20, 30, 40]
 
 
 @pytest.mark.parametrize("engine", ["event", "window"])

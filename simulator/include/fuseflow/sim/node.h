@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,18 +46,26 @@ struct RunCtx {
 constexpr uint64_t kNever = UINT64_MAX;
 
 // Scalar/array parameters a node is built from (filled from Python).
+// A tensor's level or value array, read-only and shared by every node that reads it (a 123k-node
+// region reads one tensor from thousands of scanners and loads; a copy each would not fit).
+template <typename T>
+using SharedArray = std::shared_ptr<const std::vector<T>>;
+
 struct Params {
   std::map<std::string, int64_t> ints;
   std::map<std::string, double> floats;
   std::map<std::string, std::string> strings;
-  std::map<std::string, std::vector<int64_t>> int_arrays;
-  std::map<std::string, std::vector<float>> float_arrays;
+  std::map<std::string, SharedArray<int64_t>> int_arrays;
+  std::map<std::string, SharedArray<float>> float_arrays;
   int64_t get_int(const std::string& k) const;
   int64_t get_int(const std::string& k, int64_t dflt) const;
   double get_float(const std::string& k, double dflt) const;
   std::string get_string(const std::string& k, const std::string& dflt) const;
   const std::vector<int64_t>& get_ints(const std::string& k) const;
   const std::vector<float>& get_floats(const std::string& k) const;
+  // The same arrays, shared: a node that keeps an array holds one of these, never a copy.
+  SharedArray<int64_t> shared_ints(const std::string& k) const;
+  SharedArray<float> shared_floats(const std::string& k) const;
 };
 
 class Node {
