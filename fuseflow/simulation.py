@@ -182,6 +182,12 @@ def _cut(g, o: SimOptions) -> bool:
     return o.pieces is not None and (isinstance(o.pieces, int) or bool(_pieces_of(g, o.pieces)))
 
 
+def _by_parts(g, o: SimOptions) -> bool:
+    """Whether a memoised region may run part by part: unless cut in pieces, or kept whole as one
+    checkpointed piece (``pieces=1``, what `checkpoint` alone asks), in which case each part is one."""
+    return not _cut(g, o) or o.pieces == 1
+
+
 def _pieces_of(g, pieces):
     """A region's share of `pieces`: the count, or the named nodes that are its own."""
     return pieces if isinstance(pieces, int) else [p for p in pieces if any(n.name == p for n in g.nodes)]
@@ -310,8 +316,8 @@ def _simulate_shared(
                     waiting[key] = [i]
                 tasks.append((i, (g, packed, arch, False, False, None, o.engine)))
                 evaluated[i] = values
-            elif memoise and not _cut(g, o) and independent(arch) and len(split := parts(g)) > 1:
-                # heads: each memoised (a region cut in pieces runs as one graph)
+            elif memoise and _by_parts(g, o) and independent(arch) and len(split := parts(g)) > 1:
+                # heads: each memoised (a region cut in named pieces runs as one graph)
                 results[i], values = _run_parts_here(prog, g, split, env, arch, memo, o, report)
             else:  # in order, here: later regions read its outputs
                 once = [packed]  # handed over, so the packed arrays die once the C++ graph holds them
@@ -351,8 +357,24 @@ def _run_parts_here(prog: Program, g, split, env: dict, arch: Arch, memo, o: Sim
         except Unevaluable:
             return None
 
-    pr = run_parts(g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine)
-    return RegionResult(g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised), pr.outputs
+    pr = run_parts(
+        g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine, checkpoint=o.checkpoint, every=o.every_seconds
+    )
+    region = RegionResult(
+        g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised, pieces=pr.pieces, spill=_spill_of(pr.spill)
+    )
+    return region, pr.outputs
+
+
+def _spill_of(spills: list[dict]) -> dict | None:
+    """Queues on disk over a region's simulated parts: queues and bytes added up, the peak the largest part's."""
+    if not spills:
+        return None
+    return {
+        "queues": sum(int(s["queues"]) for s in spills),
+        "peak_bytes": max(int(s["peak_bytes"]) for s in spills),
+        "bytes_written": sum(int(s["bytes_written"]) for s in spills),
+    }
 
 
 def _run_here(g, once: list, env: dict, arch: Arch, o: SimOptions, report, tokens: list[float] | None):

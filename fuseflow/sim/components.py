@@ -12,8 +12,10 @@ equal to simulating the whole region.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ import numpy as np
 from fuseflow.sim.arch import Arch
 from fuseflow.sim.graph import GraphSpec, pack_inputs, run_packed
 from fuseflow.sim.memo import RegionMemo, structure_key
+from fuseflow.sim.pieces import PiecesSummary, run_in_pieces
 
 SHARED = frozenset({"root"})
 """Kinds a part copies instead of sharing: sources whose output no reader can influence."""
@@ -92,6 +95,8 @@ class PartsRun:
     outputs: dict[str, np.ndarray]
     engine: str
     memoised: bool  # every part came from the memo
+    pieces: PiecesSummary | None = None  # with a checkpoint: the simulated parts' pieces, summed
+    spill: list[dict] = field(default_factory=list)  # each simulated part's queues on disk, if any
 
 
 def run_parts(
@@ -103,23 +108,37 @@ def run_parts(
     evaluate: Callable[[], dict[str, np.ndarray] | None],
     progress=None,
     engine: str = "auto",
+    checkpoint: str | os.PathLike | None = None,
+    every: float | None = None,
 ) -> PartsRun:
     """Each part from the memo, or simulated and memoised. Parts taken from the memo get their
     outputs from `evaluate` (the region's index notation); when that cannot evaluate, they are
-    simulated too."""
+    simulated too. With `checkpoint`, each simulated part is one piece kept in its own directory
+    there (`sim/pieces.py`): a finished part is not run again, and with `every` a stopped part
+    continues from its last saved state."""
     nodes: list[dict | None] = [None] * len(spec.nodes)
     outputs: dict[str, np.ndarray] = {}
     cycles, engine_of_slowest, memoised = -1, "event", True
     values: dict[str, np.ndarray] | None = None
     evaluated = False
-    for part in split:  # in order: a later head hits the memo of an earlier one
+    summaries: list[PiecesSummary] = []
+    spills: list[dict] = []
+    for k, part in enumerate(split):  # in order: a later head hits the memo of an earlier one
         packed = pack_inputs(part.spec, env)
         key = structure_key(part.spec, packed, arch)
         hit = memo.get(key)
         if hit is not None and not evaluated:
             values, evaluated = evaluate(), True
         if hit is None or values is None:
-            run = run_packed(part.spec, packed, arch, progress=progress, engine=engine)
+            if checkpoint is None:
+                run = run_packed(part.spec, packed, arch, progress=progress, engine=engine)
+            else:
+                where = Path(checkpoint) / f"{part.spec.name}.part{k}"
+                cb = (lambda _piece, cycle: progress(cycle)) if progress else None
+                run, summary = run_in_pieces(part.spec, packed, arch, 1, where, engine, None, cb, None, every)
+                summaries.append(summary)
+            if run.spill:
+                spills.append(run.spill)
             memo.put(key, run)
             outputs.update(run.outputs)
             counters, c, eng = run.nodes, run.cycles, run.engine
@@ -133,4 +152,18 @@ def run_parts(
                 nodes[i] = counter
         if c > cycles:
             cycles, engine_of_slowest = c, eng
-    return PartsRun(cycles, [n or {} for n in nodes], outputs, engine_of_slowest, memoised)
+    total = _summed(summaries) if summaries else None
+    return PartsRun(cycles, [n or {} for n in nodes], outputs, engine_of_slowest, memoised, total, spills)
+
+
+def _summed(summaries: list[PiecesSummary]) -> PiecesSummary:
+    """The simulated parts' pieces as one region's: counts and bytes added up."""
+    return PiecesSummary(
+        sum(s.pieces for s in summaries),
+        sum(s.streams for s in summaries),
+        sum(s.tokens for s in summaries),
+        sum(s.bytes for s in summaries),
+        sum(s.resumed for s in summaries),
+        sum(s.states for s in summaries),
+        [c for s in summaries for c in s.continued],
+    )
