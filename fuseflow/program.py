@@ -230,7 +230,8 @@ class Program:
         to disk (docs/pieces.md): the cycles, counters and outputs are the whole run's, and the
         peak memory is the largest piece's. It needs unbounded FIFOs and the memory model off,
         and refuses otherwise. `checkpoint`: a directory that keeps every finished piece (without
-        `pieces`, every region is one piece); the same call with the same directory resumes after
+        `pieces`, every region is one piece; with `memo`, a region of independent parts keeps each
+        part it simulates as one); the same call with the same directory resumes after
         the last one (`res.regions[k].pieces` says how many it found). `every` (``"10m"``,
         seconds) also saves the state of a running piece that often, and a stopped piece continues
         from its last state (the window engine: memory model off). With `jobs` > 1 or an
