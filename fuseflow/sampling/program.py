@@ -9,13 +9,16 @@ simulated whole, and the result names it with the reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from fuseflow.cost.cycle_model import estimate_graph
+from fuseflow.cost.input_stats import stats_for_inputs
+from fuseflow.cost.timing import Timing
 from fuseflow.fabric.run import row_extent
 from fuseflow.results import RegionResult
 from fuseflow.sampling.region import ESTIMATOR, Runner, sample_region, unit_count
@@ -62,7 +65,7 @@ def simulate_sampled(
     values no region after region i reads. With `key` (the memo's structure key), a region
     structurally identical to one met before takes that one's result, estimate and interval
     included, and its values from its index notation (`copy_of`)."""
-    predicted = {r.name: float(r.cycles) for r in prog.estimate(*args, arch=replace(arch, fabric=None)).regions}
+    timing, stats_cache = Timing.from_settings(arch.settings), {}
     rows = row_extent(prog)
     results: list[RegionResult] = []
     whole: dict[str, str] = {}
@@ -77,7 +80,8 @@ def simulate_sampled(
                 whole[g.name] = copied.whole_reason
             release(i)
             continue
-        r = _one_region(prog, g, env, rows, args, arch, predicted.get(g.name, 0.0), target, run, run_whole, report)
+        predicted = _predicted(g, env, timing, stats_cache)
+        r = _one_region(prog, g, env, rows, args, arch, predicted, target, run, run_whole, report)
         if r.sampled is not None:
             simulated, total = simulated + r.sampled.units, total + r.sampled.total
         else:
@@ -87,6 +91,15 @@ def simulate_sampled(
             seen[k] = r
         release(i)
     return results, SampleSummary(simulated, total, ESTIMATOR, target.describe(), whole)
+
+
+def _predicted(g: GraphSpec, env: Mapping[str, Any], timing: Timing, cache: dict) -> float:
+    """The cycle model's cycles for region `g` on its actual inputs (`env` holds them when it
+    comes to run), to size its units. Estimated here, region by region, rather than by
+    `prog.estimate()` up front: that evaluates every region's values once more, and estimates the
+    copies of identical regions that take their first's result (half of a GPT-3 Small sampled
+    run's time beyond its units)."""
+    return float(estimate_graph(g, stats_for_inputs(g, env, cache=cache), timing).cycles)
 
 
 def copy_of(first: RegionResult, g: GraphSpec, prog: Program, env: dict) -> RegionResult | None:
