@@ -358,10 +358,26 @@ def _run_parts_here(prog: Program, g, split, env: dict, arch: Arch, memo, o: Sim
             return None
 
     pr = run_parts(
-        g, split, env, arch, memo, evaluate, progress=cb, engine=o.engine, checkpoint=o.checkpoint, every=o.every_seconds
+        g,
+        split,
+        env,
+        arch,
+        memo,
+        evaluate,
+        progress=cb,
+        engine=o.engine,
+        checkpoint=o.checkpoint,
+        every=o.every_seconds,
     )
     region = RegionResult(
-        g.name, pr.cycles, pr.nodes, list(pr.outputs), pr.engine, pr.memoised, pieces=pr.pieces, spill=_spill_of(pr.spill)
+        g.name,
+        pr.cycles,
+        pr.nodes,
+        list(pr.outputs),
+        pr.engine,
+        pr.memoised,
+        pieces=pr.pieces,
+        spill=_spill_of(pr.spill),
     )
     return region, pr.outputs
 

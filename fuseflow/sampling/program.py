@@ -65,7 +65,8 @@ def simulate_sampled(
     values no region after region i reads. With `key` (the memo's structure key), a region
     structurally identical to one met before takes that one's result, estimate and interval
     included, and its values from its index notation (`copy_of`)."""
-    timing, stats_cache = Timing.from_settings(arch.settings), {}
+    timing = Timing.from_settings(arch.settings)
+    stats_cache: dict = {}  # tensor statistics measured once per tensor and format
     rows = row_extent(prog)
     results: list[RegionResult] = []
     whole: dict[str, str] = {}
