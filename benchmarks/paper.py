@@ -38,6 +38,7 @@ records the wall time and the peak resident memory of the run's processes.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -412,14 +413,37 @@ def _mark_reused(rows: list[dict], runs: dict) -> list[dict]:
     return rows
 
 
+CHECKPOINT_ENV = "FUSEFLOW_PAPER_CHECKPOINT"
+"""`--checkpoint DIR[@EVERY]`, in the environment so that worker processes see it too."""
+SPILL_ENV = "FUSEFLOW_PAPER_SPILL"
+"""`--spill N`: the architecture's `spill_tokens` for GPT's runs."""
+
+
+def _exact_options(model, args, schedule, arch) -> tuple[dict | None, dict]:
+    """GPT's arch with `--spill`, and `simulate`'s checkpoint keywords under `--checkpoint`: one
+    directory per point and schedule (named by a digest of both), states every EVERY (10m)."""
+    spill = os.environ.get(SPILL_ENV)
+    if spill:
+        arch = {**(arch or {}), "spill_tokens": int(spill)}
+    where = os.environ.get(CHECKPOINT_ENV)
+    if not where:
+        return arch, {}
+    root, _, every = where.partition("@")
+    shapes = [tuple(getattr(a, "shape", ())) for a in args]
+    name = hashlib.sha256(repr((type(model).__name__, shapes, schedule)).encode()).hexdigest()[:16]
+    return arch, {"checkpoint": str(Path(root) / f"gpt-{name}"), "every": every or "10m"}
+
+
 def _run_gpt(model, args, formats, schedule, arch=None) -> dict:
     """`_run` with GPT's tolerance (its reductions run over 64 elements and more). Identical
     decoders and heads are simulated once (the region memo: same cycles, values evaluated).
     The cross-block region of GPT-3 Small's full schedule lowers to ~125,000 sam nodes (the
     LN + QKV of the next block reads the whole FFN for each of its 36 projections): the node
-    budget is raised past it."""
+    budget is raised past it. Under `--checkpoint` a stopped run continues where it was
+    (each simulated part of a region kept, states saved inside a part: docs/pieces.md)."""
     prog = fuseflow.compile(model, args, formats=formats, schedule=schedule, node_budget=GPT_NODE_BUDGET)
-    res = prog.simulate(arch=arch, memo=True)
+    arch, exact = _exact_options(model, args, schedule, arch)
+    res = prog.simulate(arch=arch, memo=True, **exact)
     return {"cycles": res.cycles, "max_abs_error": res.check(rtol=1e-5 * 64, atol=1e-5 * 64)}
 
 
@@ -910,6 +934,15 @@ def run_task(
     return run[figure](tier, say)
 
 
+def _export_run_options(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """`--sample`, `--checkpoint` and `--spill` into the environment, which worker processes inherit."""
+    if a.sample and (a.checkpoint or a.spill):
+        ap.error("--sample estimates; --checkpoint and --spill run exactly: choose one")
+    for env, value in ((SAMPLE_ENV, a.sample), (CHECKPOINT_ENV, a.checkpoint), (SPILL_ENV, a.spill)):
+        if value:
+            os.environ[env] = str(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--figure", default="all", help="12, 14, 15a, 15b, 16, 17 or all (comma-separated)")
@@ -947,9 +980,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ERROR[@CONF]",
         help="sampled simulation of Figure 12's schedules (docs/sampling.md); rows marked ~ in the page",
     )
+    ap.add_argument(
+        "--checkpoint",
+        metavar="DIR[@EVERY]",
+        help="GPT's schedules keep their progress in DIR (a stopped command, run again, continues), with "
+        "states every EVERY (default 10m; docs/pieces.md)",
+    )
+    ap.add_argument("--spill", type=int, metavar="N", help="GPT's runs keep queues over N tokens on disk")
     a = ap.parse_args(argv)
-    if a.sample:
-        os.environ[SAMPLE_ENV] = a.sample
+    _export_run_options(ap, a)
     if a.source:
         saved = json.loads(Path(a.source).read_text())
         if a.md:

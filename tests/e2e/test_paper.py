@@ -90,6 +90,28 @@ def test_the_paper_tier_runs_gpt3_small_on_a_raised_cycle_limit_and_reports_a_re
         assert refused["paper"] is not None  # the paper's bar stays beside ours
 
 
+def test_gpt_runs_under_checkpoint_keep_their_progress_and_spill_on_request(paper, monkeypatch, tmp_path, capsys):
+    """`--checkpoint DIR --spill N`: each GPT schedule keeps its finished regions (and parts) in
+    its own directory under DIR with queues over N tokens on disk; run again, it takes them from
+    there and gives the same cycles. Sampling does not combine with them."""
+    import gpt_bigbird
+
+    model, args, formats = gpt_bigbird.build(seq=32, d_model=16, heads=2, d_ff=32, layers=2, block=8)
+    plain = paper._run_gpt(model, args, formats, "op")
+    monkeypatch.setenv(paper.CHECKPOINT_ENV, f"{tmp_path}@0")
+    monkeypatch.setenv(paper.SPILL_ENV, "4")
+    first = paper._run_gpt(model, args, formats, "op")
+    (where,) = tmp_path.iterdir()
+    kept = {p: p.stat().st_mtime_ns for p in where.rglob("piece-0.json")}
+    assert where.name.startswith("gpt-") and kept
+    again = paper._run_gpt(model, args, formats, "op")
+    assert first["cycles"] == again["cycles"] == plain["cycles"] and again["max_abs_error"] < 1e-3
+    assert {p: p.stat().st_mtime_ns for p in where.rglob("piece-0.json")} == kept  # taken, not run again
+    with pytest.raises(SystemExit):
+        paper.main(["--figure", "12", "--tier", "smoke", "--sample", "--checkpoint", str(tmp_path)])
+    assert "choose one" in capsys.readouterr().err
+
+
 def test_a_point_stopped_by_the_cycle_limit_is_a_row_saying_why_and_the_others_are_measured(paper, monkeypatch):
     """GCN on the karate club under a 15,000-cycle limit: full fusion (19,733 cycles) stops at
     the limit, the other schedules (8,690-11,770) run. Figures 12 and 14 report full fusion's
