@@ -145,6 +145,11 @@ class _Evaluator:
         # after its last consumer, so a fused decoder at paper size holds its live arrays
         # only, not every one it computed
         self.uses: dict[int, int] = {}
+        # the node of each class whose children `count_uses` counted: alpha-equivalent nodes
+        # name their bound variables apart, so their children are other classes; evaluating a
+        # class always through this node consumes exactly the uses counted (else thousands of
+        # counted children are never consumed and stay live: GPT-3 Small's fused decoder)
+        self.rep: dict[int, Expr] = {}
 
     def count_uses(self, assigns: list[Assign]) -> None:
         """Count each subexpression's consumers, as `eval` will meet them (a sum's product tree
@@ -154,6 +159,7 @@ class _Evaluator:
             k = keys.of(a.expr)
             uses[k] = uses.get(k, 0) + 1  # its output's
         for e in _classes([a.expr for a in assigns], keys):
+            self.rep[keys.of(e)] = e
             for c in _children(e):
                 kc = keys.of(c)
                 uses[kc] = uses.get(kc, 0) + 1
@@ -182,7 +188,7 @@ class _Evaluator:
         k = self.keys.of(e)
         hit = self.memo.get(k)
         if hit is None:
-            hit = self.memo[k] = self._eval(e)
+            hit = self.memo[k] = self._eval(self.rep.get(k, e))
         return hit
 
     def _eval(self, e: Expr) -> Term:
